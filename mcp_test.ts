@@ -1,0 +1,820 @@
+// Tests of mcp.ts, in the order of its sections. Pure pieces are tested in
+// process; everything about the server process is tested by spawning
+// `mcp.ts serve` with the runtime running these tests and speaking raw NDJSON.
+//
+//   deno test -A mcp_test.ts   |   bun test ./mcp_test.ts   |   node --test mcp_test.ts
+
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import process from "node:process";
+import { PassThrough } from "node:stream";
+import { setImmediate } from "node:timers";
+import { describe, test } from "node:test";
+import {
+  defineTool,
+  ErrorCode,
+  FrameReader,
+  FrameWriter,
+  isPluginFile,
+  LATEST_PROTOCOL_VERSION,
+  loadTools,
+  McpServer,
+  serve,
+  toCallToolResult,
+  validate,
+} from "./mcp.ts";
+
+// --- helpers ------------------------------------------------------------------
+
+const HERE = new URL(".", import.meta.url).pathname;
+const MCP = HERE + "mcp.ts";
+// The runtime running the tests runs the server too.
+const RUNTIME: string[] = "Deno" in globalThis ? [process.execPath, "run", "-A"] : [process.execPath];
+
+// deno-lint-ignore no-explicit-any
+type Message = Record<string, any>;
+
+const INIT = {
+  jsonrpc: "2.0",
+  id: "init",
+  method: "initialize",
+  params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "mcp_test", version: "1" } },
+};
+
+/** A `mcp.ts serve` child process spoken to in raw NDJSON. */
+class ServerProcess {
+  child: ChildProcess;
+  messages: Message[] = [];
+  stdoutText = "";
+  stderr = "";
+  exit: Promise<{ code: number | null; signal: string | null }>;
+  #waiters: (() => void)[] = [];
+  #buffer = "";
+
+  /** With `raw`, stdout is only collected in stdoutText, not parsed as NDJSON. */
+  constructor(args: string[], raw = false) {
+    this.child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, "serve", ...args], {
+      cwd: HERE,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    this.child.stdout!.setEncoding("utf8");
+    this.child.stdout!.on("data", (text: string) => {
+      this.stdoutText += text;
+      if (raw) return this.#wake();
+      this.#buffer += text;
+      let newline;
+      while ((newline = this.#buffer.indexOf("\n")) >= 0) {
+        const line = this.#buffer.slice(0, newline);
+        this.#buffer = this.#buffer.slice(newline + 1);
+        this.messages.push(JSON.parse(line)); // stdout must carry JSON only: a stray line throws here
+      }
+      this.#wake();
+    });
+    this.child.stderr!.setEncoding("utf8");
+    this.child.stderr!.on("data", (text: string) => {
+      this.stderr += text;
+      this.#wake();
+    });
+    this.child.stdin!.on("error", () => {}); // the server may be gone before we stop writing
+    this.exit = new Promise((resolve) => this.child.on("close", (code, signal) => resolve({ code, signal })));
+  }
+
+  #wake() {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  send(...messages: unknown[]) {
+    this.child.stdin!.write(messages.map((m) => (typeof m === "string" ? m : JSON.stringify(m)) + "\n").join(""));
+  }
+
+  /** Waits until `predicate` holds, or fails after `ms`. */
+  async until(predicate: () => boolean, what: string, ms = 10_000): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (!predicate()) {
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new Error(
+          `timed out waiting for ${what}; stdout: ${this.stdoutText.slice(-500)} stderr: ${this.stderr.slice(-500)}`,
+        );
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.#waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  /** The response to request `id`, waiting for it. */
+  async response(id: unknown, ms?: number): Promise<Message> {
+    await this.until(() => this.messages.some((m) => m.id === id && !("method" in m)), `response ${id}`, ms);
+    return this.messages.find((m) => m.id === id && !("method" in m))!;
+  }
+
+  /** Sends a request and waits for its response. */
+  async request(id: unknown, method: string, params?: unknown): Promise<Message> {
+    this.send(params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params });
+    return await this.response(id);
+  }
+
+  async initialize(params: Message = {}): Promise<Message> {
+    const response = await this.request("init", "initialize", { ...INIT.params, ...params });
+    this.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+    return response;
+  }
+
+  call(id: unknown, name: string, args?: unknown, meta?: unknown) {
+    const params: Message = { name };
+    if (args !== undefined) params.arguments = args;
+    if (meta !== undefined) params._meta = meta;
+    this.send({ jsonrpc: "2.0", id, method: "tools/call", params });
+  }
+
+  /** Closes stdin and waits for the exit. */
+  async end() {
+    this.child.stdin!.end();
+    return await this.exit;
+  }
+
+  kill() {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill("SIGKILL");
+  }
+}
+
+/** Runs `body` with a fresh server, killing it whatever happens. */
+async function withServer(args: string[], body: (server: ServerProcess) => Promise<void>, raw = false) {
+  const server = new ServerProcess(args, raw);
+  try {
+    await body(server);
+  } finally {
+    server.kill();
+    await server.exit;
+  }
+}
+
+function text(result: Message): string {
+  return result.content.map((item: Message) => item.text).join("");
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Peak resident memory of a process, in bytes (Linux).
+function peakRss(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)![1]) * 1024;
+}
+
+// --- 3. Framing ----------------------------------------------------------------
+
+function frames(chunks: (string | Uint8Array)[], maxBytes = 100) {
+  const messages: string[] = [];
+  let oversize = 0;
+  let framing = "";
+  const reader = new FrameReader({
+    message: (text) => messages.push(text),
+    oversize: () => oversize++,
+    framing: (kind) => framing = kind,
+  }, maxBytes);
+  for (const chunk of chunks) reader.push(typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk);
+  reader.end();
+  return { messages, oversize, framing };
+}
+
+describe("3. Framing", () => {
+  test("FrameReader splits lines, accepts CRLF and ignores blank lines", () => {
+    const { messages } = frames(['{"a":1}\r\n\n  \r\n{"b"', ':2}\n{"c":3}']);
+    assert.deepEqual(messages, ['{"a":1}', '{"b":2}', '{"c":3}']);
+  });
+
+  test("FrameReader joins UTF-8 characters split across chunks", () => {
+    const bytes = new TextEncoder().encode('{"t":"é😀"}\n');
+    const chunks = [...bytes].map((byte) => new Uint8Array([byte]));
+    assert.deepEqual(frames(chunks).messages, ['{"t":"é😀"}']);
+  });
+
+  test("FrameReader skips a line over maxBytes once and keeps the next", () => {
+    const long = "x".repeat(250);
+    const result = frames(['{"a":1}\n', long.slice(0, 90), long.slice(90), long, '\n{"b":2}\n'], 100);
+    assert.deepEqual(result.messages, ['{"a":1}', '{"b":2}']);
+    assert.equal(result.oversize, 1);
+  });
+
+  test("FrameReader accepts a line of exactly maxBytes and rejects one byte more", () => {
+    const ok = "y".repeat(100);
+    assert.deepEqual(frames([ok + "\n"]).messages, [ok]);
+    assert.equal(frames([ok + "z\n"]).oversize, 1);
+  });
+
+  test("FrameReader recognises Content-Length framing from the first bytes", () => {
+    const body = '{"jsonrpc":"2.0","id":1,"method":"ping"}';
+    const framed = `Content-Length: ${body.length}\r\n\r\n${body}`;
+    const result = frames([framed.slice(0, 7), framed.slice(7, 30), framed.slice(30) + framed], 1000);
+    assert.equal(result.framing, "content-length");
+    assert.deepEqual(result.messages, [body, body]);
+  });
+
+  test("FrameReader skips a Content-Length body over maxBytes", () => {
+    const big = "z".repeat(50);
+    const result = frames([`Content-Length: 50\r\n\r\n${big}Content-Length: 2\r\n\r\n{}`], 10);
+    assert.equal(result.oversize, 1);
+    assert.deepEqual(result.messages, ["{}"]);
+  });
+
+  test("FrameReader work stays linear on a long line in small chunks", () => {
+    const chunk = new Uint8Array(64 * 1024).fill(0x61);
+    const timeFor = (count: number) => {
+      const reader = new FrameReader({ message: () => {}, oversize: () => {} }, 64 * 1024 * 1024);
+      const start = performance.now();
+      for (let i = 0; i < count; i++) reader.push(chunk);
+      reader.push(new Uint8Array([NEWLINE_BYTE]));
+      return performance.now() - start;
+    };
+    timeFor(16); // warm up
+    const small = timeFor(64);
+    const large = timeFor(512); // 8x the bytes
+    assert.ok(large < small * 8 * 4 + 50, `512 chunks took ${large} ms, 64 took ${small} ms`);
+  });
+
+  test("FrameWriter sends everything queued in one turn as one write", async () => {
+    const writes: string[] = [];
+    const writer = new FrameWriter((text) => {
+      writes.push(text);
+      return true;
+    });
+    const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+    writer.send("a");
+    writer.send("b");
+    await nextTurn();
+    writer.framing = "content-length";
+    writer.send("é");
+    await nextTurn();
+    assert.deepEqual(writes, ["a\nb\n", "Content-Length: 2\r\n\r\né"]);
+  });
+});
+
+const NEWLINE_BYTE = 0x0a;
+
+// --- 4. JSON-RPC over a real server ----------------------------------------------
+
+describe("4. JSON-RPC", () => {
+  test("serve answers malformed frames with the right error and keeps serving", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      server.send(
+        "{not json",
+        "[1,2]",
+        '"just a string"',
+        '{"id":1,"method":"ping"}',
+        '{"jsonrpc":"2.0","id":null,"method":"ping"}',
+        '{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}',
+        '{"jsonrpc":"2.0","id":2}',
+        '{"jsonrpc":"2.0","id":3,"method":"no/such/method"}',
+        '{"jsonrpc":"2.0","id":4,"method":"ping","params":[1]}',
+        '{"jsonrpc":"2.0","method":"no/such/notification"}',
+        '{"jsonrpc":"2.0","id":"5","method":"ping"}',
+      );
+      await server.response("5");
+      const errors = server.messages.filter((m) => m.error).map((m) => [m.id, m.error.code]);
+      assert.deepEqual(errors, [
+        [null, ErrorCode.ParseError],
+        [null, ErrorCode.InvalidRequest],
+        [null, ErrorCode.InvalidRequest],
+        [1, ErrorCode.InvalidRequest],
+        [null, ErrorCode.InvalidRequest],
+        [null, ErrorCode.InvalidRequest],
+        [2, ErrorCode.InvalidRequest],
+        [3, ErrorCode.MethodNotFound],
+        [4, ErrorCode.InvalidParams],
+      ]);
+      assert.deepEqual(server.messages.at(-1), { jsonrpc: "2.0", id: "5", result: {} });
+      assert.equal(server.messages.length, 10, "the notification got no answer");
+      for (const message of server.messages) assert.ok(!("stack" in (message.error ?? {})));
+    });
+  });
+
+  test("serve answers an over-long line once with -32600, buffers none of it, and keeps serving", async () => {
+    await withServer(["testdata/tools", "--max-line-bytes", "1048576"], async (server) => {
+      await server.initialize();
+      const before = peakRss(server.child.pid!);
+      const chunk = "x".repeat(64 * 1024);
+      // 160 MiB in one line, written with backpressure: buffering it would need more than that.
+      for (let i = 0; i < 2560; i++) {
+        if (!server.child.stdin!.write(chunk)) {
+          await new Promise((resolve) => server.child.stdin!.once("drain", resolve));
+        }
+      }
+      server.send("", { jsonrpc: "2.0", id: "after", method: "ping" });
+      assert.deepEqual((await server.response("after", 30_000)).result, {});
+      const oversize = server.messages.filter((m) => m.error?.code === ErrorCode.InvalidRequest);
+      assert.equal(oversize.length, 1);
+      assert.equal(oversize[0].id, null);
+      assert.match(oversize[0].error.message, /1048576-byte/);
+      const grown = peakRss(server.child.pid!) - before;
+      // Garbage collectors lag behind 64 KiB chunks (Deno's most), but never by the whole line.
+      assert.ok(grown < 100 * 1024 * 1024, `peak RSS grew by ${grown} bytes while skipping 160 MiB`);
+    });
+  });
+
+  test("serve answers 200 concurrent calls once each, out of order when they finish out of order", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      await server.initialize();
+      const batch: unknown[] = [];
+      for (let i = 0; i < 200; i++) {
+        batch.push({
+          jsonrpc: "2.0",
+          id: i,
+          method: "tools/call",
+          params: i % 2
+            ? { name: "echo", arguments: { text: `echo ${i}` } }
+            : { name: "slow", arguments: { steps: 1, ms: 200 - i } },
+        });
+      }
+      server.send(...batch);
+      await server.until(() => server.messages.filter((m) => typeof m.id === "number").length >= 200, "200 answers");
+      await sleep(100);
+      const answers = server.messages.filter((m) => typeof m.id === "number");
+      assert.equal(answers.length, 200);
+      assert.equal(new Set(answers.map((m) => m.id)).size, 200);
+      for (const answer of answers) {
+        assert.equal(text(answer.result), answer.id % 2 ? `echo ${answer.id}` : `waited 1 x ${200 - answer.id} ms`);
+      }
+      const order = answers.map((m) => m.id);
+      assert.ok(order.indexOf(198) < order.indexOf(0), "the shortest wait finished before the longest");
+    });
+  });
+});
+
+// --- 5. Schema validation -------------------------------------------------------
+
+describe("5. Schema validation", () => {
+  const schema = {
+    type: "object",
+    properties: {
+      name: { type: "string", minLength: 2, maxLength: 4, pattern: "^[a-z]+$" },
+      age: { type: "integer", minimum: 0, maximum: 150 },
+      tags: { type: "array", items: { type: "string" } },
+      mode: { enum: ["a", "b"] },
+      kind: { const: "x" },
+      either: { anyOf: [{ type: "string" }, { type: "number" }] },
+      one: { oneOf: [{ type: "number" }, { type: "integer" }] },
+      all: { allOf: [{ type: "number" }, { minimum: 5 }] },
+      nested: { type: "object", properties: { deep: { type: "boolean" } }, additionalProperties: false },
+    },
+    required: ["name"],
+  };
+
+  test("validate() accepts a valid value", () => {
+    assert.deepEqual(
+      validate(schema, { name: "ab", age: 3, tags: ["x"], mode: "a", kind: "x", either: 1, one: 1.5, all: 6 }),
+      [],
+    );
+  });
+
+  test("validate() names the path and the rule of each violation", () => {
+    assert.deepEqual(
+      validate(schema, {
+        age: 1.5,
+        tags: ["ok", 2],
+        mode: "c",
+        kind: "y",
+        either: true,
+        one: 1,
+        all: 2,
+        nested: { deep: "no", extra: 1 },
+      }),
+      [
+        "arguments.name is required (required)",
+        "arguments.age must be integer, got number (type)",
+        "arguments.tags[1] must be string, got integer (type)",
+        'arguments.mode must be one of ["a","b"] (enum)',
+        'arguments.kind must equal "x" (const)',
+        "arguments.either must match at least one schema of anyOf (anyOf)",
+        "arguments.one must match exactly one schema of oneOf, matched 2 (oneOf)",
+        "arguments.all must be >= 5 (minimum)",
+        "arguments.nested.deep must be boolean, got string (type)",
+        "arguments.nested.extra is not an allowed property (additionalProperties)",
+      ],
+    );
+  });
+
+  test("validate() counts string length in code points and checks patterns", () => {
+    assert.deepEqual(validate(schema, { name: "😀😀" }), ['arguments.name must match "^[a-z]+$" (pattern)']);
+    assert.deepEqual(validate(schema, { name: "abcde" }), [
+      "arguments.name must be at most 4 characters long (maxLength)",
+    ]);
+    assert.deepEqual(validate(schema, { name: "a" }), [
+      "arguments.name must be at least 2 characters long (minLength)",
+    ]);
+  });
+
+  test("validate() ignores unknown keywords and invalid patterns", () => {
+    assert.deepEqual(validate({ type: "object", format: "x", properties: { a: { pattern: "(" } } }, { a: "b" }), []);
+    assert.deepEqual(validate({ type: "object" }, []), ["arguments must be object, got array (type)"]);
+  });
+});
+
+// --- 6. MCP server ----------------------------------------------------------------
+
+describe("6. MCP server", () => {
+  test("initialize echoes each supported version and answers the latest for others", () => {
+    for (
+      const [asked, answered] of [
+        ["2025-11-25", "2025-11-25"],
+        ["2025-06-18", "2025-06-18"],
+        ["2025-03-26", "2025-03-26"],
+        ["2024-11-05", "2024-11-05"],
+        ["1999-01-01", LATEST_PROTOCOL_VERSION],
+      ]
+    ) {
+      const sent: Message[] = [];
+      const server = new McpServer({ name: "n", version: "v" }, (line) => sent.push(JSON.parse(line)));
+      server.receive(JSON.stringify({ ...INIT, params: { ...INIT.params, protocolVersion: asked } }));
+      assert.equal(sent[0].result.protocolVersion, answered);
+      assert.deepEqual(sent[0].result.serverInfo, { name: "n", version: "v" });
+      assert.deepEqual(sent[0].result.capabilities, { tools: { listChanged: false }, logging: {} });
+    }
+  });
+
+  test("serve sends --name, --server-version and --instructions in the initialize result", async () => {
+    await withServer(
+      ["testdata/tools", "--name", "calc", "--server-version", "9.9", "--instructions", "Use add for sums."],
+      async (server) => {
+        const { result } = await server.initialize();
+        assert.deepEqual(result.serverInfo, { name: "calc", version: "9.9" });
+        assert.equal(result.instructions, "Use add for sums.");
+        assert.deepEqual(await server.request(2, "ping"), { jsonrpc: "2.0", id: 2, result: {} });
+      },
+    );
+  });
+
+  test("initialize without a protocolVersion is -32602", () => {
+    const sent: Message[] = [];
+    const server = new McpServer({}, (line) => sent.push(JSON.parse(line)));
+    server.receive('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}');
+    assert.equal(sent[0].error.code, ErrorCode.InvalidParams);
+  });
+
+  test("tools/list pages with an opaque cursor and rejects an invalid one", async () => {
+    await withServer(["testdata/tools", "--page-size", "2"], async (server) => {
+      await server.initialize();
+      const names: string[] = [];
+      let cursor: string | undefined;
+      let pages = 0;
+      do {
+        const { result } = await server.request(`page${pages}`, "tools/list", cursor ? { cursor } : {});
+        names.push(...result.tools.map((tool: Message) => tool.name));
+        cursor = result.nextCursor;
+        pages++;
+      } while (cursor);
+      assert.equal(pages, 3);
+      assert.deepEqual(names, ["add", "echo", "fail", "slow", "weather"]);
+      const bad = await server.request("bad", "tools/list", { cursor: "not-a-cursor" });
+      assert.equal(bad.error.code, ErrorCode.InvalidParams);
+    });
+  });
+
+  test("tools/list passes the optional fields through", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      await server.initialize();
+      const { result } = await server.request(2, "tools/list");
+      const weather = result.tools.find((tool: Message) => tool.name === "weather");
+      assert.equal(weather.title, "Weather");
+      assert.equal(weather.outputSchema.type, "object");
+      const add = result.tools.find((tool: Message) => tool.name === "add");
+      assert.deepEqual(add.annotations, { readOnlyHint: true, idempotentHint: true });
+      const fail = result.tools.find((tool: Message) => tool.name === "fail");
+      assert.deepEqual(fail.inputSchema, { type: "object" });
+    });
+  });
+
+  test("tools/call maps return values, validates arguments, reports throws and unknown tools", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      await server.initialize();
+      server.call(1, "add", { a: 2, b: 3 });
+      server.call(2, "add", { a: "x" });
+      server.call(3, "fail", { message: "boom" });
+      server.call(4, "nope", {});
+      server.call(5, "weather", { city: "Oslo" });
+      server.call(6, "add", "not an object");
+      assert.deepEqual((await server.response(1)).result, { content: [{ type: "text", text: "5" }] });
+      const invalid = (await server.response(2)).result;
+      assert.equal(invalid.isError, true);
+      assert.match(text(invalid), /arguments\.b is required \(required\)/);
+      assert.match(text(invalid), /arguments\.a must be number, got string \(type\)/);
+      assert.deepEqual((await server.response(3)).result, { content: [{ type: "text", text: "boom" }], isError: true });
+      const unknown = await server.response(4);
+      assert.equal(unknown.error.code, ErrorCode.InvalidParams);
+      assert.match(unknown.error.message, /nope/);
+      const weather = (await server.response(5)).result;
+      assert.deepEqual(weather.structuredContent, { city: "Oslo", temperature: 28, unit: "celsius" });
+      assert.deepEqual(JSON.parse(text(weather)), weather.structuredContent);
+      assert.equal((await server.response(6)).error.code, ErrorCode.InvalidParams);
+    });
+  });
+
+  test("toCallToolResult() follows the contract for every kind of return value", () => {
+    assert.deepEqual(toCallToolResult("hi"), { content: [{ type: "text", text: "hi" }] });
+    assert.deepEqual(toCallToolResult(undefined), { content: [] });
+    assert.deepEqual(toCallToolResult(null), { content: [] });
+    const whole = { content: [{ type: "text", text: "x" }], isError: true, structuredContent: { a: 1 } };
+    assert.equal(toCallToolResult(whole), whole);
+    assert.deepEqual(toCallToolResult(42), { content: [{ type: "text", text: "42" }] });
+    assert.deepEqual(toCallToolResult([1, 2]), { content: [{ type: "text", text: "[1,2]" }] });
+    assert.deepEqual(toCallToolResult({ a: 1 }), {
+      content: [{ type: "text", text: '{"a":1}' }],
+      structuredContent: { a: 1 },
+    });
+  });
+
+  test("defineTool() checks the name rule and the schema", () => {
+    assert.throws(() => defineTool({ name: "bad name", run() {} }), /bad name.*1-128 characters/);
+    assert.throws(() => defineTool({ name: "x".repeat(129), run() {} }), /1-128/);
+    assert.throws(() => defineTool({ name: "ok" }), /run/);
+    assert.throws(() => defineTool({ name: "ok", inputSchema: { type: "string" }, run() {} }), /inputSchema/);
+    assert.equal(defineTool({ run() {} }, "from_file.v2-x").name, "from_file.v2-x");
+  });
+
+  test("notifications/cancelled aborts ctx.signal and the call gets no response", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      await server.initialize();
+      server.call("c", "slow", { steps: 1, ms: 5000 });
+      await sleep(100);
+      server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c", reason: "user" } });
+      assert.deepEqual((await server.request("p", "ping")).result, {});
+      await sleep(300);
+      assert.ok(!server.messages.some((m) => m.id === "c"), "a cancelled call is not answered");
+      // The server is not waiting for the cancelled call: EOF ends it at once.
+      const started = Date.now();
+      assert.equal((await server.end()).code, 0);
+      assert.ok(Date.now() - started < 3000);
+    });
+  });
+
+  test("ctx.progress sends notifications only when the request carried a progressToken", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      await server.initialize();
+      server.call(1, "slow", { steps: 3, ms: 10 }, { progressToken: "tok" });
+      server.call(2, "slow", { steps: 3, ms: 10 });
+      await server.response(1);
+      await server.response(2);
+      const progress = server.messages.filter((m) => m.method === "notifications/progress");
+      assert.deepEqual(
+        progress.map((m) => m.params),
+        [1, 2, 3].map((step) => ({
+          progressToken: "tok",
+          progress: step,
+          total: 3,
+          message: `step ${step} of 3`,
+        })),
+      );
+      const last = server.messages.findIndex((m) => m.id === 1);
+      assert.ok(server.messages.findLastIndex((m) => m.method === "notifications/progress") < last);
+    });
+  });
+
+  test("ctx.log honours logging/setLevel", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      await server.initialize();
+      server.call(1, "slow", { steps: 2, ms: 1 });
+      await server.response(1);
+      assert.equal(server.messages.filter((m) => m.method === "notifications/message").length, 0, "debug < info");
+      assert.deepEqual((await server.request(2, "logging/setLevel", { level: "debug" })).result, {});
+      server.call(3, "slow", { steps: 2, ms: 1 });
+      await server.response(3);
+      const logs = server.messages.filter((m) => m.method === "notifications/message");
+      assert.deepEqual(logs.map((m) => m.params), [
+        { level: "debug", logger: "slow", data: "step 1" },
+        { level: "debug", logger: "slow", data: "step 2" },
+      ]);
+      assert.equal(
+        (await server.request(4, "logging/setLevel", { level: "loud" })).error.code,
+        ErrorCode.InvalidParams,
+      );
+    });
+  });
+
+  test("--timeout aborts the call's signal and answers isError 'timed out'", async () => {
+    await withServer(["testdata/tools", "--timeout", "200"], async (server) => {
+      await server.initialize();
+      const started = Date.now();
+      server.call(1, "slow", { steps: 1, ms: 10_000 });
+      const { result } = await server.response(1);
+      assert.equal(result.isError, true);
+      assert.match(text(result), /timed out after 200 ms/);
+      assert.ok(Date.now() - started < 2000);
+      assert.equal(server.messages.filter((m) => m.id === 1).length, 1);
+    });
+  });
+
+  test("ctx.sample, ctx.elicit and ctx.roots refuse when the client declared no such capability", async () => {
+    const asked: string[] = [];
+    const tool = defineTool({
+      name: "ask",
+      run: async (_args: unknown, ctx: { sample(p: object): Promise<unknown>; roots(): Promise<unknown> }) => {
+        try {
+          await ctx.sample({ messages: [], maxTokens: 1 });
+        } catch (error) {
+          asked.push((error as Error).message);
+        }
+        return await ctx.roots();
+      },
+    });
+    const sent: Message[] = [];
+    const server = new McpServer({ tools: [tool] }, (line) => sent.push(JSON.parse(line)));
+    server.receive(JSON.stringify({ ...INIT, params: { ...INIT.params, capabilities: { roots: {} } } }));
+    server.receive('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}');
+    await sleep(10);
+    assert.match(asked[0], /did not declare the "sampling" capability/);
+    const rootsRequest = sent.find((m) => m.method === "roots/list")!;
+    server.receive(JSON.stringify({ jsonrpc: "2.0", id: rootsRequest.id, result: { roots: [{ uri: "file:///x" }] } }));
+    await sleep(10);
+    const answer = sent.find((m) => m.id === 2)!;
+    assert.deepEqual(answer.result.content, [{ type: "text", text: '[{"uri":"file:///x"}]' }]);
+  });
+});
+
+// --- 7. Plugins -------------------------------------------------------------------
+
+describe("7. Plugins", () => {
+  test("isPluginFile() skips helpers, sidecars, docs, typings and tests", () => {
+    for (const name of ["add.ts", "wc.sh", "x.mjs"]) assert.ok(isPluginFile(name), name);
+    for (const name of [".hidden.ts", "_helper.ts", "wc.json", "README.md", "types.d.ts", "add_test.ts"]) {
+      assert.ok(!isPluginFile(name), name);
+    }
+  });
+
+  test("loadTools() reports each broken plugin with its path and reason and loads the rest", async () => {
+    const { tools, errors } = await loadTools(HERE + "testdata/broken");
+    assert.deepEqual(tools.map((tool) => tool.name), ["good"]);
+    const byFile = Object.fromEntries(errors.map((e) => [e.file.replace(/.*\//, ""), e.message]));
+    assert.deepEqual(Object.keys(byFile).sort(), ["badname.ts", "nodefault.ts", "syntax.ts", "throws.ts"]);
+    assert.match(byFile["nodefault.ts"], /no default export/);
+    assert.match(byFile["badname.ts"], /"bad name" is invalid/);
+    assert.match(byFile["throws.ts"], /plugin exploded at import/);
+  });
+
+  test("serve reports broken plugins on stderr and still serves the good one", async () => {
+    await withServer(["testdata/broken"], async (server) => {
+      await server.initialize();
+      const { result } = await server.request(2, "tools/list");
+      assert.deepEqual(result.tools.map((tool: Message) => tool.name), ["good"]);
+      assert.match(server.stderr, /Cannot load testdata\/broken\/syntax\.ts: /);
+      assert.match(server.stderr, /Cannot load testdata\/broken\/throws\.ts: plugin exploded at import/);
+      assert.doesNotMatch(server.stderr, /_helper|good_test/);
+    });
+  });
+
+  test("serve refuses to start when two tools share a name, naming both files", async () => {
+    const server = new ServerProcess(["testdata/duplicate"]);
+    try {
+      const { code } = await server.exit;
+      assert.equal(code, 1);
+      assert.match(
+        server.stderr,
+        /two tools are named "same": testdata\/duplicate\/one\.ts and testdata\/duplicate\/two\.ts/,
+      );
+      assert.equal(server.stdoutText, "");
+    } finally {
+      server.kill();
+    }
+  });
+
+  test("console output of plugins goes to stderr, never to the protocol stream", async () => {
+    await withServer(["testdata/noisy"], async (server) => {
+      await server.initialize();
+      server.call(1, "loud");
+      assert.equal(text((await server.response(1)).result), "quiet result");
+      const { result } = await server.request(2, "tools/list");
+      assert.deepEqual(result.tools.map((tool: Message) => tool.name), ["loud", "first", "second"]);
+      await server.until(() => server.stderr.includes("process.stdout.write"), "plugin output on stderr");
+      for (const line of ["loading", "console.log", "console.info", "console.debug", "process.stdout.write"]) {
+        assert.match(server.stderr, new RegExp(`loud: ${line.replace(".", "\\.")}`));
+      }
+    });
+  });
+
+  test("serve of a missing directory is a usage error", async () => {
+    const server = new ServerProcess(["testdata/no-such-dir"]);
+    try {
+      assert.equal((await server.exit).code, 2);
+      assert.match(server.stderr, /^mcp: Cannot serve "testdata\/no-such-dir": no such directory\n$/);
+    } finally {
+      server.kill();
+    }
+  });
+
+  test("serve rejects unknown flags and bad numbers with exit code 2", async () => {
+    for (const args of [["--bogus"], ["--timeout", "soon"], ["--max-line-bytes", "0"]]) {
+      const server = new ServerProcess(["testdata/tools", ...args]);
+      try {
+        assert.equal((await server.exit).code, 2, args.join(" "));
+        assert.match(server.stderr, /^mcp: .+\n$/);
+      } finally {
+        server.kill();
+      }
+    }
+  });
+});
+
+// --- 8. Serving streams -----------------------------------------------------------
+
+describe("8. Serving streams", () => {
+  test("--trace writes every frame in and out to stderr", async () => {
+    await withServer(["testdata/tools", "--trace"], async (server) => {
+      await server.initialize();
+      await server.request(2, "ping");
+      assert.match(server.stderr, /^< \{"jsonrpc":"2\.0","id":2,"method":"ping"\}$/m);
+      assert.match(server.stderr, /^> \{"jsonrpc":"2\.0","id":2,"result":\{\}\}$/m);
+    });
+  });
+
+  test("a Content-Length peer is answered in Content-Length framing", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      const body = JSON.stringify(INIT);
+      server.child.stdin!.write(`Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      const ping = '{"jsonrpc":"2.0","id":2,"method":"ping"}';
+      server.child.stdin!.write(`Content-Length: ${ping.length}\r\n\r\n${ping}`);
+      await server.until(() => server.stdoutText.includes('"id":2'), "framed ping answer");
+      const raw = server.stdoutText;
+      const frames = raw.split(/Content-Length: \d+\r\n\r\n/).filter(Boolean);
+      assert.equal(JSON.parse(frames[0]).result.protocolVersion, "2025-11-25");
+      assert.deepEqual(JSON.parse(frames[1]), { jsonrpc: "2.0", id: 2, result: {} });
+      assert.match(raw, /^Content-Length: \d+\r\n\r\n\{/);
+    }, true);
+  });
+
+  test("stdin EOF finishes the calls in flight, flushes and exits 0", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      await server.initialize();
+      server.call(1, "slow", { steps: 2, ms: 150 });
+      server.call(2, "echo", { text: "x" });
+      const { code } = await server.end();
+      assert.equal(code, 0);
+      assert.equal(text(server.messages.find((m) => m.id === 1)!.result), "waited 2 x 150 ms");
+      assert.equal(text(server.messages.find((m) => m.id === 2)!.result), "x");
+    });
+  });
+
+  test("SIGTERM lets a short call finish, then exits 0", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      await server.initialize();
+      server.call(1, "slow", { steps: 1, ms: 200 });
+      await sleep(50);
+      process.kill(server.child.pid!, "SIGTERM"); // Deno's child.kill() reports the signal, not the exit
+      const { code } = await server.exit;
+      assert.equal(code, 0);
+      assert.equal(text(server.messages.find((m) => m.id === 1)!.result), "waited 1 x 200 ms");
+    });
+  });
+
+  test("SIGINT ends a server whose call outlives the grace period", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      await server.initialize();
+      server.call(1, "slow", { steps: 1, ms: 30_000 });
+      await sleep(50);
+      const started = Date.now();
+      process.kill(server.child.pid!, "SIGINT");
+      const { code } = await server.exit;
+      assert.equal(code, 0);
+      assert.ok(Date.now() - started < 5000, "bounded by the grace period");
+      assert.ok(!server.messages.some((m) => m.id === 1));
+    });
+  });
+
+  test("a closed stdout ends the server quietly", async () => {
+    await withServer(["testdata/tools"], async (server) => {
+      await server.initialize();
+      server.child.stdout!.destroy();
+      server.call(1, "echo", { text: "into the void" });
+      server.call(2, "echo", { text: "again" });
+      await sleep(100);
+      server.child.stdin!.end();
+      const { code } = await server.exit;
+      assert.equal(code, 0);
+      assert.doesNotMatch(server.stderr, /EPIPE|Error/);
+    });
+  });
+
+  test("serve() runs on any stream pair, with tools given in code", async () => {
+    const input = new PassThrough();
+    const output = new PassThrough();
+    let out = "";
+    output.setEncoding("utf8");
+    output.on("data", (chunk: string) => out += chunk);
+    const handle = serve({
+      input,
+      output,
+      tools: [{ name: "double", inputSchema: { type: "object" }, run: ({ n }: { n: number }) => n * 2 }],
+    });
+    input.write(JSON.stringify(INIT) + "\n");
+    input.end('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"double","arguments":{"n":21}}}\n');
+    await handle.done;
+    const messages = out.trim().split("\n").map((line) => JSON.parse(line));
+    assert.equal(messages.length, 2);
+    assert.deepEqual(messages[1].result.content, [{ type: "text", text: "42" }]);
+  });
+});

@@ -1,0 +1,2 @@
+// A plugin that forgot its default export.
+export const tool = { run: () => "unreachable" };

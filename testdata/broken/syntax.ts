@@ -1,0 +1,2 @@
+// A plugin with a syntax error.
+export default { run: () => ( };
