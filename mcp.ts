@@ -73,6 +73,8 @@ const DEFAULT_PAGE_SIZE = 100;
 const DEFAULT_LOG_LEVEL: LogLevel = "info";
 // How long SIGINT/SIGTERM waits for calls in flight before aborting them.
 const SHUTDOWN_GRACE_MS = 2_000;
+// Gap between a call's last progress notification and its response (see #finish).
+const PROGRESS_SETTLE_MS = 5;
 // A Content-Length header block longer than this is not a header block.
 const MAX_HEADER_BYTES = 8 * 1024;
 // MCP tool names (spec 2025-11-25, server/tools.mdx "Tool names").
@@ -367,16 +369,17 @@ export interface ByteSink {
  * one per message is most of what makes a server fast.
  */
 export class FrameWriter {
-  #write: (text: string) => boolean;
+  #write: (text: string, written?: () => void) => boolean;
   #queue: string[] = [];
   #scheduled = false;
   #flushBound = () => this.flush();
+  #afterWrite: (() => void)[] = []; // run once the queued text has been written
   /** How messages are delimited; follows the framing the peer used. */
   framing: Framing = "ndjson";
   /** Called after a write that the sink asked us to slow down for. */
   onBackpressure?: () => void;
 
-  constructor(write: (text: string) => boolean) {
+  constructor(write: (text: string, written?: () => void) => boolean) {
     this.#write = write;
   }
 
@@ -391,13 +394,27 @@ export class FrameWriter {
     }
   }
 
+  /** Runs `callback` once everything queued so far has been handed to the sink. */
+  whenWritten(callback: () => void): void {
+    if (this.#queue.length > 0) this.#afterWrite.push(callback);
+    else setImmediate(callback);
+  }
+
   /** Writes everything queued now. */
   flush(): void {
     this.#scheduled = false;
     if (this.#queue.length === 0) return;
     const text = this.#queue.length === 1 ? this.#queue[0] : this.#queue.join("");
     this.#queue = [];
-    if (!this.#write(text)) this.onBackpressure?.();
+    const after = this.#afterWrite;
+    let written: (() => void) | undefined;
+    if (after.length > 0) {
+      this.#afterWrite = [];
+      written = () => {
+        for (const callback of after) callback();
+      };
+    }
+    if (!this.#write(text, written)) this.onBackpressure?.();
   }
 }
 
@@ -922,11 +939,6 @@ interface ToolCall {
   resolve(result: unknown): void; // answers the request (or, with NO_RESPONSE, drops it)
 }
 
-function abortCall(call: ToolCall, reason: Error): void {
-  call.done = true;
-  call.controller?.abort(reason);
-}
-
 /** Turns what a tool's run returned into a CallToolResult. */
 export function toCallToolResult(value: unknown): JsonObject {
   if (typeof value === "string") return { content: [{ type: "text", text: value }] };
@@ -963,9 +975,11 @@ export class McpServer {
   #idle: (() => void)[] = [];
   #timeout: number;
   #pageSize: number;
+  #whenWritten: (callback: () => void) => void;
 
-  constructor(options: ServerOptions, send: (text: string) => void) {
+  constructor(options: ServerOptions, send: (text: string) => void, whenWritten?: (callback: () => void) => void) {
     this.#options = options;
+    this.#whenWritten = whenWritten ?? setImmediate;
     this.#timeout = options.timeout ?? DEFAULT_TOOL_TIMEOUT_MS;
     this.#pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
     this.#peer = new JsonRpcPeer({
@@ -1019,7 +1033,8 @@ export class McpServer {
   /** Aborts every call in flight (they get no response) and stops the peer. */
   close(reason: Error = new Error("server shut down")): void {
     for (const call of this.#calls.values()) {
-      abortCall(call, reason);
+      call.done = true;
+      call.controller?.abort(reason);
       call.resolve(NO_RESPONSE);
     }
     this.#calls.clear();
@@ -1055,8 +1070,11 @@ export class McpServer {
       case "notifications/cancelled": {
         const call = this.#calls.get(params.requestId as RequestId);
         if (!call) return; // unknown or finished: MAY be ignored (cancellation.mdx)
-        abortCall(call, new Error(typeof params.reason === "string" ? params.reason : "cancelled by the client"));
+        // cancellation.mdx: the cancelled request gets no response.
         this.#finish(call, NO_RESPONSE);
+        call.controller?.abort(
+          new Error(typeof params.reason === "string" ? params.reason : "cancelled by the client"),
+        );
         return;
       }
     }
@@ -1162,12 +1180,22 @@ export class McpServer {
     });
   }
 
+  // Settles a call once: with its result, its timeout, or NO_RESPONSE when cancelled.
   #finish(call: ToolCall, result: unknown): void {
-    if (this.#calls.get(call.id) === call) {
+    if (call.done) return;
+    call.done = true;
+    const settle = () => {
       this.#calls.delete(call.id);
-      call.done = true;
       call.resolve(result);
       if (this.#calls.size === 0) this.#settleIdle();
+    };
+    // SDK clients handle notifications a microtask late but responses at once, so a
+    // response read in the same chunk as the last progress notification overtakes it:
+    // answer a call that reported progress a moment after that notification is written.
+    if (call.lastProgress !== -Infinity && result !== NO_RESPONSE) {
+      this.#whenWritten(() => setTimeout(settle, PROGRESS_SETTLE_MS));
+    } else {
+      settle();
     }
   }
 
@@ -1245,9 +1273,8 @@ export class McpServer {
     for (const call of this.#calls.values()) {
       if (call.deadline <= now) {
         const reason = new DOMException(`Tool "${call.tool.name}" timed out after ${this.#timeout} ms`, "TimeoutError");
-        const result = errorResult(reason.message);
+        this.#finish(call, errorResult(reason.message));
         call.controller?.abort(reason);
-        this.#finish(call, result);
       } else if (call.deadline < next) {
         next = call.deadline;
       }
@@ -1374,9 +1401,9 @@ export function serve(options: ServeOptions = {}): ServeHandle {
   const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   let outputClosed = false;
 
-  const writer = new FrameWriter((text) => {
+  const writer = new FrameWriter((text, written) => {
     if (outputClosed) return true;
-    return output.write(text);
+    return written ? output.write(text, written) : output.write(text);
   });
   const send = options.trace
     ? (text: string) => {
@@ -1384,7 +1411,7 @@ export function serve(options: ServeOptions = {}): ServeHandle {
       writer.send(text);
     }
     : (text: string) => writer.send(text);
-  const server = new McpServer(options, send);
+  const server = new McpServer(options, send, (callback) => writer.whenWritten(callback));
   const reader = new FrameReader({
     message: options.trace
       ? (text) => {
