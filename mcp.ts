@@ -3,7 +3,8 @@
 //   deno run -A mcp.ts serve ./tools        an MCP server on stdio; tools are plugin files in ./tools
 //   bun mcp.ts serve ./tools                the same on Bun
 //   node mcp.ts serve ./tools               the same on Node >= 22.18 (type stripping)
-//   import { serve } from "./mcp.ts"        the same server as a library, on any streams
+//   bun mcp.ts call "<server>" add a=1 b=2  a client: spawn any MCP server, call one tool, exit
+//   import { serve, connect } from "./mcp.ts"   the same server and client as a library
 //
 // Contents, low level to high level; each section uses only those above it:
 //   1. Constants          protocol versions, error codes, limits
@@ -14,15 +15,21 @@
 //   6. MCP server         lifecycle, tools, cancellation, progress, logging, timeouts
 //   7. Plugins            the only file-system and import() I/O of the server
 //   8. Serving streams    a server on a byte stream pair, with shutdown
-//   9. CLI                argv → exit code; `if (import.meta.main)` is the last line
+//   9. MCP client         find, spawn, handshake, request, shut down a server
+//  10. Output             what the client commands print (pure)
+//  11. CLI                argv → exit code; `if (import.meta.main)` is the last line
 
 import { Buffer } from "node:buffer";
+import { type ChildProcess, spawn } from "node:child_process";
+import { accessSync, constants as fsConstants, readFileSync } from "node:fs";
 import { readdir } from "node:fs/promises";
-import { basename, extname, join, resolve } from "node:path";
+import { homedir } from "node:os";
+import { basename, dirname, extname, join, resolve } from "node:path";
 import process from "node:process";
 import type { Readable, Writable } from "node:stream";
 import { setImmediate } from "node:timers";
 import { pathToFileURL } from "node:url";
+import { createInterface } from "node:readline";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 
 // === 1. Constants ============================================================
@@ -105,6 +112,55 @@ export class UsageError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "UsageError";
+  }
+}
+
+/** The server failed: could not start, died, broke the protocol or answered with an error. Exit code 3. */
+export class ServerError extends Error {
+  /** The JSON-RPC error code, when the server answered with one. */
+  code?: number;
+  /** The end of the server's stderr, to explain the failure. */
+  stderr = "";
+  /** A start-up failure that may go away when tried again (--retries). */
+  retryable: boolean;
+  constructor(message: string, code?: number, retryable = false) {
+    super(message);
+    this.name = "ServerError";
+    if (code !== undefined) this.code = code;
+    this.retryable = retryable;
+  }
+}
+
+/** A request got no answer (nor progress) in time. Exit code 3. */
+export class TimeoutError extends ServerError {
+  constructor(message: string) {
+    super(message);
+    this.name = "TimeoutError";
+  }
+}
+
+/** A tool, prompt or resource the server does not have. Exit code 2. */
+export class NotFoundError extends UsageError {
+  /** The closest names the server does have. */
+  suggestions: string[];
+  constructor(kind: string, name: string, known: string[]) {
+    const suggestions = closestNames(name, known);
+    const hint = suggestions.length
+      ? `; did you mean ${suggestions.join(", ")}?`
+      : known.length
+      ? `; it has ${known.slice(0, 10).join(", ")}${known.length > 10 ? ", …" : ""}`
+      : "; it has none";
+    super(`the server has no ${kind} named "${name}"${hint}`);
+    this.name = "NotFoundError";
+    this.suggestions = suggestions;
+  }
+}
+
+/** Stopped by SIGINT. Exit code 130. */
+export class InterruptedError extends Error {
+  constructor() {
+    super("interrupted");
+    this.name = "InterruptedError";
   }
 }
 
@@ -440,6 +496,11 @@ export interface PeerHandlers {
   request(method: string, params: JsonObject, id: RequestId): unknown;
   /** Handles a notification; never answered. */
   notification(method: string, params: JsonObject): void;
+  /**
+   * Takes a message that is not valid JSON-RPC instead of answering it with an
+   * error (a client does not answer a server's garbage, it counts it).
+   */
+  invalid?(text: string, reason: string): void;
 }
 
 interface PendingRequest {
@@ -474,33 +535,41 @@ export class JsonRpcPeer {
     try {
       message = JSON.parse(text);
     } catch {
-      this.#sendError(null, ErrorCode.ParseError, "Parse error: not valid JSON");
+      this.#sendError(null, ErrorCode.ParseError, "Parse error: not valid JSON", undefined, text);
       return;
     }
     if (!isObject(message)) {
       const what = Array.isArray(message)
         ? "a JSON array (batches are not part of MCP since 2025-06-18)"
         : "not an object";
-      this.#sendError(null, ErrorCode.InvalidRequest, `Invalid request: message is ${what}`);
+      this.#sendError(null, ErrorCode.InvalidRequest, `Invalid request: message is ${what}`, undefined, text);
       return;
     }
     const { id, method } = message;
+    if (method === undefined && ("result" in message || "error" in message)) {
+      // A response. One without a usable id is about a message the peer could
+      // not read: nothing to settle, and answering it could start an error loop.
+      if (isRequestId(id)) this.#settle(id, message);
+      return;
+    }
     const hasId = "id" in message;
     if (hasId && !isRequestId(id)) {
-      this.#sendError(null, ErrorCode.InvalidRequest, "Invalid request: id must be a string or a number");
+      this.#sendError(
+        null,
+        ErrorCode.InvalidRequest,
+        "Invalid request: id must be a string or a number",
+        undefined,
+        text,
+      );
       return;
     }
     const replyId = hasId ? id as RequestId : null;
     if (message.jsonrpc !== "2.0") {
-      this.#sendError(replyId, ErrorCode.InvalidRequest, 'Invalid request: "jsonrpc" must be "2.0"');
-      return;
-    }
-    if (method === undefined && hasId && ("result" in message || "error" in message)) {
-      this.#settle(id as RequestId, message);
+      this.#sendError(replyId, ErrorCode.InvalidRequest, 'Invalid request: "jsonrpc" must be "2.0"', undefined, text);
       return;
     }
     if (typeof method !== "string") {
-      this.#sendError(replyId, ErrorCode.InvalidRequest, 'Invalid request: "method" must be a string');
+      this.#sendError(replyId, ErrorCode.InvalidRequest, 'Invalid request: "method" must be a string', undefined, text);
       return;
     }
     const params = message.params ?? EMPTY_PARAMS;
@@ -555,8 +624,12 @@ export class JsonRpcPeer {
     else this.#sendError(id, ErrorCode.InternalError, `Internal error: ${errorMessage(error)}`);
   }
 
-  #sendError(id: RequestId | null, code: number, message: string, data?: unknown): void {
+  #sendError(id: RequestId | null, code: number, message: string, data?: unknown, text?: string): void {
     if (this.#closed) return;
+    if (this.#handlers.invalid && text !== undefined) {
+      this.#handlers.invalid(text, message);
+      return;
+    }
     const error = data === undefined ? { code, message } : { code, message, data };
     this.#handlers.send(JSON.stringify({ jsonrpc: "2.0", id, error }));
   }
@@ -581,14 +654,21 @@ export class JsonRpcPeer {
   }
 
   /** Sends a request and resolves with its result; rejects with RpcError on an error response. */
-  request(method: string, params: JsonObject | undefined, signal?: AbortSignal): Promise<unknown> {
+  request(
+    method: string,
+    params: JsonObject | undefined,
+    signal?: AbortSignal,
+    cancelOnAbort = true,
+  ): Promise<unknown> {
     if (this.#closed) return Promise.reject(this.#closed);
     if (signal?.aborted) return Promise.reject(signal.reason);
     const id = ++this.#nextId;
     return new Promise((resolve, reject) => {
       const onAbort = () => {
         this.#pending.delete(id);
-        this.notify("notifications/cancelled", { requestId: id, reason: errorMessage(signal?.reason) });
+        if (cancelOnAbort) {
+          this.notify("notifications/cancelled", { requestId: id, reason: errorMessage(signal?.reason) });
+        }
         reject(signal?.reason);
       };
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -1488,20 +1568,752 @@ export function serve(options: ServeOptions = {}): ServeHandle {
   return { server, done, shutdown };
 }
 
-// === 9. CLI ==================================================================
+// === 9. MCP client ===========================================================
+// The client role: find the server (a command line or a config name), spawn
+// it, handshake, make requests with timeouts and cancellation, and shut it down
+// without leaving a process behind. Prints nothing: it reports through callbacks.
+
+/** How to start a stdio MCP server. */
+export interface ServerSpec {
+  command: string;
+  args: string[];
+  /** Added to the inherited environment. */
+  env?: Record<string, string>;
+  cwd?: string;
+  /** The config name it came from, if any. */
+  name?: string;
+}
+
+const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+const DEFAULT_MAX_TIME_MS = 600_000;
+// A server's answers may be far larger than what we accept as a server (a 10 MiB image).
+const DEFAULT_CLIENT_MAX_LINE_BYTES = 64 * 1024 * 1024;
+const STDERR_TAIL_BYTES = 64 * 1024;
+// lifecycle.mdx "Shutdown": close stdin, wait, SIGTERM, wait, SIGKILL.
+const SHUTDOWN_STEP_MS = 2_000;
+const RETRY_BASE_MS = 200;
+const MAX_LIST_PAGES = 10_000;
+
+/** Splits a command line into words with POSIX shell quoting ('…', "…", backslash); no expansion. */
+export function splitCommand(line: string): string[] {
+  const words: string[] = [];
+  let word = "";
+  let inWord = false;
+  for (let i = 0; i < line.length; i++) {
+    const ch = line[i];
+    if (ch === "'") {
+      const end = line.indexOf("'", i + 1);
+      if (end < 0) throw new UsageError(`Cannot split the server command: unterminated ' in ${JSON.stringify(line)}`);
+      word += line.slice(i + 1, end);
+      inWord = true;
+      i = end;
+    } else if (ch === '"') {
+      inWord = true;
+      for (i++;; i++) {
+        if (i >= line.length) {
+          throw new UsageError(`Cannot split the server command: unterminated " in ${JSON.stringify(line)}`);
+        }
+        const c = line[i];
+        if (c === '"') break;
+        // Inside double quotes a backslash escapes only these (POSIX 2.2.3).
+        if (c === "\\" && i + 1 < line.length && '"\\$`\n'.includes(line[i + 1])) {
+          i++;
+          if (line[i] !== "\n") word += line[i];
+        } else {
+          word += c;
+        }
+      }
+    } else if (ch === "\\") {
+      if (i + 1 < line.length && line[i + 1] !== "\n") {
+        word += line[i + 1];
+        inWord = true;
+      }
+      i++;
+    } else if (ch === " " || ch === "\t" || ch === "\n") {
+      if (inWord) words.push(word);
+      word = "";
+      inWord = false;
+    } else {
+      word += ch;
+      inWord = true;
+    }
+  }
+  if (inWord) words.push(word);
+  return words;
+}
+
+/** Where Claude Desktop keeps its config on this OS. */
+export function claudeDesktopConfigPath(
+  env: Record<string, string | undefined> = process.env,
+  platform: string = process.platform,
+  home: string = homedir(),
+): string {
+  if (platform === "darwin") {
+    return join(home, "Library", "Application Support", "Claude", "claude_desktop_config.json");
+  }
+  if (platform === "win32") {
+    return join(env.APPDATA ?? join(home, "AppData", "Roaming"), "Claude", "claude_desktop_config.json");
+  }
+  return join(env.XDG_CONFIG_HOME || join(home, ".config"), "Claude", "claude_desktop_config.json");
+}
+
+interface ConfigFile {
+  file: string;
+  servers: JsonObject;
+}
+
+function readConfig(file: string, required: boolean): ConfigFile | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (error) {
+    if (!required && (error as { code?: string }).code === "ENOENT") return undefined;
+    throw new UsageError(`Cannot read config "${file}": ${errorMessage(error)}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`Cannot read config "${file}": ${errorMessage(error)}`);
+  }
+  const servers = isObject(parsed) && isObject(parsed.mcpServers) ? parsed.mcpServers : {};
+  return { file, servers };
+}
+
+function specFromConfig(name: string, entry: unknown, file: string): ServerSpec {
+  if (!isObject(entry)) throw new UsageError(`Cannot use server "${name}" of "${file}": it is not an object`);
+  if (typeof entry.command !== "string") {
+    const kind = typeof entry.url === "string" ? "an HTTP server (url); mcp.ts speaks stdio" : 'without a "command"';
+    throw new UsageError(`Cannot use server "${name}" of "${file}": it is ${kind}`);
+  }
+  const args = Array.isArray(entry.args) ? entry.args.map(String) : [];
+  const spec: ServerSpec = { command: entry.command, args, name };
+  if (isObject(entry.env)) spec.env = Object.fromEntries(Object.entries(entry.env).map(([k, v]) => [k, String(v)]));
+  if (typeof entry.cwd === "string") spec.cwd = resolve(dirname(file), entry.cwd);
+  return spec;
+}
+
+function isExecutableOnPath(command: string, env: Record<string, string | undefined>): boolean {
+  const dirs = (env.PATH ?? "").split(process.platform === "win32" ? ";" : ":").filter(Boolean);
+  const extensions = process.platform === "win32" ? (env.PATHEXT ?? ".EXE;.CMD;.BAT").split(";") : [""];
+  for (const dir of dirs) {
+    for (const extension of extensions) {
+      try {
+        accessSync(join(dir, command + extension), fsConstants.X_OK);
+        return true;
+      } catch {
+        // not here
+      }
+    }
+  }
+  return false;
+}
+
+/**
+ * Turns a `<server>` argument into a command to spawn: a config name (from
+ * `config`, else ./.mcp.json, else Claude Desktop's config) or a command line.
+ */
+export function resolveServer(
+  target: string,
+  options: { config?: string; cwd?: string; env?: Record<string, string | undefined> } = {},
+): ServerSpec {
+  const env = options.env ?? process.env;
+  const words = splitCommand(target);
+  if (words.length === 0) throw new UsageError("the server command is empty");
+  // A bare word may name a configured server; a command line never does.
+  const bareWord = words.length === 1 && !/[\\/]/.test(words[0]);
+  if (!bareWord && !options.config) return { command: words[0], args: words.slice(1) };
+  const configs = options.config
+    ? [readConfig(resolve(options.cwd ?? ".", options.config), true)!]
+    : [readConfig(resolve(options.cwd ?? ".", ".mcp.json"), false), readConfig(claudeDesktopConfigPath(env), false)]
+      .filter((config): config is ConfigFile => config !== undefined);
+  for (const { file, servers } of configs) {
+    if (Object.hasOwn(servers, target)) return specFromConfig(target, servers[target], file);
+  }
+  if (bareWord && !isExecutableOnPath(words[0], env)) {
+    const names = configs.flatMap((config) => Object.keys(config.servers));
+    const where = configs.length ? configs.map((config) => config.file).join(", ") : "no MCP config (none found)";
+    const known = names.length ? `; servers it knows: ${names.join(", ")}` : "";
+    throw new UsageError(`"${target}" is neither a command nor a server in ${where}${known}`);
+  }
+  return { command: words[0], args: words.slice(1) };
+}
+
+/** What a request made by a client may take. */
+export interface RequestOptions {
+  /** Aborts the request (it is cancelled on the server). */
+  signal?: AbortSignal;
+  /** Called with each notifications/progress params of this request. */
+  onProgress?: (progress: JsonObject) => void;
+  /** Idle timeout in ms, restarted by each progress notification (default: the client's). */
+  timeout?: number;
+  /** Hard cap in ms (default: the client's). */
+  maxTime?: number;
+}
+
+/** Options of {@linkcode connect}. */
+export interface ConnectOptions {
+  /** Added to the server's environment (which otherwise is ours). */
+  env?: Record<string, string>;
+  /** The server's working directory. */
+  cwd?: string;
+  /** An MCP config file to look server names up in. */
+  config?: string;
+  /** The protocol version to ask for (default the latest legacy-handshake version). */
+  protocol?: string;
+  /** Idle timeout per request in ms (default 60000), restarted by progress. */
+  timeout?: number;
+  /** Hard cap per request in ms (default 600000). */
+  maxTime?: number;
+  /** Start-up failures to retry, with exponential backoff from 200 ms (default 0). */
+  retries?: number;
+  /** Aborts the start-up and every request. */
+  signal?: AbortSignal;
+  /** Longest line accepted from the server (default 64 MiB). */
+  maxLineBytes?: number;
+  /** The server's stderr, as it arrives. */
+  onStderr?: (text: string) => void;
+  /** Each notifications/message params. */
+  onLog?: (params: JsonObject) => void;
+  /** Each line of the server's stdout that is not JSON-RPC. */
+  onInvalidLine?: (text: string) => void;
+  /** Each frame: "> " + sent, "< " + received. */
+  onTrace?: (line: string) => void;
+}
+
+/** A spawned, initialized MCP server. Made by {@linkcode connect}. */
+export class McpClient {
+  /** How the server was started. */
+  readonly spec: ServerSpec;
+  /** The server's initialize result. */
+  initializeResult: JsonObject = {};
+  /** Lines on the server's stdout that were not JSON-RPC. */
+  invalidLines = 0;
+  #options: ConnectOptions;
+  #child: ChildProcess | undefined;
+  #peer: JsonRpcPeer;
+  #writer: FrameWriter;
+  #stderrTail = "";
+  #failure: ServerError | undefined;
+  #exited: Promise<void>;
+  #markExited!: () => void;
+  #hasExited = false;
+  #progress = new Map<RequestId, (params: JsonObject) => void>();
+  #nextToken = 0;
+  #closing: Promise<void> | undefined;
+
+  constructor(spec: ServerSpec, options: ConnectOptions = {}) {
+    this.spec = spec;
+    this.#options = options;
+    this.#exited = new Promise((resolve) => this.#markExited = resolve);
+    const trace = options.onTrace;
+    this.#writer = new FrameWriter((text) => this.#child?.stdin?.write(text) ?? true);
+    this.#peer = new JsonRpcPeer({
+      send: (text) => {
+        trace?.(`> ${text}`);
+        this.#writer.send(text);
+      },
+      request: (method) => {
+        if (method === "ping") return {};
+        // We declare no client capabilities: roots, sampling, elicitation are not ours to answer.
+        throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
+      },
+      notification: (method, params) => {
+        if (method === "notifications/progress") this.#progress.get(params.progressToken as RequestId)?.(params);
+        else if (method === "notifications/message") options.onLog?.(params);
+      },
+      invalid: (text) => {
+        this.invalidLines++;
+        options.onInvalidLine?.(text);
+      },
+    });
+  }
+
+  /** The last 64 KiB of the server's stderr. */
+  get stderr(): string {
+    return this.#stderrTail;
+  }
+
+  /** The protocol version the server agreed to. */
+  get protocolVersion(): string {
+    return String(this.initializeResult.protocolVersion ?? "");
+  }
+
+  /** Spawns the server and performs the initialize handshake. */
+  async start(): Promise<void> {
+    const { spec } = this;
+    const options = this.#options;
+    let child: ChildProcess;
+    try {
+      child = spawn(spec.command, spec.args, {
+        cwd: options.cwd ?? spec.cwd,
+        env: { ...process.env, ...spec.env, ...options.env },
+        stdio: ["pipe", "pipe", "pipe"],
+        // Its own process group, so shutdown reaches what it spawned (npx → node).
+        detached: process.platform !== "win32",
+      });
+    } catch (error) {
+      throw this.#fail(new ServerError(`Cannot start "${spec.command}": ${errorMessage(error)}`, undefined, true));
+    }
+    this.#child = child;
+    const reader = new FrameReader({
+      message: (text) => {
+        options.onTrace?.(`< ${text}`);
+        this.#peer.receive(text);
+      },
+      oversize: (limit) => {
+        this.invalidLines++;
+        options.onInvalidLine?.(`(a line over ${limit} bytes, skipped; raise --max-line-bytes)`);
+      },
+    }, options.maxLineBytes ?? DEFAULT_CLIENT_MAX_LINE_BYTES);
+    child.stdout!.on("data", (chunk: Uint8Array) => reader.push(chunk));
+    child.stdout!.on("end", () => reader.end());
+    child.stderr!.on("data", (chunk: Uint8Array) => {
+      const text = new TextDecoder().decode(chunk);
+      this.#stderrTail += text;
+      if (this.#stderrTail.length > STDERR_TAIL_BYTES) this.#stderrTail = this.#stderrTail.slice(-STDERR_TAIL_BYTES);
+      options.onStderr?.(text);
+    });
+    child.stdin!.on("error", () => {}); // EPIPE when it dies: reported by "close" below
+    child.on("error", (error: Error & { code?: string }) => {
+      const why = error.code === "ENOENT" ? "command not found" : errorMessage(error);
+      this.#fail(new ServerError(`Cannot start "${spec.command}": ${why}`, undefined, true));
+      this.#setExited();
+    });
+    child.on("close", (code, signal) => {
+      const how = code !== null ? `with code ${code}` : `on ${signal}`;
+      const when = this.initializeResult.protocolVersion ? "" : " before answering initialize";
+      this.#fail(new ServerError(`the server exited ${how}${when}`, undefined, when !== ""));
+      this.#setExited();
+    });
+
+    const requested = options.protocol ?? LATEST_PROTOCOL_VERSION;
+    let result: JsonObject;
+    try {
+      result = await this.request("initialize", {
+        protocolVersion: requested,
+        capabilities: {},
+        clientInfo: { name: "mcp.ts", version: VERSION },
+      }, { initialize: true });
+    } catch (error) {
+      if (error instanceof TimeoutError) error.retryable = true;
+      throw error;
+    }
+    const version = result.protocolVersion;
+    if (!(SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(version)) {
+      // lifecycle.mdx: a client that does not support the server's version SHOULD disconnect.
+      throw new ServerError(
+        `the server answered protocol version ${JSON.stringify(version)}, which mcp.ts does not speak ` +
+          `(it speaks ${SUPPORTED_PROTOCOL_VERSIONS.join(", ")})`,
+      );
+    }
+    this.initializeResult = result;
+    this.#peer.notify("notifications/initialized");
+  }
+
+  #setExited(): void {
+    this.#hasExited = true;
+    this.#markExited();
+  }
+
+  // Remembers the first failure; every pending and later request fails with it.
+  #fail(error: ServerError): ServerError {
+    if (!this.#failure) {
+      this.#failure = error;
+      this.#peer.close(error);
+    }
+    return this.#failure;
+  }
+
+  /** Sends a request with the client's timeouts; server errors become ServerError. */
+  async request(
+    method: string,
+    params?: JsonObject,
+    options: RequestOptions & { initialize?: boolean } = {},
+  ): Promise<JsonObject> {
+    if (this.#failure) throw this.#failure;
+    const timeout = options.timeout ?? this.#options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    const maxTime = options.maxTime ?? this.#options.maxTime ?? DEFAULT_MAX_TIME_MS;
+    const controller = new AbortController();
+    const abortWith = (reason: unknown) => controller.abort(reason);
+    let idleTimer: ReturnType<typeof setTimeout> | undefined;
+    const armIdle = () => {
+      clearTimeout(idleTimer);
+      idleTimer = setTimeout(
+        () => abortWith(new TimeoutError(`${method} timed out: no answer or progress for ${timeout} ms (--timeout)`)),
+        timeout,
+      );
+    };
+    armIdle();
+    const hardTimer = setTimeout(
+      () => abortWith(new TimeoutError(`${method} timed out after ${maxTime} ms (--max-time)`)),
+      maxTime,
+    );
+    const outer = [options.signal, this.#options.signal].filter((signal): signal is AbortSignal => !!signal);
+    const forward = (event: Event) => abortWith((event.target as AbortSignal).reason);
+    for (const signal of outer) {
+      if (signal.aborted) abortWith(signal.reason);
+      else signal.addEventListener("abort", forward, { once: true });
+    }
+    let token: RequestId | undefined;
+    if (!options.initialize && method !== "ping") {
+      // A progress token lets a long call keep its idle timeout alive.
+      token = `mcp.ts-${++this.#nextToken}`;
+      params = { ...params, _meta: { ...(isObject(params?._meta) ? params._meta : {}), progressToken: token } };
+      this.#progress.set(token, (progress) => {
+        armIdle();
+        options.onProgress?.(progress);
+      });
+    }
+    try {
+      // lifecycle.mdx: the client MUST NOT cancel initialize.
+      const result = await this.#peer.request(method, params, controller.signal, !options.initialize);
+      if (!isObject(result)) throw new ServerError(`the server sent an invalid ${method} result: not an object`);
+      return result;
+    } catch (error) {
+      if (error instanceof RpcError) {
+        throw new ServerError(`the server answered ${method} with error ${error.code}: ${error.message}`, error.code);
+      }
+      throw error;
+    } finally {
+      clearTimeout(idleTimer);
+      clearTimeout(hardTimer);
+      for (const signal of outer) signal.removeEventListener("abort", forward);
+      if (token !== undefined) this.#progress.delete(token);
+    }
+  }
+
+  /** Every tool of the server, following nextCursor to the end. */
+  async listTools(options: RequestOptions = {}): Promise<JsonObject[]> {
+    return await this.#listAll("tools/list", "tools", options);
+  }
+
+  async #listAll(method: string, key: string, options: RequestOptions): Promise<JsonObject[]> {
+    const items: JsonObject[] = [];
+    const seen = new Set<unknown>();
+    let cursor: unknown;
+    for (let page = 0; page < MAX_LIST_PAGES; page++) {
+      const result = await this.request(method, cursor === undefined ? {} : { cursor }, options);
+      const pageItems = result[key];
+      if (!Array.isArray(pageItems)) {
+        throw new ServerError(`the server sent an invalid ${method} result: no ${key} array`);
+      }
+      items.push(...pageItems);
+      cursor = result.nextCursor;
+      if (cursor === undefined || cursor === null) return items;
+      // pagination.mdx: cursors are opaque, but one that repeats would loop forever.
+      if (seen.has(cursor)) {
+        throw new ServerError(`the server repeated the ${method} cursor ${brief(cursor)} after ${items.length} ${key}`);
+      }
+      seen.add(cursor);
+    }
+    throw new ServerError(`the server sent more than ${MAX_LIST_PAGES} pages of ${key}`);
+  }
+
+  /** Calls a tool and returns its CallToolResult (isError included); an unknown tool throws NotFoundError. */
+  async callTool(name: string, args: JsonObject = {}, options: RequestOptions = {}): Promise<JsonObject> {
+    let result: JsonObject;
+    try {
+      result = await this.request("tools/call", { name, arguments: args }, options);
+    } catch (error) {
+      if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
+        await this.#throwIfUnknown(name, options);
+      }
+      throw error;
+    }
+    if (!Array.isArray(result.content)) {
+      throw new ServerError("the server sent an invalid tools/call result: no content array");
+    }
+    return result;
+  }
+
+  // -32602 means an unknown tool or bad params; the tool list tells which.
+  async #throwIfUnknown(name: string, options: RequestOptions): Promise<void> {
+    let names: string[];
+    try {
+      names = (await this.listTools(options)).map((tool) => String(tool.name));
+    } catch {
+      return;
+    }
+    if (!names.includes(name)) throw new NotFoundError("tool", name, names);
+  }
+
+  /** Pings the server; resolves with the round-trip time in ms. */
+  async ping(options: RequestOptions = {}): Promise<number> {
+    const started = performance.now();
+    await this.request("ping", undefined, options);
+    return performance.now() - started;
+  }
+
+  /** Shuts the server down: close its stdin, wait, SIGTERM, wait, SIGKILL. */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#writer.flush();
+    this.#fail(new ServerError("the connection is closed"));
+    const child = this.#child;
+    if (!child || this.#hasExited) return;
+    child.stdin?.end();
+    for (const signal of ["SIGTERM", "SIGKILL", undefined] as const) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const exited = await Promise.race([
+        this.#exited.then(() => true),
+        new Promise<boolean>((resolve) => timer = setTimeout(() => resolve(false), SHUTDOWN_STEP_MS)),
+      ]);
+      clearTimeout(timer);
+      if (exited || signal === undefined) return;
+      killGroup(child, signal);
+    }
+  }
+}
+
+function killGroup(child: ChildProcess, signal: "SIGTERM" | "SIGKILL"): void {
+  try {
+    // The whole group: a wrapper (npx, a shell) must not leave its server behind.
+    process.kill(-child.pid!, signal);
+  } catch {
+    try {
+      child.kill(signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/**
+ * Starts a server (a command line, a config name, or a spec) and performs the
+ * handshake. Start-up failures are retried `retries` times with backoff.
+ */
+export async function connect(server: string | ServerSpec, options: ConnectOptions = {}): Promise<McpClient> {
+  const spec = typeof server === "string" ? resolveServer(server, options) : server;
+  const retries = options.retries ?? 0;
+  for (let attempt = 0;; attempt++) {
+    const client = new McpClient(spec, options);
+    try {
+      await client.start();
+      return client;
+    } catch (error) {
+      await client.close();
+      if (error instanceof ServerError) error.stderr = client.stderr;
+      if (!(error instanceof ServerError && error.retryable) || attempt >= retries) throw error;
+      options.onStderr?.(`mcp: ${error.message}; retrying (${attempt + 1} of ${retries})\n`);
+      await abortableSleep(RETRY_BASE_MS * 2 ** attempt, options.signal);
+    }
+  }
+}
+
+/** Parses `key=value` words into arguments, typed by the tool's inputSchema. */
+export function argsFromPairs(pairs: string[], inputSchema?: unknown): JsonObject {
+  const properties = isObject(inputSchema) && isObject(inputSchema.properties) ? inputSchema.properties : {};
+  const args: JsonObject = {};
+  for (const pair of pairs) {
+    const equals = pair.indexOf("=");
+    if (equals <= 0) throw new UsageError(`Cannot read argument ${JSON.stringify(pair)}: expected key=value`);
+    const key = pair.slice(0, equals);
+    const text = pair.slice(equals + 1);
+    const property = properties[key];
+    const declared = isObject(property) ? property.type : undefined;
+    const types = Array.isArray(declared) ? declared : declared === undefined ? [] : [declared];
+    args[key] = typedValue(key, text, types.filter((type) => type !== "null") as string[]);
+  }
+  return args;
+}
+
+function typedValue(key: string, text: string, types: string[]): unknown {
+  if (types.includes("string")) return text; // zip=007 stays "007"
+  const type = types[0];
+  const bad = (what: string) => new UsageError(`Cannot read ${key}=${text}: ${key} must be ${what}`);
+  switch (type) {
+    case "number":
+    case "integer": {
+      const value = Number(text);
+      if (text.trim() === "" || !Number.isFinite(value) || (type === "integer" && !Number.isInteger(value))) {
+        throw bad(`a${type === "integer" ? "n integer" : " number"}`);
+      }
+      return value;
+    }
+    case "boolean":
+      if (text === "true" || text === "false") return text === "true";
+      throw bad("true or false");
+    case "array":
+    case "object": {
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        throw bad(`${type === "array" ? "a JSON array" : "a JSON object"}`);
+      }
+      if (!hasType(value, type)) throw bad(`${type === "array" ? "a JSON array" : "a JSON object"}`);
+      return value;
+    }
+    default:
+      try {
+        return JSON.parse(text);
+      } catch {
+        return text;
+      }
+  }
+}
+
+/** Names close to `name` (edit distance, or one containing the other), best first. */
+export function closestNames(name: string, candidates: string[], limit = 3): string[] {
+  const scored = candidates.map((candidate) => ({ candidate, distance: editDistance(name, candidate) }))
+    .filter(({ candidate, distance }) =>
+      distance <= Math.max(2, Math.floor(name.length / 3)) ||
+      candidate.toLowerCase().includes(name.toLowerCase()) || name.toLowerCase().includes(candidate.toLowerCase())
+    );
+  scored.sort((a, b) => a.distance - b.distance || a.candidate.localeCompare(b.candidate));
+  return scored.slice(0, limit).map(({ candidate }) => candidate);
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length];
+}
+
+// === 10. Output ==============================================================
+// What the client commands print, as pure functions of what the server sent.
+
+/** What `call` prints for a CallToolResult: stdout text, and stderr text for isError. */
+export function renderCallResult(result: JsonObject): { stdout: string; stderr: string } {
+  const content = Array.isArray(result.content) ? result.content : [];
+  let out = "";
+  let hasText = false;
+  for (const item of content) {
+    if (isObject(item) && item.type === "text" && typeof item.text === "string") {
+      out += item.text + "\n";
+      hasText = true;
+    } else {
+      out += JSON.stringify(item) + "\n";
+    }
+  }
+  if (!hasText && result.structuredContent !== undefined) out = JSON.stringify(result.structuredContent) + "\n" + out;
+  return result.isError === true ? { stdout: "", stderr: out } : { stdout: out, stderr: "" };
+}
+
+/** One line per tool: its name and the first line of its description. */
+export function renderToolList(tools: JsonObject[]): string {
+  const width = Math.min(40, Math.max(0, ...tools.map((tool) => String(tool.name).length)));
+  return tools.map((tool) => {
+    const description = typeof tool.description === "string" ? tool.description.trim().split("\n")[0] : "";
+    return description ? `${String(tool.name).padEnd(width)}  ${description}\n` : `${tool.name}\n`;
+  }).join("");
+}
+
+/** The initialize result, for people. */
+export function renderInfo(result: JsonObject): string {
+  const info = isObject(result.serverInfo) ? result.serverInfo : {};
+  const capabilities = isObject(result.capabilities) ? result.capabilities : {};
+  const lines = [
+    `protocol:      ${result.protocolVersion}`,
+    `server:        ${info.name ?? "?"} ${info.version ?? ""}`.trimEnd(),
+  ];
+  if (typeof info.title === "string") lines.push(`title:         ${info.title}`);
+  const described = Object.entries(capabilities).map(([name, value]) => {
+    const flags = isObject(value) ? Object.entries(value).filter(([, on]) => on === true).map(([flag]) => flag) : [];
+    return flags.length ? `${name} (${flags.join(", ")})` : name;
+  });
+  lines.push(`capabilities:  ${described.join(", ") || "(none)"}`);
+  if (typeof result.instructions === "string" && result.instructions) {
+    lines.push(`instructions:  ${result.instructions.replace(/\n/g, "\n               ")}`);
+  }
+  return lines.join("\n") + "\n";
+}
+
+// === 11. CLI =================================================================
 // argv in, exit code out. Parses flags, loads plugins, wires process streams
 // and signals. The only place that touches process-wide state.
+
+const CLIENT_OPTIONS_HELP = `
+<server> is a command line ("deno run -A mcp.ts serve ./tools", split with shell quoting and run
+without a shell) or a server name from --config FILE, ./.mcp.json, or Claude Desktop's config.
+
+Options:
+  --timeout MS             idle timeout per request (default ${DEFAULT_REQUEST_TIMEOUT_MS}), restarted by progress
+  --max-time MS            hard cap per request (default ${DEFAULT_MAX_TIME_MS})
+  -e, --env KEY=VALUE      add to the server's environment (repeatable); it inherits ours
+  --cwd DIR                the server's working directory
+  --config FILE            an MCP config file ({"mcpServers": {NAME: {command, args, env, cwd}}})
+  --json                   machine-readable JSON output
+  -v, --verbose            stream the server's stderr, its log messages and progress to stderr
+  --trace                  every frame sent (>) and received (<) on stderr
+  --retries N              retry start-up failures N times, backing off from ${RETRY_BASE_MS} ms
+  --protocol VERSION       the protocol version to ask for (default ${LATEST_PROTOCOL_VERSION})
+  --max-line-bytes N       longest line accepted from the server (default ${DEFAULT_CLIENT_MAX_LINE_BYTES})
+
+Exit codes: 0 success, 1 the tool reported an error, 2 usage error or unknown tool,
+3 the server failed (could not start, died, error answer, timeout), 130 interrupted.
+`;
 
 const HELP: Record<string, string> = {
   main: `mcp.ts ${VERSION} — the Model Context Protocol from a terminal
 
 Usage:
-  mcp.ts serve [DIR] [options]     serve the tool plugins in DIR (default ./tools) on stdin/stdout
-  mcp.ts help [command]            this text, or a command's
-  mcp.ts --version                 the version
+  mcp.ts serve [DIR] [options]       serve the tool plugins in DIR (default ./tools) on stdin/stdout
+  mcp.ts call <server> <tool> [ARGS] call one tool and print its result
+  mcp.ts list <server>               the server's tools, one per line
+  mcp.ts info <server>               protocol version, serverInfo, capabilities, instructions
+  mcp.ts ping <server>               round-trip time
+  mcp.ts batch <server>              many calls on one server: NDJSON in, NDJSON out
+  mcp.ts help [command]              this text, or a command's
+  mcp.ts --version                   the version
 
 Run it with:  deno run -A mcp.ts …   |   bun mcp.ts …   |   node mcp.ts … (Node >= 22.18)
 `,
+  call: `Usage: mcp.ts call <server> <tool> [ARGS] [options]
+
+Starts the server, calls one tool, prints the result, stops the server.
+ARGS: a JSON object ('{"a":1}'), - (JSON from stdin), @file.json, or key=value pairs
+typed by the tool's inputSchema (zip=007 stays "007" when zip is a string). Default {}.
+Prints each text item on its own line; structured content (when there is no text) and
+other content as one JSON line each; --json prints the whole result.
+${CLIENT_OPTIONS_HELP}`,
+  list: `Usage: mcp.ts list <server> [options]
+
+Prints every tool of the server (all pages): its name and the first line of its description.
+--json prints {"tools": [...]}.
+${CLIENT_OPTIONS_HELP}`,
+  info: `Usage: mcp.ts info <server> [options]
+
+Prints what the server said in its initialize result: protocol version, serverInfo,
+capabilities and instructions. --json prints the result as it came.
+${CLIENT_OPTIONS_HELP}`,
+  ping: `Usage: mcp.ts ping <server> [options]
+
+Prints the round-trip time of one ping, in ms. --json prints {"ms": N}.
+${CLIENT_OPTIONS_HELP}`,
+  batch: `Usage: mcp.ts batch <server> [--concurrency N] [options]
+
+Keeps one server for many calls. Each stdin line is {"tool": NAME, "arguments": {...}};
+each gets one stdout line, in input order: the CallToolResult as JSON, or {"error": "..."}.
+--concurrency N runs N calls at once (default 1); the output order does not change.
+Exit code: the worst line's, 3 (server failed) > 2 (bad input line) > 1 (isError) > 0.
+${CLIENT_OPTIONS_HELP}`,
   serve: `Usage: mcp.ts serve [DIR] [options]
 
 Serves every tool plugin in DIR (default ./tools) as an MCP server on stdin/stdout
@@ -1556,7 +2368,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     help: { type: "boolean", short: "h" },
   }, "serve");
   if (values.help) {
-    io.stderr.write(HELP.serve);
+    io.stdout.write(HELP.serve);
     return 0;
   }
   if (positionals.length > 1) throw new UsageError(`serve takes one directory, got ${positionals.length}`);
@@ -1618,6 +2430,299 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
   }
 }
 
+const CLIENT_FLAGS = {
+  timeout: { type: "string" },
+  "max-time": { type: "string" },
+  env: { type: "string", short: "e", multiple: true },
+  cwd: { type: "string" },
+  config: { type: "string" },
+  json: { type: "boolean" },
+  verbose: { type: "boolean", short: "v" },
+  trace: { type: "boolean" },
+  retries: { type: "string" },
+  protocol: { type: "string" },
+  "max-line-bytes": { type: "string" },
+  concurrency: { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** ARGS of `call` as typed, checked before anything is spawned. */
+type CallArgs = { kind: "object"; value: JsonObject } | { kind: "pairs"; pairs: string[] };
+
+async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
+  if (words.length === 0) return { kind: "object", value: {} };
+  const [first] = words;
+  let text: string | undefined;
+  let from = "ARGS";
+  if (words.length === 1 && first === "-") {
+    text = await readAll(io.stdin);
+    from = "stdin";
+  } else if (words.length === 1 && first.startsWith("@")) {
+    try {
+      text = readFileSync(first.slice(1), "utf8");
+    } catch (error) {
+      throw new UsageError(`Cannot read ARGS from ${first}: ${errorMessage(error)}`);
+    }
+    from = first;
+  } else if (words.length === 1 && /^\s*[[{"\d-]/.test(first) && !/^[A-Za-z_][\w.-]*=/.test(first)) {
+    text = first;
+  }
+  if (text !== undefined) {
+    let value: unknown;
+    try {
+      value = JSON.parse(text.trim() === "" ? "{}" : text);
+    } catch (error) {
+      throw new UsageError(`Cannot read ARGS from ${from}: not JSON (${errorMessage(error)})`);
+    }
+    if (!isObject(value)) {
+      throw new UsageError(`Cannot use ARGS from ${from}: a JSON object is needed, got ${jsonType(value)}`);
+    }
+    return { kind: "object", value };
+  }
+  for (const word of words) {
+    if (word.indexOf("=") <= 0) {
+      throw new UsageError(
+        `Cannot read ARGS ${JSON.stringify(word)}: give a JSON object, -, @file.json, or key=value pairs`,
+      );
+    }
+  }
+  return { kind: "pairs", pairs: words };
+}
+
+async function readAll(stream: Readable): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of stream) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** Shows progress as one updating line on a terminal, or as lines with --verbose. */
+function progressReporter(io: CliIo, verbose: boolean): { update(params: JsonObject): void; clear(): void } {
+  const tty = (io.stderr as { isTTY?: boolean }).isTTY === true;
+  let shown = false;
+  return {
+    update(params) {
+      const total = typeof params.total === "number" ? `/${params.total}` : "";
+      const message = typeof params.message === "string" ? ` ${params.message}` : "";
+      const line = `progress ${params.progress}${total}${message}`;
+      if (tty) {
+        io.stderr.write(`\r\x1b[K${line.slice(0, 200)}`);
+        shown = true;
+      } else if (verbose) {
+        io.stderr.write(`mcp: ${line}\n`);
+      }
+    },
+    clear() {
+      if (shown) io.stderr.write("\r\x1b[K");
+      shown = false;
+    },
+  };
+}
+
+// Ranks exit codes for batch: 3 > 2 > 1 > 0.
+const EXIT_RANK = [0, 1, 2, 3];
+function worse(a: number, b: number): number {
+  return EXIT_RANK.indexOf(b) > EXIT_RANK.indexOf(a) ? b : a;
+}
+
+function exitCodeOf(error: unknown): number {
+  if (error instanceof InterruptedError) return 130;
+  if (error instanceof UsageError) return 2;
+  if (error instanceof ServerError) return 3;
+  return 1;
+}
+
+async function runClient(command: string, args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseFlags(args, CLIENT_FLAGS, command);
+  if (values.help) {
+    io.stdout.write(HELP[command]);
+    return 0;
+  }
+  const [target, ...rest] = positionals as string[];
+  if (target === undefined) throw new UsageError(`${command} needs a <server> (see: mcp.ts help ${command})`);
+  const wanted: Record<string, [number, number]> = {
+    call: [1, Infinity],
+    list: [0, 0],
+    info: [0, 0],
+    ping: [0, 0],
+    batch: [0, 0],
+  };
+  const [least, most] = wanted[command];
+  if (rest.length < least || rest.length > most) {
+    throw new UsageError(
+      `${command} takes ${
+        command === "call" ? "<server> <tool> [ARGS]" : "<server>"
+      }, got ${positionals.length} arguments (see: mcp.ts help ${command})`,
+    );
+  }
+  const verbose = values.verbose === true;
+  const json = values.json === true;
+  const env: Record<string, string> = {};
+  for (const pair of (values.env ?? []) as string[]) {
+    const equals = pair.indexOf("=");
+    if (equals <= 0) throw new UsageError(`-e needs KEY=VALUE, got ${JSON.stringify(pair)}`);
+    env[pair.slice(0, equals)] = pair.slice(equals + 1);
+  }
+  const protocol = values.protocol as string | undefined;
+  if (protocol !== undefined && !(SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(protocol)) {
+    throw new UsageError(`--protocol ${protocol} is not one mcp.ts speaks (${SUPPORTED_PROTOCOL_VERSIONS.join(", ")})`);
+  }
+  const concurrency = positiveInteger("--concurrency", values.concurrency as string | undefined, 1);
+  const toolName = rest[0];
+  // Bad ARGS are a usage error before anything is spawned.
+  const callArgs = command === "call" ? await readCallArgs(rest.slice(1), io) : undefined;
+
+  const interrupt = new AbortController();
+  const onSigint = () => interrupt.abort(new InterruptedError());
+  process.on("SIGINT", onSigint);
+  const progress = progressReporter(io, verbose);
+  const options: ConnectOptions = {
+    env,
+    cwd: values.cwd as string | undefined,
+    config: values.config as string | undefined,
+    protocol,
+    timeout: positiveInteger("--timeout", values.timeout as string | undefined, DEFAULT_REQUEST_TIMEOUT_MS),
+    maxTime: positiveInteger("--max-time", values["max-time"] as string | undefined, DEFAULT_MAX_TIME_MS),
+    retries: positiveInteger("--retries", values.retries as string | undefined, 0, true),
+    maxLineBytes: positiveInteger(
+      "--max-line-bytes",
+      values["max-line-bytes"] as string | undefined,
+      DEFAULT_CLIENT_MAX_LINE_BYTES,
+    ),
+    signal: interrupt.signal,
+    onStderr: verbose ? (text) => void io.stderr.write(text) : undefined,
+    onLog: verbose
+      ? (params) => {
+        const data = typeof params.data === "string" ? params.data : JSON.stringify(params.data);
+        io.stderr.write(`mcp: [${params.level}]${params.logger ? ` ${params.logger}:` : ""} ${data}\n`);
+      }
+      : undefined,
+    onInvalidLine: verbose
+      ? (text) => void io.stderr.write(`mcp: not JSON-RPC on the server's stdout: ${text}\n`)
+      : undefined,
+    onTrace: values.trace ? (line) => void io.stderr.write(line + "\n") : undefined,
+  };
+
+  let client: McpClient | undefined;
+  let code = 0;
+  try {
+    client = await connect(target, options);
+    switch (command) {
+      case "call": {
+        let args: JsonObject;
+        if (callArgs!.kind === "pairs") {
+          // key=value follows the tool's schema: zip=007 stays a string when it is typed string.
+          const tools = await client.listTools();
+          const tool = tools.find((candidate) => candidate.name === toolName);
+          if (!tool) throw new NotFoundError("tool", toolName, tools.map((candidate) => String(candidate.name)));
+          args = argsFromPairs(callArgs!.pairs, tool.inputSchema);
+        } else {
+          args = callArgs!.value;
+        }
+        const result = await client.callTool(toolName, args, { onProgress: (params) => progress.update(params) });
+        progress.clear();
+        if (json) {
+          io.stdout.write(JSON.stringify(result) + "\n");
+        } else {
+          const rendered = renderCallResult(result);
+          if (rendered.stdout) io.stdout.write(rendered.stdout);
+          if (rendered.stderr) io.stderr.write(rendered.stderr);
+        }
+        code = result.isError === true ? 1 : 0;
+        break;
+      }
+      case "list": {
+        const tools = await client.listTools();
+        io.stdout.write(json ? JSON.stringify({ tools }) + "\n" : renderToolList(tools));
+        break;
+      }
+      case "info":
+        io.stdout.write(json ? JSON.stringify(client.initializeResult) + "\n" : renderInfo(client.initializeResult));
+        break;
+      case "ping": {
+        const ms = await client.ping();
+        io.stdout.write(json ? JSON.stringify({ ms: Number(ms.toFixed(3)) }) + "\n" : `${ms.toFixed(1)} ms\n`);
+        break;
+      }
+      case "batch":
+        code = await runBatch(client, io, concurrency);
+        break;
+    }
+  } catch (error) {
+    progress.clear();
+    code = exitCodeOf(error);
+    io.stderr.write(`mcp: ${describeFailure(error)}\n`);
+    const stderr = error instanceof ServerError ? error.stderr || client?.stderr : "";
+    if (code === 3 && stderr && !verbose) {
+      io.stderr.write(`mcp: the server's stderr ends with:\n${stderr}${stderr.endsWith("\n") ? "" : "\n"}`);
+    }
+  } finally {
+    process.off("SIGINT", onSigint);
+    await client?.close();
+  }
+  if (client && client.invalidLines > 0) {
+    io.stderr.write(
+      `mcp: warning: ignored ${client.invalidLines} line(s) on the server's stdout that were not JSON-RPC` +
+        (verbose ? "\n" : " (see them with --verbose)\n"),
+    );
+  }
+  return code;
+}
+
+/** `batch`: one stdin line per call, one stdout line per input line, in input order. */
+async function runBatch(client: McpClient, io: CliIo, concurrency: number): Promise<number> {
+  let worst = 0;
+  const outputs: (string | undefined)[] = [];
+  let nextToPrint = 0;
+  const inFlight = new Set<Promise<void>>();
+  const print = () => {
+    while (nextToPrint < outputs.length && outputs[nextToPrint] !== undefined) {
+      io.stdout.write(outputs[nextToPrint]!);
+      outputs[nextToPrint++] = ""; // printed; keep the index, drop the text
+    }
+  };
+  const runLine = async (index: number, line: string) => {
+    let output: JsonObject | string;
+    let level = 0;
+    let request: unknown;
+    try {
+      request = JSON.parse(line);
+    } catch {
+      request = undefined;
+    }
+    if (
+      !isObject(request) || typeof request.tool !== "string" ||
+      !(request.arguments === undefined || isObject(request.arguments))
+    ) {
+      output = { error: `line ${index + 1}: expected {"tool": NAME, "arguments": {...}}` };
+      level = 2;
+    } else {
+      try {
+        const result = await client.callTool(request.tool, (request.arguments ?? {}) as JsonObject);
+        output = result;
+        if (result.isError === true) level = 1;
+      } catch (error) {
+        output = { error: errorMessage(error) };
+        level = exitCodeOf(error) === 130 ? 3 : exitCodeOf(error);
+      }
+    }
+    worst = worse(worst, level);
+    outputs[index] = JSON.stringify(output) + "\n";
+    print();
+  };
+  let index = 0;
+  const lines = createInterface({ input: io.stdin, crlfDelay: Infinity });
+  for await (const line of lines) {
+    if (line.trim() === "") continue;
+    const running = runLine(index++, line).finally(() => inFlight.delete(running));
+    inFlight.add(running);
+    outputs.push(undefined);
+    if (inFlight.size >= concurrency) await Promise.race(inFlight);
+  }
+  await Promise.all(inFlight);
+  print();
+  return worst;
+}
+
 function redirectConsoleToStderr(io: CliIo): { protocol: Writable; restore(): void } {
   const saved = { log: console.log, info: console.info, debug: console.debug, warn: console.warn };
   const toStderr = (...data: unknown[]) => console.error(...data);
@@ -1658,6 +2763,12 @@ export async function main(argv: string[], io?: CliIo): Promise<number> {
     switch (command) {
       case "serve":
         return await runServe(rest, cli);
+      case "call":
+      case "list":
+      case "info":
+      case "ping":
+      case "batch":
+        return await runClient(command, rest, cli);
       case undefined:
       case "help":
       case "--help":
@@ -1676,11 +2787,11 @@ export async function main(argv: string[], io?: CliIo): Promise<number> {
         cli.stdout.write(`mcp.ts ${VERSION}\n`);
         return 0;
       default:
-        throw new UsageError(`unknown command "${command}" (commands: serve, help)`);
+        throw new UsageError(`unknown command "${command}" (commands: serve, call, list, info, ping, batch, help)`);
     }
   } catch (error) {
     cli.stderr.write(`mcp: ${describeFailure(error)}\n`);
-    return error instanceof UsageError ? 2 : 1;
+    return exitCodeOf(error);
   }
 }
 
