@@ -2651,7 +2651,9 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
     progress.clear();
     code = exitCodeOf(error);
     io.stderr.write(`mcp: ${describeFailure(error)}\n`);
-    const stderr = error instanceof ServerError ? error.stderr || client?.stderr : "";
+    // After shutdown, so the tail holds what the server said while it was stopped.
+    await client?.close();
+    const stderr = error instanceof ServerError ? client?.stderr ?? error.stderr : "";
     if (code === 3 && stderr && !verbose) {
       io.stderr.write(`mcp: the server's stderr ends with:\n${stderr}${stderr.endsWith("\n") ? "" : "\n"}`);
     }

@@ -6,12 +6,18 @@
 
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import process from "node:process";
 import { PassThrough } from "node:stream";
 import { setImmediate } from "node:timers";
 import { describe, test } from "node:test";
 import {
+  argsFromPairs,
+  claudeDesktopConfigPath,
+  closestNames,
+  connect,
   defineTool,
   ErrorCode,
   FrameReader,
@@ -20,7 +26,15 @@ import {
   LATEST_PROTOCOL_VERSION,
   loadTools,
   McpServer,
+  NotFoundError,
+  renderCallResult,
+  renderInfo,
+  renderToolList,
+  resolveServer,
   serve,
+  ServerError,
+  splitCommand,
+  TimeoutError,
   toCallToolResult,
   validate,
 } from "./mcp.ts";
@@ -816,5 +830,515 @@ describe("8. Serving streams", () => {
     const messages = out.trim().split("\n").map((line) => JSON.parse(line));
     assert.equal(messages.length, 2);
     assert.deepEqual(messages[1].result.content, [{ type: "text", text: "42" }]);
+  });
+});
+
+// --- 9. MCP client ------------------------------------------------------------------
+
+const quote = (word: string) => `'${word.replaceAll("'", "'\\''")}'`;
+/** The fake server as a <server> command line. */
+const FAKE = [...RUNTIME, HERE + "testdata/fake_server.ts"].map(quote).join(" ");
+/** Our own server as a <server> command line. */
+const SERVE = [...RUNTIME, MCP, "serve", HERE + "testdata/tools"].map(quote).join(" ");
+
+interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  pid: number;
+}
+
+/** Runs `mcp.ts ARGS` to the end; kills it after `ms`. */
+function runCli(
+  args: string[],
+  options: {
+    stdin?: string;
+    cwd?: string;
+    env?: Record<string, string>;
+    ms?: number;
+    onStart?: (pid: number) => void;
+  } = {},
+): Promise<CliRun> {
+  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, ...args], {
+    cwd: options.cwd ?? HERE,
+    env: { ...process.env, ...options.env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.setEncoding("utf8").on("data", (text: string) => stdout += text);
+  child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
+  child.stdin!.on("error", () => {});
+  child.stdin!.end(options.stdin ?? "");
+  options.onStart?.(child.pid!);
+  const timer = setTimeout(() => child.kill("SIGKILL"), options.ms ?? 20_000);
+  return new Promise((resolve) =>
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, pid: child.pid! });
+    })
+  );
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("9. MCP client", () => {
+  test("splitCommand() follows POSIX quoting without expanding anything", () => {
+    assert.deepEqual(splitCommand(`deno run -A  mcp.ts serve ./tools`), [
+      "deno",
+      "run",
+      "-A",
+      "mcp.ts",
+      "serve",
+      "./tools",
+    ]);
+    assert.deepEqual(splitCommand(`a 'b c' "d \\"e\\" \\$f \\x" g\\ h ''`), ["a", "b c", 'd "e" $f \\x', "g h", ""]);
+    assert.deepEqual(splitCommand(`echo '$HOME' "*" ~`), ["echo", "$HOME", "*", "~"]);
+    assert.throws(() => splitCommand(`a 'b`), /unterminated '/);
+    assert.throws(() => splitCommand(`a "b`), /unterminated "/);
+  });
+
+  test("resolveServer() finds names in --config, then ./.mcp.json, and lists known names otherwise", () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-config-"));
+    try {
+      const config = { mcpServers: { fake: { command: "node", args: ["x.js"], env: { A: "1" }, cwd: "sub" } } };
+      writeFileSync(join(dir, ".mcp.json"), JSON.stringify(config));
+      writeFileSync(join(dir, "other.json"), JSON.stringify({ mcpServers: { web: { url: "https://x" } } }));
+      const env = { PATH: "", XDG_CONFIG_HOME: dir };
+      assert.deepEqual(resolveServer("fake", { cwd: dir, env }), {
+        command: "node",
+        args: ["x.js"],
+        env: { A: "1" },
+        cwd: join(dir, "sub"),
+        name: "fake",
+      });
+      assert.throws(() => resolveServer("nope", { cwd: dir, env }), /"nope" is neither a command nor a server.*fake/);
+      assert.throws(() => resolveServer("web", { cwd: dir, env, config: "other.json" }), /HTTP server/);
+      assert.deepEqual(resolveServer("node server.js", { cwd: dir, env }), { command: "node", args: ["server.js"] });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("claudeDesktopConfigPath() knows each OS", () => {
+    assert.equal(
+      claudeDesktopConfigPath({}, "darwin", "/Users/me"),
+      "/Users/me/Library/Application Support/Claude/claude_desktop_config.json",
+    );
+    assert.equal(
+      claudeDesktopConfigPath({}, "linux", "/home/me"),
+      "/home/me/.config/Claude/claude_desktop_config.json",
+    );
+    assert.match(
+      claudeDesktopConfigPath({ APPDATA: "C:\\AppData" }, "win32", "C:\\me"),
+      /Claude.claude_desktop_config\.json$/,
+    );
+  });
+
+  test("argsFromPairs() types values by the schema", () => {
+    const schema = TOOL_SCHEMA_FOR_PAIRS;
+    assert.deepEqual(
+      argsFromPairs(["zip=007", "n=5", "on=true", "list=[1,2]", 'obj={"k":1}', "free=12", "word=hi", "eq=a=b"], schema),
+      { zip: "007", n: 5, on: true, list: [1, 2], obj: { k: 1 }, free: 12, word: "hi", eq: "a=b" },
+    );
+    assert.throws(() => argsFromPairs(["n=1.5"], schema), /n must be an integer/);
+    assert.throws(() => argsFromPairs(["on=yes"], schema), /true or false/);
+    assert.throws(() => argsFromPairs(["list={}"], schema), /JSON array/);
+    assert.throws(() => argsFromPairs(["=x"], schema), /key=value/);
+  });
+
+  test("closestNames() suggests near misses first", () => {
+    assert.deepEqual(closestNames("ad", ["add", "echo", "read_file"]), ["add", "read_file"]);
+    assert.deepEqual(closestNames("reed_file", ["read_file", "write_file", "zzz"]), ["read_file"]);
+    assert.deepEqual(closestNames("file", ["read_file", "write_file", "add"]), ["read_file", "write_file"]);
+    assert.deepEqual(closestNames("qqqqqq", ["add"]), []);
+  });
+
+  test("connect() gives a library client: listTools over pages, callTool with progress, ping, close", async () => {
+    const client = await connect(FAKE, { env: { FAKE_MODE: "pages" } });
+    try {
+      assert.equal(client.protocolVersion, LATEST_PROTOCOL_VERSION);
+      assert.equal((await client.listTools()).length, 11);
+      const progress: unknown[] = [];
+      const result = await client.callTool("slow", { ms: 10 }, {
+        onProgress: (params) => progress.push(params.progress),
+      });
+      assert.deepEqual(result.content, [{ type: "text", text: "slow done" }]);
+      assert.deepEqual(progress, [1, 2, 3]);
+      assert.ok(await client.ping() >= 0);
+      await assert.rejects(client.callTool("nope"), (error: Error) => error instanceof NotFoundError);
+    } finally {
+      await client.close();
+    }
+    await assert.rejects(client.ping(), (error: Error) => error instanceof ServerError);
+  });
+
+  test("connect() reports each failure as its own error type", async () => {
+    await assert.rejects(connect(FAKE, { env: { FAKE_MODE: "crash-before" } }), (error: ServerError) => {
+      assert.ok(error instanceof ServerError);
+      assert.match(error.message, /exited with code 1 before answering initialize/);
+      assert.match(error.stderr, /cannot open the database/);
+      return true;
+    });
+    await assert.rejects(
+      connect(FAKE, { env: { FAKE_MODE: "silent" }, timeout: 300 }),
+      (error: Error) => error instanceof TimeoutError,
+    );
+    const client = await connect(FAKE, { env: { FAKE_MODE: "hang" } });
+    try {
+      await assert.rejects(
+        client.callTool("echo", {}, { timeout: 200 }),
+        (error: Error) => error instanceof TimeoutError,
+      );
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(new Error("user stop")), 100);
+      await assert.rejects(client.callTool("echo", {}, { signal: controller.signal }), /user stop/);
+    } finally {
+      await client.close();
+    }
+    await assert.rejects(connect("/no/such/command"), /Cannot start "\/no\/such\/command": command not found/);
+  });
+});
+
+const TOOL_SCHEMA_FOR_PAIRS = {
+  type: "object",
+  properties: {
+    zip: { type: "string" },
+    n: { type: "integer" },
+    on: { type: "boolean" },
+    list: { type: "array" },
+    obj: { type: "object" },
+  },
+};
+
+// --- 10. Output -----------------------------------------------------------------------
+
+describe("10. Output", () => {
+  test("renderCallResult() prints text items, then other content as JSON lines", () => {
+    const image = { type: "image", data: "AA==", mimeType: "image/png" };
+    assert.deepEqual(renderCallResult({ content: [{ type: "text", text: "a" }, image, { type: "text", text: "b" }] }), {
+      stdout: `a\n${JSON.stringify(image)}\nb\n`,
+      stderr: "",
+    });
+    assert.deepEqual(renderCallResult({ content: [], structuredContent: { x: 1 } }), {
+      stdout: '{"x":1}\n',
+      stderr: "",
+    });
+    assert.deepEqual(
+      renderCallResult({ content: [{ type: "text", text: "t" }], structuredContent: { x: 1 } }),
+      { stdout: "t\n", stderr: "" },
+    );
+    assert.deepEqual(renderCallResult({ content: [{ type: "text", text: "bad" }], isError: true }), {
+      stdout: "",
+      stderr: "bad\n",
+    });
+  });
+
+  test("renderToolList() and renderInfo() are one line per item", () => {
+    assert.equal(
+      renderToolList([{ name: "a", description: "First\nsecond" }, { name: "long_name" }, {
+        name: "b",
+        description: "B",
+      }]),
+      "a          First\nlong_name\nb          B\n",
+    );
+    const info = renderInfo({
+      protocolVersion: "2025-11-25",
+      serverInfo: { name: "s", version: "1" },
+      capabilities: { tools: { listChanged: true }, logging: {} },
+      instructions: "Hi",
+    });
+    assert.equal(
+      info,
+      "protocol:      2025-11-25\nserver:        s 1\ncapabilities:  tools (listChanged), logging\ninstructions:  Hi\n",
+    );
+  });
+});
+
+// --- 11. CLI ------------------------------------------------------------------------------
+
+describe("11. CLI", () => {
+  test("call ↔ serve end to end: JSON, key=value, stdin and @file ARGS", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-args-"));
+    try {
+      writeFileSync(join(dir, "args.json"), '{"a":20,"b":22}');
+      const runs = await Promise.all([
+        runCli(["call", SERVE, "add", '{"a":2,"b":3}']),
+        runCli(["call", SERVE, "add", "a=2", "b=3.5"]),
+        runCli(["call", SERVE, "add", "-"], { stdin: '{"a":1,"b":1}' }),
+        runCli(["call", SERVE, "add", "@" + join(dir, "args.json")]),
+        runCli(["call", SERVE, "weather", "city=Oslo", "--json"]),
+      ]);
+      assert.deepEqual(runs.map((run) => [run.code, run.stdout, run.stderr]), [
+        [0, "5\n", ""],
+        [0, "5.5\n", ""],
+        [0, "2\n", ""],
+        [0, "42\n", ""],
+        [0, runs[4].stdout, ""],
+      ]);
+      assert.deepEqual(JSON.parse(runs[4].stdout).structuredContent, {
+        city: "Oslo",
+        temperature: 28,
+        unit: "celsius",
+      });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("call: isError prints to stderr and exits 1; an unknown tool exits 2 with the closest names", async () => {
+    const [failed, unknown, invalid] = await Promise.all([
+      runCli(["call", SERVE, "fail", "message=nope"]),
+      runCli(["call", SERVE, "ad", "{}"]),
+      runCli(["call", SERVE, "add", '{"a":"x","b":1}']),
+    ]);
+    assert.deepEqual([failed.code, failed.stdout, failed.stderr], [1, "", "nope\n"]);
+    assert.equal(unknown.code, 2);
+    assert.equal(unknown.stderr, 'mcp: the server has no tool named "ad"; did you mean add?\n');
+    assert.equal(invalid.code, 1);
+    assert.match(invalid.stderr, /arguments\.a must be number/);
+  });
+
+  test("call: bad ARGS exit 2 before anything is spawned", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-nospawn-"));
+    const marker = join(dir, "spawned");
+    try {
+      for (const args of [["[1,2]"], ["{not json"], ["a", "b"], ["@" + join(dir, "missing.json")]]) {
+        const run = await runCli(["call", `touch ${quote(marker)}`, "tool", ...args]);
+        assert.equal(run.code, 2, args.join(" "));
+        assert.match(run.stderr, /^mcp: .+\n$/);
+      }
+      assert.ok(!existsSync(marker), "the server command never ran");
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("call prints other content as JSON lines and structuredContent when there is no text", async () => {
+    const [image, structured] = await Promise.all([
+      runCli(["call", FAKE, "image"]),
+      runCli(["call", FAKE, "structured"]),
+    ]);
+    assert.equal(image.stdout, 'a pixel:\n{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}\n');
+    assert.equal(structured.stdout, '{"temperature":21,"unit":"celsius"}\n');
+  });
+
+  test("call: key=value follows the tool's schema", async () => {
+    const run = await runCli(["call", FAKE, "zip", "zip=007", "n=7", "on=false", "list=[1]", "extra=x"]);
+    assert.deepEqual(JSON.parse(run.stdout), { zip: "007", n: 7, on: false, list: [1], extra: "x" });
+    const bad = await runCli(["call", FAKE, "zip", "n=seven"]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /n must be an integer/);
+  });
+
+  test("a server that cannot start or dies exits 3 with one line and the tail of its stderr", async () => {
+    const [missing, before, after] = await Promise.all([
+      runCli(["call", "no-such-command-xyz --flag", "echo"]),
+      runCli(["call", FAKE, "echo", "-e", "FAKE_MODE=crash-before"]),
+      runCli(["call", FAKE, "echo", "-e", "FAKE_MODE=crash-after"]),
+    ]);
+    assert.equal(missing.code, 3);
+    assert.equal(missing.stderr, 'mcp: Cannot start "no-such-command-xyz": command not found\n');
+    assert.equal(before.code, 3);
+    assert.match(before.stderr, /^mcp: the server exited with code 1 before answering initialize\n/);
+    assert.match(before.stderr, /fake: fatal: cannot open the database/);
+    assert.equal(after.code, 3);
+    assert.match(after.stderr, /^mcp: the server exited with code 3\n/);
+    assert.match(after.stderr, /fake: crashing on tools\/call/);
+  });
+
+  test("a request that times out is cancelled, exits 3, and the server is shut down", async () => {
+    const run = await runCli(["call", FAKE, "echo", "--timeout", "300", "-e", "FAKE_MODE=hang"]);
+    assert.equal(run.code, 3);
+    assert.match(run.stderr, /^mcp: tools\/call timed out: no answer or progress for 300 ms \(--timeout\)\n/);
+    assert.match(run.stderr, /fake: got notifications\/cancelled/);
+    const silent = await runCli(["info", FAKE, "--timeout", "300", "-e", "FAKE_MODE=silent"]);
+    assert.equal(silent.code, 3);
+    assert.match(silent.stderr, /initialize timed out/);
+  });
+
+  test("a server that ignores SIGTERM is killed: no orphan is left", { timeout: 30_000 }, async () => {
+    const started = Date.now();
+    const run = await runCli(["call", FAKE, "echo", "--timeout", "200", "-e", "FAKE_MODE=ignore-sigterm"]);
+    assert.equal(run.code, 3);
+    assert.match(run.stderr, /fake: ignoring SIGTERM/);
+    const pid = Number(/fake: pid (\d+)/.exec(run.stderr)![1]);
+    assert.ok(!isAlive(pid), `fake server ${pid} is still running`);
+    assert.ok(Date.now() - started > 4000, "it waited 2 s after closing stdin and 2 s after SIGTERM");
+  });
+
+  test("SIGINT cancels the request and exits 130", async () => {
+    const run = await runCli(["call", FAKE, "echo", "--trace", "-e", "FAKE_MODE=hang"], {
+      onStart: (pid) => setTimeout(() => process.kill(pid, "SIGINT"), 1500),
+    });
+    assert.equal(run.code, 130);
+    assert.match(run.stderr, /^> .*"method":"notifications\/cancelled"/m);
+    assert.match(run.stderr, /mcp: interrupted\n/);
+  });
+
+  test("garbage on the server's stdout is tolerated and reported in one warning", async () => {
+    const [quiet, verbose] = await Promise.all([
+      runCli(["call", FAKE, "echo", "text=hi", "-e", "FAKE_MODE=garbage"]),
+      runCli(["call", FAKE, "echo", "text=hi", "-e", "FAKE_MODE=garbage", "--verbose"]),
+    ]);
+    assert.equal(quiet.code, 0);
+    assert.equal(quiet.stdout, "hi\n");
+    assert.match(quiet.stderr, /^mcp: warning: ignored 4 line\(s\) on the server's stdout that were not JSON-RPC/);
+    assert.match(verbose.stderr, /not JSON-RPC on the server's stdout: Starting fake server/);
+  });
+
+  test("a 10 MiB answer arrives whole", async () => {
+    const run = await runCli(["call", FAKE, "huge"]);
+    assert.equal(run.code, 0);
+    assert.equal(run.stdout.length, 10 * 1024 * 1024 + 1);
+  });
+
+  test("server→client requests: ping is answered, the rest are -32601, strays are ignored", async () => {
+    const run = await runCli(["call", FAKE, "ask", "-e", "FAKE_MODE=server-requests"]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.deepEqual(JSON.parse(run.stdout), {
+      "ping": {},
+      "roots/list": { code: -32601 },
+      "sampling/createMessage": { code: -32601 },
+      "elicitation/create": { code: -32601 },
+      "no/such/method": { code: -32601 },
+    });
+  });
+
+  test("list follows every page and stops a cursor that does not advance", async () => {
+    const [pages, stuck, json] = await Promise.all([
+      runCli(["list", FAKE, "-e", "FAKE_MODE=pages"]),
+      runCli(["list", FAKE, "-e", "FAKE_MODE=stuck-cursor"]),
+      runCli(["list", SERVE, "--json"]),
+    ]);
+    assert.equal(pages.code, 0);
+    const lines = pages.stdout.trimEnd().split("\n");
+    assert.equal(lines.length, 11);
+    assert.match(lines[1], /^add +Add numbers$/);
+    assert.equal(stuck.code, 3);
+    assert.match(stuck.stderr, /repeated the tools\/list cursor "same"/);
+    assert.deepEqual(JSON.parse(json.stdout).tools.map((tool: Message) => tool.name), [
+      "add",
+      "echo",
+      "fail",
+      "slow",
+      "weather",
+    ]);
+  });
+
+  test("info accepts an older protocol version and refuses an unsupported one", async () => {
+    const [info, old, bad, json] = await Promise.all([
+      runCli(["info", FAKE]),
+      runCli(["info", FAKE, "-e", "FAKE_MODE=old-version"]),
+      runCli(["info", FAKE, "-e", "FAKE_MODE=bad-version"]),
+      runCli(["info", SERVE, "--json", "--protocol", "2025-06-18"]),
+    ]);
+    assert.equal(
+      info.stdout,
+      "protocol:      2025-11-25\nserver:        fake 1.0\ncapabilities:  tools, logging\ninstructions:  A fake server.\n",
+    );
+    assert.match(old.stdout, /^protocol: +2024-11-05$/m);
+    assert.equal(bad.code, 3);
+    assert.match(bad.stderr, /answered protocol version "1999-01-01", which mcp\.ts does not speak/);
+    assert.equal(JSON.parse(json.stdout).protocolVersion, "2025-06-18");
+  });
+
+  test("ping prints the round-trip time", async () => {
+    const [plain, json] = await Promise.all([runCli(["ping", SERVE]), runCli(["ping", FAKE, "--json"])]);
+    assert.match(plain.stdout, /^\d+\.\d ms\n$/);
+    assert.ok(JSON.parse(json.stdout).ms >= 0);
+  });
+
+  test("--retries retries start-up failures with backoff", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-flaky-"));
+    try {
+      const env = ["-e", "FAKE_MODE=flaky", "-e", "FAKE_FAILS=2"];
+      const ok = await runCli(["call", FAKE, "echo", "text=up", "--retries", "2", ...env, "-e", `FAKE_STATE=${dir}/a`]);
+      assert.equal(ok.code, 0, ok.stderr);
+      assert.equal(ok.stdout, "up\n");
+      const fails = await runCli(["call", FAKE, "echo", "--retries", "1", ...env, "-e", `FAKE_STATE=${dir}/b`]);
+      assert.equal(fails.code, 3);
+      assert.equal(readFileSync(`${dir}/b`, "utf8"), "2", "one try and one retry");
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("-e, --cwd and config names reach the server", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-cfg-"));
+    try {
+      const [command, ...args] = splitCommand(FAKE);
+      writeFileSync(
+        join(dir, ".mcp.json"),
+        JSON.stringify({ mcpServers: { fake: { command, args, env: { FROM_CONFIG: "yes" } } } }),
+      );
+      const [env, cwd, named, unknown] = await Promise.all([
+        runCli(["call", FAKE, "env", "name=GREETING", "-e", "GREETING=hello"]),
+        runCli(["call", FAKE, "cwd", "--cwd", dir]),
+        runCli(["call", "fake", "env", "name=FROM_CONFIG"], { cwd: dir }),
+        runCli(["list", "fakr"], { cwd: dir }),
+      ]);
+      assert.equal(env.stdout, "hello\n");
+      assert.equal(realpathSync(cwd.stdout.trim()), realpathSync(dir));
+      assert.equal(named.stdout, "yes\n");
+      assert.equal(unknown.code, 2);
+      assert.match(
+        unknown.stderr,
+        /"fakr" is neither a command nor a server in .*\.mcp\.json.*; servers it knows: fake/,
+      );
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("--verbose streams the server's log messages and progress", async () => {
+    const run = await runCli(["call", FAKE, "slow", "ms=10", "--verbose"]);
+    assert.equal(run.stdout, "slow done\n");
+    assert.match(run.stderr, /mcp: progress 1\/3 step 1\n/);
+    assert.match(run.stderr, /mcp: \[info\] step 3\n/);
+    assert.match(run.stderr, /fake: got tools\/call/);
+  });
+
+  test("batch answers each line in input order, with the worst exit code", async () => {
+    const input = [
+      '{"tool":"slow","arguments":{"ms":60}}',
+      '{"tool":"echo","arguments":{"text":"second"}}',
+      "not json",
+      '{"tool":"fail"}',
+      "",
+      '{"tool":"nope"}',
+    ].join("\n") + "\n";
+    const run = await runCli(["batch", FAKE, "--concurrency", "4"], { stdin: input });
+    const lines = run.stdout.trimEnd().split("\n").map((line) => JSON.parse(line));
+    assert.equal(lines.length, 5);
+    assert.equal(lines[0].content[0].text, "slow done");
+    assert.equal(lines[1].content[0].text, "second");
+    assert.match(lines[2].error, /line 3: expected/);
+    assert.equal(lines[3].isError, true);
+    assert.match(lines[4].error, /no tool named "nope"/);
+    assert.equal(run.code, 2);
+    const dying = await runCli(["batch", FAKE, "-e", "FAKE_MODE=crash-after"], {
+      stdin: '{"tool":"echo"}\n{"tool":"echo"}\n',
+    });
+    assert.equal(dying.code, 3);
+    assert.equal(dying.stdout.trimEnd().split("\n").length, 2);
+  });
+
+  test("usage errors exit 2 with one line", async () => {
+    for (const args of [["call"], ["call", SERVE], ["list", SERVE, "extra"], ["ping", SERVE, "--bogus"], ["nope"]]) {
+      const run = await runCli(args);
+      assert.equal(run.code, 2, args.join(" "));
+      assert.match(run.stderr, /^mcp: [^\n]+\n$/);
+    }
+    const help = await runCli(["help", "call"]);
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /^Usage: mcp\.ts call <server> <tool> \[ARGS\]/);
   });
 });
