@@ -2606,6 +2606,11 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   let code = 0;
   try {
     client = await connect(target, options);
+    const capabilities = client.initializeResult.capabilities;
+    if (verbose && isObject(capabilities) && isObject(capabilities.logging)) {
+      // --verbose wants every log message, not just what the server sends by default.
+      await client.request("logging/setLevel", { level: "debug" }).catch(() => {});
+    }
     switch (command) {
       case "call": {
         let args: JsonObject;
