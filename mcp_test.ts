@@ -905,23 +905,26 @@ describe("9. MCP client", () => {
     assert.throws(() => splitCommand(`a "b`), /unterminated "/);
   });
 
-  test("resolveServer() finds names in --config, then ./.mcp.json, and lists known names otherwise", () => {
+  test("resolveServer() finds names in --config, then ./.mcp.json, and lists known names otherwise", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-config-"));
     try {
       const config = { mcpServers: { fake: { command: "node", args: ["x.js"], env: { A: "1" }, cwd: "sub" } } };
       writeFileSync(join(dir, ".mcp.json"), JSON.stringify(config));
       writeFileSync(join(dir, "other.json"), JSON.stringify({ mcpServers: { web: { url: "https://x" } } }));
       const env = { PATH: "", XDG_CONFIG_HOME: dir };
-      assert.deepEqual(resolveServer("fake", { cwd: dir, env }), {
+      assert.deepEqual(await resolveServer("fake", { cwd: dir, env }), {
         command: "node",
         args: ["x.js"],
         env: { A: "1" },
         cwd: join(dir, "sub"),
         name: "fake",
       });
-      assert.throws(() => resolveServer("nope", { cwd: dir, env }), /"nope" is neither a command nor a server.*fake/);
-      assert.throws(() => resolveServer("web", { cwd: dir, env, config: "other.json" }), /HTTP server/);
-      assert.deepEqual(resolveServer("node server.js", { cwd: dir, env }), { command: "node", args: ["server.js"] });
+      await assert.rejects(resolveServer("nope", { cwd: dir, env }), /"nope" is neither a command nor a server.*fake/);
+      await assert.rejects(resolveServer("web", { cwd: dir, env, config: "other.json" }), /HTTP server/);
+      assert.deepEqual(await resolveServer("node server.js", { cwd: dir, env }), {
+        command: "node",
+        args: ["server.js"],
+      });
     } finally {
       rmSync(dir, { recursive: true });
     }
