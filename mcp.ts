@@ -915,11 +915,11 @@ function validatesAgainst(schema: unknown, value: unknown): boolean {
 // validation, cancellation, progress, logging and timeouts. Pure protocol: it
 // is handed tools and a send function, and touches no files, streams or process.
 
-/** What a tool's `run` receives beside its arguments. */
+/** What a plugin function (`run`, `read`, `get`, `complete`) receives beside its input. */
 export interface ToolContext {
   /** Aborts on notifications/cancelled, on timeout and on shutdown. */
   readonly signal: AbortSignal;
-  /** The JSON-RPC id of the tools/call request. */
+  /** The JSON-RPC id of the request being served. */
   readonly requestId: RequestId;
   /** Reports progress; a no-op when the caller sent no progressToken. */
   progress(progress: number, total?: number, message?: string): void;
@@ -958,7 +958,95 @@ export interface Tool {
   run: ToolDefinition["run"];
 }
 
+/** A resource as a plugin writes it (an entry of `export const resources`). */
+export interface ResourceDefinition {
+  uri: string;
+  name: string;
+  title?: string;
+  description?: string;
+  mimeType?: string;
+  size?: number;
+  annotations?: JsonObject;
+  icons?: unknown[];
+  _meta?: JsonObject;
+  /** Returns a string (text), a Uint8Array (blob), or `{ contents: [...] }`. */
+  read(uri: string, ctx: ToolContext): unknown;
+  /** Calls `onUpdate` when the resource changes; returns a function that stops watching. */
+  watch?(uri: string, onUpdate: () => void): () => void;
+}
+
+/** A resource template as a plugin writes it (an entry of `resources` with `uriTemplate`). */
+export interface ResourceTemplateDefinition {
+  uriTemplate: string;
+  name: string;
+  title?: string;
+  description?: string;
+  mimeType?: string;
+  annotations?: JsonObject;
+  icons?: unknown[];
+  _meta?: JsonObject;
+  read(uri: string, params: Record<string, string>, ctx: ToolContext): unknown;
+  /** Candidate values for a template variable (completion/complete). */
+  complete?(argumentName: string, value: string, ctx: ToolContext): unknown;
+}
+
+/** A prompt as a plugin writes it (an entry of `export const prompts`). */
+export interface PromptDefinition {
+  name: string;
+  title?: string;
+  description?: string;
+  arguments?: { name: string; description?: string; required?: boolean }[];
+  icons?: unknown[];
+  _meta?: JsonObject;
+  /** Returns a string (one user message), an array of messages, or `{ description?, messages }`. */
+  get(args: Record<string, string>, ctx: ToolContext): unknown;
+  /** Candidate values for an argument (completion/complete). */
+  complete?(argumentName: string, value: string, ctx: ToolContext): unknown;
+}
+
+/** Anything a catalog entry has in common: its list entry and where it came from. */
+interface Entry {
+  key: string; // name, uri or uriTemplate
+  listing: JsonObject;
+  source: string;
+}
+
+/** A resource ready to serve. */
+export interface Resource extends Entry {
+  definition: ResourceDefinition;
+}
+
+/** A resource template ready to serve. */
+export interface ResourceTemplate extends Entry {
+  definition: ResourceTemplateDefinition;
+  match: RegExp;
+  variables: string[];
+}
+
+/** A prompt ready to serve. */
+export interface Prompt extends Entry {
+  definition: PromptDefinition;
+}
+
+/** Everything a server serves. */
+export interface Catalog {
+  tools: Tool[];
+  resources: Resource[];
+  templates: ResourceTemplate[];
+  prompts: Prompt[];
+}
+
 const LISTED_TOOL_FIELDS = ["title", "description", "outputSchema", "annotations", "icons", "_meta"] as const;
+const LISTED_RESOURCE_FIELDS = ["title", "description", "mimeType", "size", "annotations", "icons", "_meta"] as const;
+const LISTED_PROMPT_FIELDS = ["title", "description", "arguments", "icons", "_meta"] as const;
+
+function listingOf(definition: JsonObject, fields: readonly string[], first: JsonObject): JsonObject {
+  const listing: JsonObject = first;
+  for (const field of fields) {
+    if (definition[field] !== undefined) listing[field] = definition[field];
+  }
+  return listing;
+}
 
 /** Checks a plugin's tool and prepares it for serving; throws TypeError on a bad shape. */
 export function defineTool(definition: unknown, fallbackName?: string, source = "(library)"): Tool {
@@ -974,29 +1062,123 @@ export function defineTool(definition: unknown, fallbackName?: string, source = 
   if (!isObject(inputSchema) || inputSchema.type !== "object") {
     throw new TypeError(`tool "${name}": inputSchema must be a JSON Schema object with "type": "object"`);
   }
-  const listing: JsonObject = { name };
-  for (const field of LISTED_TOOL_FIELDS) {
-    if (definition[field] !== undefined) listing[field] = definition[field];
-  }
+  const listing = listingOf(definition, LISTED_TOOL_FIELDS, { name });
   listing.inputSchema = inputSchema;
   return { name, listing, source, run: definition.run as ToolDefinition["run"] };
+}
+
+/** Checks a resource or resource template of a plugin; throws TypeError on a bad shape. */
+export function defineResource(definition: unknown, source = "(library)"): Resource | ResourceTemplate {
+  if (!isObject(definition) || typeof definition.read !== "function") {
+    throw new TypeError("a resource must be an object with a read function");
+  }
+  if (typeof definition.name !== "string" || definition.name === "") {
+    throw new TypeError("a resource needs a name");
+  }
+  if (typeof definition.uriTemplate === "string") {
+    const { match, variables } = compileUriTemplate(definition.uriTemplate);
+    const listing = listingOf(definition, LISTED_RESOURCE_FIELDS, {
+      uriTemplate: definition.uriTemplate,
+      name: definition.name,
+    });
+    delete listing.size;
+    const template = definition as unknown as ResourceTemplateDefinition;
+    return { key: definition.uriTemplate, listing, source, definition: template, match, variables };
+  }
+  if (typeof definition.uri !== "string" || !/^[A-Za-z][\w+.-]*:/.test(definition.uri)) {
+    throw new TypeError(`resource "${definition.name}" needs a uri with a scheme (or a uriTemplate)`);
+  }
+  const listing = listingOf(definition, LISTED_RESOURCE_FIELDS, { uri: definition.uri, name: definition.name });
+  return { key: definition.uri, listing, source, definition: definition as unknown as ResourceDefinition };
+}
+
+/** Checks a prompt of a plugin; throws TypeError on a bad shape. */
+export function definePrompt(definition: unknown, source = "(library)"): Prompt {
+  if (!isObject(definition) || typeof definition.get !== "function") {
+    throw new TypeError("a prompt must be an object with a get function");
+  }
+  if (typeof definition.name !== "string" || definition.name === "") throw new TypeError("a prompt needs a name");
+  if (definition.arguments !== undefined && !Array.isArray(definition.arguments)) {
+    throw new TypeError(`prompt "${definition.name}": arguments must be an array`);
+  }
+  const listing = listingOf(definition, LISTED_PROMPT_FIELDS, { name: definition.name });
+  return { key: definition.name, listing, source, definition: definition as unknown as PromptDefinition };
+}
+
+/**
+ * Compiles the RFC 6570 expressions resource templates use into a matcher:
+ * `{var}` matches one path segment, `{+var}` and `{#var}` anything, `{/var}` a
+ * slash and a segment, `{?a,b}` a query.
+ */
+export function compileUriTemplate(template: string): { match: RegExp; variables: string[] } {
+  const variables: string[] = [];
+  let pattern = "^";
+  let last = 0;
+  for (const expression of template.matchAll(/\{([+#./;?&]?)([^}]+)\}/g)) {
+    pattern += escapeRegExp(template.slice(last, expression.index));
+    const [, operator, list] = expression;
+    const names = list.split(",").map((name) => name.replace(/[*]|:\d+$/g, ""));
+    variables.push(...names);
+    const group = (inner: string) => names.map(() => `(${inner})`).join(",");
+    if (operator === "+" || operator === "#") pattern += (operator === "#" ? "#" : "") + group(".*?");
+    else if (operator === "/") pattern += names.map(() => "/([^/?#]*)").join("");
+    else if (operator === "?" || operator === "&") {
+      pattern += `(?:\\${operator}` + names.map((name) => `${escapeRegExp(name)}=([^&#]*)`).join("&") + ")?";
+    } else pattern += group("[^/?#,]*");
+    last = expression.index + expression[0].length;
+  }
+  pattern += escapeRegExp(template.slice(last)) + "$";
+  return { match: new RegExp(pattern), variables };
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** Two tools, prompts or resources with one name (or URI) in a catalog: names both files. */
+export function findCatalogDuplicate(catalog: Catalog): string | undefined {
+  return findDuplicate(catalog.tools) ?? findDuplicate(catalog.prompts, "prompts") ??
+    findDuplicate([...catalog.resources, ...catalog.templates], "resources");
+}
+
+/** Two entries with one name (or URI): names both files. */
+export function findDuplicate(
+  entries: ({ name: string; source: string } | Entry)[],
+  kind = "tools",
+): string | undefined {
+  const seen = new Map<string, { source: string }>();
+  for (const entry of entries) {
+    const key = "key" in entry ? entry.key : entry.name;
+    const other = seen.get(key);
+    if (other) return `two ${kind} are named "${key}": ${other.source} and ${entry.source}`;
+    seen.set(key, entry);
+  }
+  return undefined;
+}
+
+function emptyCatalog(): Catalog {
+  return { tools: [], resources: [], templates: [], prompts: [] };
 }
 
 /** Options of an {@linkcode McpServer}. */
 export interface ServerOptions {
   /** Tools to serve (plain definitions are checked with defineTool). */
   tools?: (Tool | ToolDefinition)[];
+  /** Resources and resource templates to serve. */
+  resources?: (Resource | ResourceTemplate | ResourceDefinition | ResourceTemplateDefinition)[];
+  /** Prompts to serve. */
+  prompts?: (Prompt | PromptDefinition)[];
   /** serverInfo.name (default "mcp.ts"). */
   name?: string;
   /** serverInfo.version (default this file's VERSION). */
   version?: string;
   /** Sent in the initialize result. */
   instructions?: string;
-  /** Per tool call, in ms (default 60000); 0 disables it. */
+  /** Per request that runs plugin code, in ms (default 60000); 0 disables it. */
   timeout?: number;
-  /** Tools per tools/list page (default 100). */
+  /** Items per list page (default 100). */
   pageSize?: number;
-  /** Declare tools.listChanged (true when the tool set can change, e.g. --watch). */
+  /** Declare listChanged and tell the client when the catalog changes (e.g. --watch). */
   listChanged?: boolean;
   /** Diagnostics for the operator (default: dropped). */
   log?: (line: string) => void;
@@ -1010,15 +1192,16 @@ interface ClientView {
   logLevel: number; // index in LOG_LEVELS
 }
 
-// A tools/call in flight.
-interface ToolCall {
+// A request in flight that runs plugin code (tools/call, resources/read, prompts/get, completion/complete).
+interface Work {
   id: RequestId;
-  tool: Tool;
+  label: string; // what it runs, for log notifications and timeouts: a tool name, a URI, a prompt name
   deadline: number; // ms since epoch; Infinity without a timeout
   controller: AbortController | undefined; // made on first use of ctx.signal
   done: boolean; // answered, cancelled or timed out: nothing more may be sent for it
   progressToken: RequestId | undefined;
   lastProgress: number;
+  fail(message: string): unknown; // what a throw or a timeout answers: a result, or an RpcError
   resolve(result: unknown): void; // answers the request (or, with NO_RESPONSE, drops it)
 }
 
@@ -1033,6 +1216,38 @@ export function toCallToolResult(value: unknown): JsonObject {
   return result;
 }
 
+/** Turns what a resource's read returned into a ReadResourceResult. */
+export function toReadResourceResult(value: unknown, uri: string, mimeType?: string): JsonObject {
+  if (isObject(value) && Array.isArray(value.contents)) return value;
+  const content: JsonObject = { uri };
+  if (value instanceof Uint8Array) {
+    content.blob = bytesToBase64(value);
+    content.mimeType = mimeType ?? "application/octet-stream";
+  } else {
+    content.text = typeof value === "string" ? value : JSON.stringify(value) ?? "";
+    const type = mimeType ?? (typeof value === "string" ? undefined : "application/json");
+    if (type) content.mimeType = type;
+  }
+  return { contents: [content] };
+}
+
+/** Turns what a prompt's get returned into a GetPromptResult. */
+export function toGetPromptResult(value: unknown, description?: string): JsonObject {
+  let result: JsonObject;
+  if (typeof value === "string") result = { messages: [{ role: "user", content: { type: "text", text: value } }] };
+  else if (Array.isArray(value)) result = { messages: value };
+  else if (isObject(value) && Array.isArray(value.messages)) result = value;
+  else throw new TypeError("a prompt's get must return a string, an array of messages, or { messages }");
+  if (result.description === undefined && description !== undefined) result = { description, ...result };
+  return result;
+}
+
+function bytesToBase64(bytes: Uint8Array): string {
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(binary);
+}
+
 function errorResult(text: string): JsonObject {
   return { content: [{ type: "text", text }], isError: true };
 }
@@ -1044,15 +1259,18 @@ function errorResult(text: string): JsonObject {
 export class McpServer {
   #options: ServerOptions;
   #peer: JsonRpcPeer;
-  #tools: Tool[] = [];
+  #catalog: Catalog = emptyCatalog();
   #toolsByName = new Map<string, Tool>();
+  #resourcesByUri = new Map<string, Resource>();
+  #promptsByName = new Map<string, Prompt>();
+  #subscriptions = new Map<string, () => void>(); // uri → stop watching
   #client: ClientView = {
     protocolVersion: LATEST_PROTOCOL_VERSION,
     capabilities: {},
     logLevel: LOG_LEVELS.indexOf(DEFAULT_LOG_LEVEL),
   };
   #initialized = false;
-  #calls = new Map<RequestId, ToolCall>();
+  #work = new Map<RequestId, Work>();
   #sweepTimer: ReturnType<typeof setTimeout> | undefined;
   #sweepAt = Infinity;
   #idle: (() => void)[] = [];
@@ -1070,26 +1288,45 @@ export class McpServer {
       request: (method, params, id) => this.#request(method, params, id),
       notification: (method, params) => this.#notification(method, params),
     });
-    this.setTools(options.tools ?? []);
+    const catalog = emptyCatalog();
+    catalog.tools = (options.tools ?? []).map((item) => "listing" in item ? item as Tool : defineTool(item));
+    for (const item of options.resources ?? []) {
+      const entry = "listing" in item ? item as Resource | ResourceTemplate : defineResource(item);
+      if ("match" in entry) catalog.templates.push(entry);
+      else catalog.resources.push(entry);
+    }
+    catalog.prompts = (options.prompts ?? []).map((item) => "listing" in item ? item as Prompt : definePrompt(item));
+    this.setCatalog(catalog);
   }
 
-  /** Replaces the served tools; with listChanged, tells the client. Calls in flight keep their tool. */
+  /** Replaces the served tools, keeping resources and prompts. */
   setTools(tools: (Tool | ToolDefinition)[]): void {
-    const byName = new Map<string, Tool>();
-    for (const item of tools) {
-      const tool = "listing" in item && "source" in item ? item as Tool : defineTool(item);
-      const other = byName.get(tool.name);
-      if (other) {
-        throw new TypeError(`two tools are named "${tool.name}": ${other.source} and ${tool.source}`);
-      }
-      byName.set(tool.name, tool);
+    this.setCatalog({
+      ...this.#catalog,
+      tools: tools.map((item) => "listing" in item ? item as Tool : defineTool(item)),
+    });
+  }
+
+  /**
+   * Replaces everything served; with listChanged, tells the client which lists
+   * changed. Requests in flight finish on the code they started with.
+   */
+  setCatalog(catalog: Catalog): void {
+    const duplicate = findCatalogDuplicate(catalog);
+    if (duplicate) throw new TypeError(duplicate);
+    const before = this.#catalog;
+    this.#catalog = catalog;
+    this.#toolsByName = new Map(catalog.tools.map((tool) => [tool.name, tool]));
+    this.#resourcesByUri = new Map(catalog.resources.map((resource) => [resource.key, resource]));
+    this.#promptsByName = new Map(catalog.prompts.map((prompt) => [prompt.key, prompt]));
+    if (!this.#options.listChanged || !this.#initialized) return;
+    const changed = (a: { listing: JsonObject }[], b: { listing: JsonObject }[]) =>
+      a.length !== b.length || a.some((entry, i) => JSON.stringify(entry.listing) !== JSON.stringify(b[i].listing));
+    if (changed(before.tools, catalog.tools)) this.#peer.notify("notifications/tools/list_changed");
+    if (changed([...before.resources, ...before.templates], [...catalog.resources, ...catalog.templates])) {
+      this.#peer.notify("notifications/resources/list_changed");
     }
-    const hadTools = this.#tools.length > 0 || this.#initialized;
-    this.#tools = [...byName.values()];
-    this.#toolsByName = byName;
-    if (hadTools && this.#options.listChanged && this.#initialized) {
-      this.#peer.notify("notifications/tools/list_changed");
-    }
+    if (changed(before.prompts, catalog.prompts)) this.#peer.notify("notifications/prompts/list_changed");
   }
 
   /** Handles one incoming message text. */
@@ -1102,27 +1339,29 @@ export class McpServer {
     this.#peer.reject(code, message);
   }
 
-  /** The number of tool calls in flight. */
+  /** The number of requests running plugin code. */
   get pending(): number {
-    return this.#calls.size;
+    return this.#work.size;
   }
 
-  /** Resolves when no tool call is in flight. */
+  /** Resolves when no request is running plugin code. */
   idle(): Promise<void> {
-    if (this.#calls.size === 0) return Promise.resolve();
+    if (this.#work.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idle.push(resolve));
   }
 
-  /** Aborts every call in flight (they get no response) and stops the peer. */
+  /** Aborts everything in flight (no response is sent for it), stops watching, and stops the peer. */
   close(reason: Error = new Error("server shut down")): void {
-    for (const call of this.#calls.values()) {
-      call.done = true;
-      call.controller?.abort(reason);
-      call.resolve(NO_RESPONSE);
+    for (const work of this.#work.values()) {
+      work.done = true;
+      work.controller?.abort(reason);
+      work.resolve(NO_RESPONSE);
     }
-    this.#calls.clear();
+    this.#work.clear();
     this.#settleIdle();
     clearTimeout(this.#sweepTimer);
+    for (const stop of this.#subscriptions.values()) stop();
+    this.#subscriptions.clear();
     this.#peer.close(reason);
   }
 
@@ -1135,14 +1374,42 @@ export class McpServer {
       case "ping":
         return {};
       case "tools/list":
-        return this.#listTools(params);
+        return this.#page(this.#catalog.tools, params, "tools");
       case "tools/call":
         return this.#callTool(params, id);
       case "logging/setLevel":
         return this.#setLogLevel(params);
-      default:
-        throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
     }
+    // Methods of the capabilities DIR provides; the others are not found (completion.mdx).
+    const { resources, templates, prompts } = this.#catalog;
+    const hasResources = resources.length + templates.length > 0;
+    switch (method) {
+      case "resources/list":
+        if (hasResources) return this.#page(resources, params, "resources");
+        break;
+      case "resources/templates/list":
+        if (hasResources) return this.#page(templates, params, "resourceTemplates");
+        break;
+      case "resources/read":
+        if (hasResources) return this.#readResource(params, id);
+        break;
+      case "resources/subscribe":
+        if (hasResources) return this.#subscribe(params);
+        break;
+      case "resources/unsubscribe":
+        if (hasResources) return this.#unsubscribe(params);
+        break;
+      case "prompts/list":
+        if (prompts.length > 0) return this.#page(prompts, params, "prompts");
+        break;
+      case "prompts/get":
+        if (prompts.length > 0) return this.#getPrompt(params, id);
+        break;
+      case "completion/complete":
+        if (this.#completes()) return this.#complete(params, id);
+        break;
+    }
+    throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
   }
 
   #notification(method: string, params: JsonObject): void {
@@ -1151,11 +1418,11 @@ export class McpServer {
         this.#initialized = true;
         return;
       case "notifications/cancelled": {
-        const call = this.#calls.get(params.requestId as RequestId);
-        if (!call) return; // unknown or finished: MAY be ignored (cancellation.mdx)
+        const work = this.#work.get(params.requestId as RequestId);
+        if (!work) return; // unknown or finished: MAY be ignored (cancellation.mdx)
         // cancellation.mdx: the cancelled request gets no response.
-        this.#finish(call, NO_RESPONSE);
-        call.controller?.abort(
+        this.#finish(work, NO_RESPONSE);
+        work.controller?.abort(
           new Error(typeof params.reason === "string" ? params.reason : "cancelled by the client"),
         );
         return;
@@ -1186,9 +1453,25 @@ export class McpServer {
     return result;
   }
 
-  /** The capabilities this server declares: only what it really does. */
+  #completes(): boolean {
+    const { templates, prompts } = this.#catalog;
+    return [...templates, ...prompts].some((entry) => typeof entry.definition.complete === "function");
+  }
+
+  /** The capabilities this server declares: only what it really serves. */
   capabilities(): JsonObject {
-    return { tools: { listChanged: this.#options.listChanged === true }, logging: {} };
+    const listChanged = this.#options.listChanged === true;
+    const { tools, resources, templates, prompts } = this.#catalog;
+    const capabilities: JsonObject = {};
+    if (tools.length > 0 || listChanged) capabilities.tools = { listChanged };
+    if (resources.length + templates.length > 0) {
+      const subscribe = resources.some((resource) => typeof resource.definition.watch === "function");
+      capabilities.resources = { subscribe, listChanged };
+    }
+    if (prompts.length > 0) capabilities.prompts = { listChanged };
+    if (this.#completes()) capabilities.completions = {};
+    capabilities.logging = {};
+    return capabilities;
   }
 
   #setLogLevel(params: JsonObject): JsonObject {
@@ -1200,15 +1483,16 @@ export class McpServer {
     return {};
   }
 
-  // --- tools ----------------------------------------------------------------
-
-  #listTools(params: JsonObject): JsonObject {
-    const start = params.cursor === undefined ? 0 : decodeCursor(params.cursor, this.#tools.length);
+  // pagination.mdx: an opaque cursor; an invalid one is -32602.
+  #page(items: { listing: JsonObject }[], params: JsonObject, key: string): JsonObject {
+    const start = params.cursor === undefined ? 0 : decodeCursor(params.cursor, items.length);
     const end = start + this.#pageSize;
-    const result: JsonObject = { tools: this.#tools.slice(start, end).map((tool) => tool.listing) };
-    if (end < this.#tools.length) result.nextCursor = encodeCursor(end);
+    const result: JsonObject = { [key]: items.slice(start, end).map((item) => item.listing) };
+    if (end < items.length) result.nextCursor = encodeCursor(end);
     return result;
   }
+
+  // --- tools ----------------------------------------------------------------
 
   #callTool(params: JsonObject, id: RequestId): unknown {
     const { name } = params;
@@ -1224,58 +1508,202 @@ export class McpServer {
     if (violations.length > 0) {
       return errorResult(`Invalid arguments for tool "${name}": ${violations.join("; ")}`);
     }
-    if (this.#calls.has(id)) {
+    return this.#track(id, params, name, (ctx) => tool.run(args, ctx), toCallToolResult, errorResult);
+  }
+
+  // --- resources ------------------------------------------------------------
+
+  #readResource(params: JsonObject, id: RequestId): unknown {
+    const { uri } = params;
+    if (typeof uri !== "string") {
+      throw new RpcError(ErrorCode.InvalidParams, "Invalid params: resources/read needs a uri");
+    }
+    const fail = (message: string) => new RpcError(ErrorCode.InternalError, `Cannot read ${uri}: ${message}`);
+    const resource = this.#resourcesByUri.get(uri);
+    if (resource) {
+      const { definition } = resource;
+      return this.#track(
+        id,
+        params,
+        uri,
+        (ctx) => definition.read(uri, ctx),
+        (value) => toReadResourceResult(value, uri, definition.mimeType),
+        fail,
+      );
+    }
+    for (const template of this.#catalog.templates) {
+      const match = template.match.exec(uri);
+      if (!match) continue;
+      const values: Record<string, string> = {};
+      template.variables.forEach((name, i) => values[name] = decodeURIComponent(match[i + 1] ?? ""));
+      const { definition } = template;
+      return this.#track(
+        id,
+        params,
+        uri,
+        (ctx) => definition.read(uri, values, ctx),
+        (value) => toReadResourceResult(value, uri, definition.mimeType),
+        fail,
+      );
+    }
+    // -32002 is resource-not-found up to 2025-11-25 (server/resources.mdx).
+    throw new RpcError(-32002, `Resource not found: ${uri}`, { uri });
+  }
+
+  #subscribe(params: JsonObject): JsonObject {
+    const { uri } = params;
+    const resource = typeof uri === "string" ? this.#resourcesByUri.get(uri) : undefined;
+    if (!resource) throw new RpcError(-32002, `Resource not found: ${uri}`, { uri });
+    const { watch } = resource.definition;
+    if (typeof watch !== "function") {
+      throw new RpcError(ErrorCode.InvalidParams, `Invalid params: resource ${uri} cannot be watched`);
+    }
+    if (!this.#subscriptions.has(resource.key)) {
+      const stop = watch.call(resource.definition, resource.key, () => {
+        if (this.#subscriptions.has(resource.key)) {
+          this.#peer.notify("notifications/resources/updated", { uri: resource.key });
+        }
+      });
+      this.#subscriptions.set(resource.key, typeof stop === "function" ? stop : () => {});
+    }
+    return {};
+  }
+
+  #unsubscribe(params: JsonObject): JsonObject {
+    const uri = String(params.uri);
+    this.#subscriptions.get(uri)?.();
+    this.#subscriptions.delete(uri);
+    return {};
+  }
+
+  // --- prompts and completion -------------------------------------------------
+
+  #getPrompt(params: JsonObject, id: RequestId): unknown {
+    const { name } = params;
+    const prompt = typeof name === "string" ? this.#promptsByName.get(name) : undefined;
+    if (!prompt) throw new RpcError(ErrorCode.InvalidParams, `Unknown prompt: ${name}`);
+    const args = params.arguments ?? {};
+    if (!isObject(args) || Object.values(args).some((value) => typeof value !== "string")) {
+      throw new RpcError(ErrorCode.InvalidParams, "Invalid params: prompt arguments must be strings");
+    }
+    const missing = (prompt.definition.arguments ?? []).filter((arg) => arg.required && !(arg.name in args));
+    if (missing.length > 0) {
+      const names = missing.map((arg) => arg.name).join(", ");
+      throw new RpcError(ErrorCode.InvalidParams, `Invalid params: prompt "${name}" needs ${names}`);
+    }
+    const { definition } = prompt;
+    return this.#track(
+      id,
+      params,
+      String(name),
+      (ctx) => definition.get(args as Record<string, string>, ctx),
+      (value) => toGetPromptResult(value, definition.description),
+      (message) => new RpcError(ErrorCode.InternalError, `Cannot get prompt "${name}": ${message}`),
+    );
+  }
+
+  #complete(params: JsonObject, id: RequestId): unknown {
+    const { ref, argument } = params;
+    if (!isObject(ref) || !isObject(argument) || typeof argument.name !== "string") {
+      throw new RpcError(ErrorCode.InvalidParams, "Invalid params: completion/complete needs ref and argument.name");
+    }
+    let entry: Prompt | ResourceTemplate | undefined;
+    if (ref.type === "ref/prompt") entry = this.#promptsByName.get(String(ref.name));
+    else if (ref.type === "ref/resource") entry = this.#catalog.templates.find((template) => template.key === ref.uri);
+    if (!entry) {
+      throw new RpcError(ErrorCode.InvalidParams, `Invalid params: unknown ${ref.type} ${brief(ref.name ?? ref.uri)}`);
+    }
+    const { complete } = entry.definition;
+    const value = typeof argument.value === "string" ? argument.value : "";
+    const toCompletion = (values: unknown) => {
+      const all = Array.isArray(values) ? values.map(String) : [];
+      // completion.mdx: at most 100 values per response.
+      return { completion: { values: all.slice(0, 100), total: all.length, hasMore: all.length > 100 } };
+    };
+    if (typeof complete !== "function") return toCompletion([]);
+    const definition = entry.definition;
+    return this.#track(
+      id,
+      params,
+      entry.key,
+      (ctx) => complete.call(definition, argument.name as string, value, ctx),
+      toCompletion,
+      (message) => new RpcError(ErrorCode.InternalError, `Cannot complete: ${message}`),
+    );
+  }
+
+  // --- plugin code in flight ------------------------------------------------------
+
+  /**
+   * Runs plugin code for request `id` with a context, a deadline and
+   * cancellation. A synchronous answer costs no promise and no bookkeeping.
+   */
+  #track(
+    id: RequestId,
+    params: JsonObject,
+    label: string,
+    run: (ctx: ToolContext) => unknown,
+    map: (value: unknown) => unknown,
+    fail: (message: string) => unknown,
+  ): unknown {
+    if (this.#work.has(id)) {
       // A reused id would make cancellation ambiguous; the spec forbids it.
       throw new RpcError(ErrorCode.InvalidRequest, `Invalid request: id ${JSON.stringify(id)} is already in use`);
     }
-    const meta = isObject(params._meta) ? params._meta : undefined;
-    const token = meta?.progressToken;
-    const call: ToolCall = {
+    const token = isObject(params._meta) ? params._meta.progressToken : undefined;
+    const work: Work = {
       id,
-      tool,
+      label,
       deadline: this.#timeout > 0 ? Date.now() + this.#timeout : Infinity,
       controller: undefined,
       done: false,
       progressToken: isRequestId(token) ? token : undefined,
       lastProgress: -Infinity,
+      fail,
       resolve: () => {},
+    };
+    const settle = (value: unknown) => {
+      try {
+        return map(value);
+      } catch (error) {
+        return fail(errorMessage(error));
+      }
     };
     let value: unknown;
     try {
-      value = tool.run(args, this.#context(call));
+      value = run(this.#context(work));
     } catch (error) {
-      call.done = true;
-      return errorResult(errorMessage(error));
+      work.done = true;
+      return rethrow(fail(errorMessage(error)));
     }
     if (!(value instanceof Promise)) {
-      // A synchronous tool: no promise, no bookkeeping.
-      call.done = true;
-      return toCallToolResult(value);
+      work.done = true;
+      return rethrow(settle(value));
     }
-    return new Promise((resolve) => {
-      call.resolve = resolve;
-      this.#calls.set(id, call);
-      this.#scheduleSweep(call.deadline);
+    return new Promise((resolve, reject) => {
+      work.resolve = (result) => result instanceof RpcError ? reject(result) : resolve(result);
+      this.#work.set(id, work);
+      this.#scheduleSweep(work.deadline);
       value.then(
-        (settled) => this.#finish(call, toCallToolResult(settled)),
-        (error) => this.#finish(call, errorResult(errorMessage(error))),
+        (settled) => this.#finish(work, settle(settled)),
+        (error) => this.#finish(work, fail(errorMessage(error))),
       );
     });
   }
 
-  // Settles a call once: with its result, its timeout, or NO_RESPONSE when cancelled.
-  #finish(call: ToolCall, result: unknown): void {
-    if (call.done) return;
-    call.done = true;
+  // Settles work once: with its result, its timeout, or NO_RESPONSE when cancelled.
+  #finish(work: Work, result: unknown): void {
+    if (work.done) return;
+    work.done = true;
     const settle = () => {
-      this.#calls.delete(call.id);
-      call.resolve(result);
-      if (this.#calls.size === 0) this.#settleIdle();
+      this.#work.delete(work.id);
+      work.resolve(result);
+      if (this.#work.size === 0) this.#settleIdle();
     };
     // SDK clients handle notifications a microtask late but responses at once, so a
     // response read in the same chunk as the last progress notification overtakes it:
     // answer a call that reported progress a moment after that notification is written.
-    if (call.lastProgress !== -Infinity && result !== NO_RESPONSE) {
+    if (work.lastProgress !== -Infinity && result !== NO_RESPONSE) {
       this.#whenWritten(() => setTimeout(settle, PROGRESS_SETTLE_MS));
     } else {
       settle();
@@ -1288,40 +1716,36 @@ export class McpServer {
     for (const resolve of waiting) resolve();
   }
 
-  #context(call: ToolCall): ToolContext {
+  #context(work: Work): ToolContext {
     // deno-lint-ignore no-this-alias
     const server = this;
     return {
-      requestId: call.id,
-      // Most tools never look at the signal: make the controller on first use.
+      requestId: work.id,
+      // Most plugins never look at the signal: make the controller on first use.
       get signal() {
-        call.controller ??= new AbortController();
-        return call.controller.signal;
+        work.controller ??= new AbortController();
+        return work.controller.signal;
       },
       progress(progress: number, total?: number, message?: string) {
         // progress.mdx: only with a token, strictly increasing, and not after the response.
-        if (call.progressToken === undefined || call.done || !(progress > call.lastProgress)) return;
-        call.lastProgress = progress;
-        const params: JsonObject = { progressToken: call.progressToken, progress };
+        if (work.progressToken === undefined || work.done || !(progress > work.lastProgress)) return;
+        work.lastProgress = progress;
+        const params: JsonObject = { progressToken: work.progressToken, progress };
         if (total !== undefined) params.total = total;
         if (message !== undefined) params.message = message;
         server.#peer.notify("notifications/progress", params);
       },
       log(level: LogLevel, data: unknown) {
         const index = LOG_LEVELS.indexOf(level);
-        if (call.done || index < server.#client.logLevel) return;
-        server.#peer.notify("notifications/message", {
-          level: index < 0 ? "info" : level,
-          logger: call.tool.name,
-          data,
-        });
+        if (work.done || (index < 0 ? 1 : index) < server.#client.logLevel) return;
+        server.#peer.notify("notifications/message", { level: index < 0 ? "info" : level, logger: work.label, data });
       },
       sample: (params: JsonObject) =>
-        this.#clientRequest(call, "sampling", "sampling/createMessage", params) as Promise<JsonObject>,
+        this.#clientRequest(work, "sampling", "sampling/createMessage", params) as Promise<JsonObject>,
       elicit: (params: JsonObject) =>
-        this.#clientRequest(call, "elicitation", "elicitation/create", params) as Promise<JsonObject>,
+        this.#clientRequest(work, "elicitation", "elicitation/create", params) as Promise<JsonObject>,
       roots: async () => {
-        const result = await this.#clientRequest(call, "roots", "roots/list", {});
+        const result = await this.#clientRequest(work, "roots", "roots/list", {});
         return (isObject(result) && Array.isArray(result.roots) ? result.roots : []) as {
           uri: string;
           name?: string;
@@ -1330,14 +1754,14 @@ export class McpServer {
     };
   }
 
-  // Server→client requests made on behalf of a tool call; they end with it.
-  async #clientRequest(call: ToolCall, capability: string, method: string, params: JsonObject): Promise<unknown> {
+  // Server→client requests made on behalf of plugin code; they end with it.
+  async #clientRequest(work: Work, capability: string, method: string, params: JsonObject): Promise<unknown> {
     if (!isObject(this.#client.capabilities[capability])) {
       throw new Error(`Cannot send ${method}: the client did not declare the "${capability}" capability`);
     }
-    if (call.done) throw new Error(`Cannot send ${method}: the tool call has ended`);
-    call.controller ??= new AbortController();
-    return await this.#peer.request(method, params, call.controller.signal);
+    if (work.done) throw new Error(`Cannot send ${method}: the request has ended`);
+    work.controller ??= new AbortController();
+    return await this.#peer.request(method, params, work.controller.signal);
   }
 
   // One timer for all deadlines: a timer per call costs a third of throughput.
@@ -1353,17 +1777,23 @@ export class McpServer {
     this.#sweepTimer = undefined;
     const now = Date.now();
     let next = Infinity;
-    for (const call of this.#calls.values()) {
-      if (call.deadline <= now) {
-        const reason = new DOMException(`Tool "${call.tool.name}" timed out after ${this.#timeout} ms`, "TimeoutError");
-        this.#finish(call, errorResult(reason.message));
-        call.controller?.abort(reason);
-      } else if (call.deadline < next) {
-        next = call.deadline;
+    for (const work of this.#work.values()) {
+      if (work.done) continue;
+      if (work.deadline <= now) {
+        const reason = new DOMException(`"${work.label}" timed out after ${this.#timeout} ms`, "TimeoutError");
+        this.#finish(work, work.fail(reason.message));
+        work.controller?.abort(reason);
+      } else if (work.deadline < next) {
+        next = work.deadline;
       }
     }
     if (next !== Infinity) this.#scheduleSweep(next);
   }
+}
+
+function rethrow(result: unknown): unknown {
+  if (result instanceof RpcError) throw result;
+  return result;
 }
 
 function encodeCursor(offset: number): string {
@@ -1387,29 +1817,45 @@ function decodeCursor(cursor: unknown, total: number): number {
 }
 
 // === 7. Plugins ==============================================================
-// Turns a directory into tools: which files count, importing modules, shaping
-// what they export. The only file-system and import() I/O of the server.
+// Turns a directory into a catalog: which files count, importing modules,
+// running executables, watching for changes. The only file-system, import()
+// and process I/O of the server.
 
-/** A file of DIR that could not become a tool. */
+/** A file of DIR that could not become a tool, resource or prompt. */
 export interface PluginError {
   file: string;
   message: string;
 }
 
 const MODULE_EXTENSIONS = new Set([".ts", ".js", ".mjs", ".mts"]);
+// After SIGTERM, an executable tool gets this long before SIGKILL.
+const EXEC_KILL_GRACE_MS = 1_000;
+// Changes in DIR closer together than this are one reload.
+const WATCH_DEBOUNCE_MS = 100;
+const EXEC_STDERR_TAIL_BYTES = 64 * 1024;
 
-/** Whether a file name in DIR may be a tool (contract: "Files starting with . or _ ..."). */
+/** Whether a file name in DIR may be a plugin (contract: "Files starting with . or _ ..."). */
 export function isPluginFile(name: string): boolean {
   if (name.startsWith(".") || name.startsWith("_")) return false;
   if (name.endsWith(".json") || name.endsWith(".md") || name.endsWith(".d.ts")) return false;
   return !/_test\.[^.]+$/.test(name);
 }
 
-/** Loads the tools of DIR. Files that fail are returned as errors; the rest load. */
-export async function loadTools(dir: string): Promise<{ tools: Tool[]; errors: PluginError[] }> {
-  const [{ readdir }, { pathToFileURL }, { basename, extname, join, resolve }] = await Promise.all([
+/** How {@linkcode loadCatalog} loads. */
+export interface LoadOptions {
+  /** Import every module afresh (for reloads): a number that differs from the last load's. */
+  fresh?: number;
+  /** The most an executable tool may print to stdout (default 4 MiB). */
+  maxOutputBytes?: number;
+}
+
+/** Loads everything DIR provides. Files that fail are returned as errors; the rest load. */
+export async function loadCatalog(
+  dir: string,
+  options: LoadOptions = {},
+): Promise<{ catalog: Catalog; errors: PluginError[] }> {
+  const [{ readdir, readFile, stat }, { basename, extname, join, resolve }] = await Promise.all([
     import("node:fs/promises"),
-    import("node:url"),
     import("node:path"),
   ]);
   const root = resolve(dir);
@@ -1419,40 +1865,224 @@ export async function loadTools(dir: string): Promise<{ tools: Tool[]; errors: P
     .map((entry) => entry.name)
     .sort();
   const errors: PluginError[] = [];
-  const loaded = await Promise.all(files.map(async (name): Promise<Tool[]> => {
+  const loaded = await Promise.all(files.map(async (name): Promise<Catalog | undefined> => {
     const file = join(root, name);
+    const source = join(dir, name);
     const extension = extname(name);
-    if (!MODULE_EXTENSIONS.has(extension)) return []; // executable tools arrive with their own loader
     try {
-      const module = await import(pathToFileURL(file).href);
-      return moduleTools(module, basename(name, extension), join(dir, name));
+      if (MODULE_EXTENSIONS.has(extension)) {
+        return moduleCatalog(await importPlugin(file, options.fresh), basename(name, extension), source);
+      }
+      // Any other file with an execute bit is a tool, in any language.
+      if (process.platform === "win32" || ((await stat(file)).mode & 0o111) === 0) return undefined;
+      const toolName = basename(name, extension);
+      let meta: unknown = {};
+      const sidecar = join(root, toolName + ".json");
+      try {
+        meta = JSON.parse(await readFile(sidecar, "utf8"));
+      } catch (error) {
+        if ((error as { code?: string }).code !== "ENOENT") {
+          throw new TypeError(`${join(dir, toolName + ".json")}: ${errorMessage(error)}`);
+        }
+      }
+      if (!isObject(meta)) throw new TypeError(`${join(dir, toolName + ".json")}: not a JSON object`);
+      const maxBytes = options.maxOutputBytes ?? DEFAULT_MAX_LINE_BYTES;
+      const run = (args: JsonObject, ctx: ToolContext) => runExecutable(file, root, args, ctx, maxBytes);
+      return { ...emptyCatalog(), tools: [defineTool({ ...meta, run }, toolName, source)] };
     } catch (error) {
-      errors.push({ file: join(dir, name), message: errorMessage(error).split("\n")[0] });
-      return [];
+      errors.push({ file: source, message: errorMessage(error).split("\n")[0] });
+      return undefined;
     }
   }));
-  return { tools: loaded.flat(), errors };
+  const catalog = emptyCatalog();
+  for (const part of loaded) {
+    if (!part) continue;
+    catalog.tools.push(...part.tools);
+    catalog.resources.push(...part.resources);
+    catalog.templates.push(...part.templates);
+    catalog.prompts.push(...part.prompts);
+  }
+  return { catalog, errors };
 }
 
-function moduleTools(module: JsonObject, baseName: string, source: string): Tool[] {
+/** Loads the tools of DIR (see {@linkcode loadCatalog} for resources and prompts too). */
+export async function loadTools(dir: string): Promise<{ tools: Tool[]; errors: PluginError[] }> {
+  const { catalog, errors } = await loadCatalog(dir);
+  return { tools: catalog.tools, errors };
+}
+
+// Imports a plugin module; `fresh` bypasses the module cache so an edited file is re-read.
+async function importPlugin(file: string, fresh?: number): Promise<JsonObject> {
+  const { pathToFileURL } = await import("node:url");
+  if (fresh === undefined) return await import(pathToFileURL(file).href);
+  if (!process.versions.bun) return await import(`${pathToFileURL(file).href}?reload=${fresh}`);
+  // Bun caches by path and ignores a ?query: import a fresh copy beside the file
+  // (a dot file, so the loader and the watcher skip it), then remove it.
+  const { copyFile, rm } = await import("node:fs/promises");
+  const { basename, dirname, join } = await import("node:path");
+  const copy = join(
+    dirname(file),
+    `.${basename(file)}.reload-${fresh}-${process.pid}${file.slice(file.lastIndexOf("."))}`,
+  );
+  await copyFile(file, copy);
+  try {
+    return await import(pathToFileURL(copy).href);
+  } finally {
+    await rm(copy, { force: true });
+  }
+}
+
+function moduleCatalog(module: JsonObject, baseName: string, source: string): Catalog {
+  const catalog = emptyCatalog();
   const exported = module.default;
-  if (exported === undefined) {
-    throw new TypeError("no default export (export default { description, inputSchema, run })");
+  if (exported === undefined && module.resources === undefined && module.prompts === undefined) {
+    throw new TypeError("no default export (export default { description, inputSchema, run }), resources or prompts");
   }
-  if (!Array.isArray(exported)) return [defineTool(exported, baseName, source)];
-  // In an array each tool names itself; a lone one may still borrow the file's name.
-  return exported.map((item) => defineTool(item, exported.length === 1 ? baseName : undefined, source));
+  if (exported !== undefined) {
+    // In an array each tool names itself; a lone one may still borrow the file's name.
+    catalog.tools = Array.isArray(exported)
+      ? exported.map((item) => defineTool(item, exported.length === 1 ? baseName : undefined, source))
+      : [defineTool(exported, baseName, source)];
+  }
+  if (module.resources !== undefined) {
+    if (!Array.isArray(module.resources)) throw new TypeError("export const resources must be an array");
+    for (const item of module.resources) {
+      const entry = defineResource(item, source);
+      if ("match" in entry) catalog.templates.push(entry);
+      else catalog.resources.push(entry);
+    }
+  }
+  if (module.prompts !== undefined) {
+    if (!Array.isArray(module.prompts)) throw new TypeError("export const prompts must be an array");
+    catalog.prompts = module.prompts.map((item) => definePrompt(item, source));
+  }
+  return catalog;
 }
 
-/** Two tools with one name: names both files. */
-export function findDuplicate(tools: Tool[]): string | undefined {
-  const seen = new Map<string, Tool>();
-  for (const tool of tools) {
-    const other = seen.get(tool.name);
-    if (other) return `two tools are named "${tool.name}": ${other.source} and ${tool.source}`;
-    seen.set(tool.name, tool);
+function killGroup(child: ChildProcess, signal: "SIGTERM" | "SIGKILL"): void {
+  try {
+    // The whole group: a wrapper (npx, a shell) must not leave its server behind.
+    process.kill(-child.pid!, signal);
+  } catch {
+    try {
+      child.kill(signal);
+    } catch {
+      // already gone
+    }
   }
-  return undefined;
+}
+
+/**
+ * Runs an executable tool: arguments as one JSON line on its stdin (never
+ * through a shell or on its command line), stdout → the result, stderr lines →
+ * log notifications, `@progress N[/TOTAL] [message]` on stderr → progress.
+ */
+async function runExecutable(
+  file: string,
+  cwd: string,
+  args: JsonObject,
+  ctx: ToolContext,
+  maxBytes: number,
+): Promise<JsonObject> {
+  const { spawn } = await import("node:child_process");
+  ctx.signal.throwIfAborted();
+  return await new Promise((resolve, reject) => {
+    const child = spawn(file, [], {
+      cwd,
+      stdio: ["pipe", "pipe", "pipe"],
+      // Its own process group, so a cancelled script's children go with it.
+      detached: process.platform !== "win32",
+    });
+    const stdout: Uint8Array[] = [];
+    let stdoutBytes = 0;
+    let overflow = false;
+    let stderrTail = "";
+    let partial = "";
+    let killTimer: ReturnType<typeof setTimeout> | undefined;
+    const stop = () => {
+      if (killTimer) return;
+      killGroup(child, "SIGTERM");
+      killTimer = setTimeout(() => killGroup(child, "SIGKILL"), EXEC_KILL_GRACE_MS);
+    };
+    const onLine = (line: string) => {
+      const progress = /^@progress\s+(\d+(?:\.\d+)?)(?:\/(\d+(?:\.\d+)?))?\s*(.*)$/.exec(line);
+      if (progress) {
+        ctx.progress(Number(progress[1]), progress[2] ? Number(progress[2]) : undefined, progress[3] || undefined);
+        return;
+      }
+      const levelled = /^@(debug|info|notice|warning|error|critical|alert|emergency)\s+(.*)$/.exec(line);
+      ctx.log(levelled ? levelled[1] as LogLevel : "info", levelled ? levelled[2] : line);
+      stderrTail += (levelled ? levelled[2] : line) + "\n";
+      if (stderrTail.length > EXEC_STDERR_TAIL_BYTES) stderrTail = stderrTail.slice(-EXEC_STDERR_TAIL_BYTES);
+    };
+    const decoder = new TextDecoder();
+    child.stdout!.on("data", (chunk: Uint8Array) => {
+      if (overflow) return;
+      stdoutBytes += chunk.length;
+      if (stdoutBytes > maxBytes) {
+        overflow = true; // drop what came, stop the tool: a bounded server beats a complete answer
+        stdout.length = 0;
+        stop();
+      } else {
+        stdout.push(chunk);
+      }
+    });
+    child.stderr!.on("data", (chunk: Uint8Array) => {
+      const lines = (partial + decoder.decode(chunk, { stream: true })).split("\n");
+      partial = lines.pop()!;
+      if (partial.length > EXEC_STDERR_TAIL_BYTES) partial = partial.slice(-EXEC_STDERR_TAIL_BYTES);
+      for (const line of lines) onLine(line.replace(/\r$/, ""));
+    });
+    child.stdin!.on("error", () => {}); // a tool that does not read its stdin
+    ctx.signal.addEventListener("abort", stop, { once: true });
+    child.on("error", (error) => {
+      ctx.signal.removeEventListener("abort", stop);
+      reject(new Error(`Cannot run ${file}: ${errorMessage(error)}`));
+    });
+    child.on("close", (code, signal) => {
+      ctx.signal.removeEventListener("abort", stop);
+      clearTimeout(killTimer);
+      if (partial) onLine(partial);
+      if (ctx.signal.aborted) return reject(ctx.signal.reason);
+      if (overflow) return resolve(errorResult(`the tool printed more than ${maxBytes} bytes; its output was dropped`));
+      const text = new TextDecoder().decode(concatBytes(stdout, stdoutBytes));
+      if (code !== 0) {
+        const why = stderrTail.trim() || text.trim() ||
+          `exited ${code === null ? `on ${signal}` : `with code ${code}`}`;
+        return resolve(errorResult(why));
+      }
+      // A stdout that is one CallToolResult object is taken as it is.
+      if (text.trimStart().startsWith("{")) {
+        try {
+          const parsed = JSON.parse(text);
+          if (isObject(parsed) && Array.isArray(parsed.content)) return resolve(parsed);
+        } catch {
+          // plain text that happens to start with a brace
+        }
+      }
+      resolve({ content: [{ type: "text", text: text.endsWith("\n") ? text.slice(0, -1) : text }] });
+    });
+    child.stdin!.end(JSON.stringify(args) + "\n");
+  });
+}
+
+/**
+ * Calls `onChange` once for each burst of changes in DIR (files added, edited
+ * or removed). Returns a function that stops watching.
+ */
+export async function watchDirectory(dir: string, onChange: () => void): Promise<() => void> {
+  const { watch } = await import("node:fs");
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const watcher = watch(dir, (_event, name) => {
+    // Dot files are ours (Bun's reload copies) or editors' swap files.
+    if (typeof name === "string" && name.startsWith(".")) return;
+    clearTimeout(timer);
+    timer = setTimeout(onChange, WATCH_DEBOUNCE_MS);
+  });
+  return () => {
+    clearTimeout(timer);
+    watcher.close();
+  };
 }
 
 // === 8. Serving streams ======================================================
@@ -2084,19 +2714,6 @@ export class McpClient {
   }
 }
 
-function killGroup(child: ChildProcess, signal: "SIGTERM" | "SIGKILL"): void {
-  try {
-    // The whole group: a wrapper (npx, a shell) must not leave its server behind.
-    process.kill(-child.pid!, signal);
-  } catch {
-    try {
-      child.kill(signal);
-    } catch {
-      // already gone
-    }
-  }
-}
-
 function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
@@ -2339,7 +2956,8 @@ Options:
   --instructions TEXT      instructions sent in the initialize result
   --timeout MS             per tool call (default ${DEFAULT_TOOL_TIMEOUT_MS}; 0 = none)
   --max-line-bytes N       longest message accepted (default ${DEFAULT_MAX_LINE_BYTES})
-  --page-size N            tools per tools/list page (default ${DEFAULT_PAGE_SIZE})
+  --page-size N            items per list page (default ${DEFAULT_PAGE_SIZE})
+  --watch                  reload DIR when its files change; tell the client the lists changed
   --trace                  every frame in (<) and out (>) on stderr
   -h, --help               this text
 `,
@@ -2380,6 +2998,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     "max-line-bytes": { type: "string" },
     "page-size": { type: "string" },
     trace: { type: "boolean" },
+    watch: { type: "boolean" },
     help: { type: "boolean", short: "h" },
   }, "serve");
   if (values.help) {
@@ -2400,24 +3019,32 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
   // Plugins run in this process: keep their console output off the protocol stream.
   const redirected = redirectConsoleToStderr(io);
   try {
-    let loaded;
-    try {
-      loaded = await loadTools(dir);
-    } catch (error) {
-      if ((error as { code?: string }).code === "ENOENT") {
-        throw new UsageError(`Cannot serve "${dir}": no such directory`);
+    const load = async (fresh?: number) => {
+      try {
+        return await loadCatalog(dir, { fresh, maxOutputBytes: maxLineBytes });
+      } catch (error) {
+        if ((error as { code?: string }).code === "ENOENT") {
+          throw new UsageError(`Cannot serve "${dir}": no such directory`);
+        }
+        throw error;
       }
-      throw error;
-    }
+    };
+    const loaded = await load();
     for (const failure of loaded.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
-    const duplicate = findDuplicate(loaded.tools);
+    const duplicate = findCatalogDuplicate(loaded.catalog);
     if (duplicate) {
       log(`Cannot serve "${dir}": ${duplicate}; rename one of them`);
       return 1;
     }
-    if (loaded.tools.length === 0) log(`no tools in "${dir}"; serving an empty list`);
+    const { tools, resources, templates, prompts } = loaded.catalog;
+    if (tools.length + resources.length + templates.length + prompts.length === 0) {
+      log(`nothing to serve in "${dir}" yet; serving empty lists`);
+    }
+    const watch = values.watch === true;
     const handle = serve({
-      tools: loaded.tools,
+      tools,
+      resources: [...resources, ...templates],
+      prompts,
       input: io.stdin,
       output: redirected.protocol,
       name: values.name as string | undefined,
@@ -2426,19 +3053,56 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
       timeout,
       maxLineBytes,
       pageSize,
+      listChanged: watch,
       trace: values.trace as boolean | undefined,
       log: values.trace ? (line) => void io.stderr.write(line + "\n") : log,
     });
+    let stopWatching = () => {};
+    if (watch) {
+      // One reload at a time; changes during a reload cause one more.
+      let generation = 0;
+      let reloading: Promise<void> | undefined;
+      let again = false;
+      const reload = async () => {
+        if (reloading) {
+          again = true;
+          return;
+        }
+        do {
+          again = false;
+          reloading = (async () => {
+            const next = await load(++generation);
+            for (const failure of next.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
+            try {
+              handle.server.setCatalog(next.catalog);
+              const c = next.catalog;
+              log(
+                `reloaded "${dir}": ${c.tools.length} tools, ${
+                  c.resources.length + c.templates.length
+                } resources, ${c.prompts.length} prompts`,
+              );
+            } catch (error) {
+              log(`Cannot reload "${dir}": ${errorMessage(error)}; still serving the previous set`);
+            }
+          })().catch((error) => log(`Cannot reload "${dir}": ${errorMessage(error)}`));
+          await reloading;
+          reloading = undefined;
+        } while (again);
+      };
+      stopWatching = await watchDirectory(dir, () => void reload());
+    }
     const onSignal = () => void handle.shutdown();
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
     await handle.done;
+    stopWatching();
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
     // Stray plugin timers must not keep a finished server alive. The output is
-    // flushed by now, so exiting cannot cut it off.
+    // flushed by now, so exiting cannot cut it off; executable tools get their
+    // SIGTERM-to-SIGKILL grace first.
     io.stdin.destroy?.();
-    setTimeout(() => process.exit(), 200).unref();
+    setTimeout(() => process.exit(), EXEC_KILL_GRACE_MS + 500).unref();
     return 0;
   } finally {
     redirected.restore();

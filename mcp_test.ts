@@ -445,7 +445,8 @@ describe("6. MCP server", () => {
       ]
     ) {
       const sent: Message[] = [];
-      const server = new McpServer({ name: "n", version: "v" }, (line) => sent.push(JSON.parse(line)));
+      const tools = [{ name: "t", run: () => "" }];
+      const server = new McpServer({ name: "n", version: "v", tools }, (line) => sent.push(JSON.parse(line)));
       server.receive(JSON.stringify({ ...INIT, params: { ...INIT.params, protocolVersion: asked } }));
       assert.equal(sent[0].result.protocolVersion, answered);
       assert.deepEqual(sent[0].result.serverInfo, { name: "n", version: "v" });
