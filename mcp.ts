@@ -2682,6 +2682,64 @@ export class McpClient {
     if (!names.includes(name)) throw new NotFoundError("tool", name, names);
   }
 
+  /** Every resource of the server, following nextCursor to the end. */
+  async listResources(options: RequestOptions = {}): Promise<JsonObject[]> {
+    return await this.#listAll("resources/list", "resources", options);
+  }
+
+  /** Every resource template of the server, following nextCursor to the end. */
+  async listResourceTemplates(options: RequestOptions = {}): Promise<JsonObject[]> {
+    return await this.#listAll("resources/templates/list", "resourceTemplates", options);
+  }
+
+  /** Reads a resource; an unknown URI throws NotFoundError. */
+  async readResource(uri: string, options: RequestOptions = {}): Promise<JsonObject> {
+    let result: JsonObject;
+    try {
+      result = await this.request("resources/read", { uri }, options);
+    } catch (error) {
+      // resources.mdx: -32002 up to 2025-11-25, -32602 from 2026-07-28.
+      if (error instanceof ServerError && (error.code === -32002 || error.code === ErrorCode.InvalidParams)) {
+        const known = await this.listResources(options).then(
+          (items) => items.map((item) => String(item.uri)),
+          () => [],
+        );
+        throw new NotFoundError("resource", uri, known);
+      }
+      throw error;
+    }
+    if (!Array.isArray(result.contents)) {
+      throw new ServerError("the server sent an invalid resources/read result: no contents array");
+    }
+    return result;
+  }
+
+  /** Every prompt of the server, following nextCursor to the end. */
+  async listPrompts(options: RequestOptions = {}): Promise<JsonObject[]> {
+    return await this.#listAll("prompts/list", "prompts", options);
+  }
+
+  /** Gets a prompt's messages; an unknown name throws NotFoundError. */
+  async getPrompt(name: string, args: Record<string, string> = {}, options: RequestOptions = {}): Promise<JsonObject> {
+    let result: JsonObject;
+    try {
+      result = await this.request("prompts/get", { name, arguments: args }, options);
+    } catch (error) {
+      if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
+        const known = await this.listPrompts(options).then(
+          (items) => items.map((item) => String(item.name)),
+          () => null,
+        );
+        if (known && !known.includes(name)) throw new NotFoundError("prompt", name, known);
+      }
+      throw error;
+    }
+    if (!Array.isArray(result.messages)) {
+      throw new ServerError("the server sent an invalid prompts/get result: no messages array");
+    }
+    return result;
+  }
+
   /** Pings the server; resolves with the round-trip time in ms. */
   async ping(options: RequestOptions = {}): Promise<number> {
     const started = performance.now();
@@ -2751,15 +2809,18 @@ export async function connect(server: string | ServerSpec, options: ConnectOptio
   }
 }
 
+/** Splits `key=value` at the first "=". */
+export function splitPair(pair: string): [string, string] {
+  const equals = pair.indexOf("=");
+  if (equals <= 0) throw new UsageError(`Cannot read argument ${JSON.stringify(pair)}: expected key=value`);
+  return [pair.slice(0, equals), pair.slice(equals + 1)];
+}
+
 /** Parses `key=value` words into arguments, typed by the tool's inputSchema. */
 export function argsFromPairs(pairs: string[], inputSchema?: unknown): JsonObject {
   const properties = isObject(inputSchema) && isObject(inputSchema.properties) ? inputSchema.properties : {};
   const args: JsonObject = {};
-  for (const pair of pairs) {
-    const equals = pair.indexOf("=");
-    if (equals <= 0) throw new UsageError(`Cannot read argument ${JSON.stringify(pair)}: expected key=value`);
-    const key = pair.slice(0, equals);
-    const text = pair.slice(equals + 1);
+  for (const [key, text] of pairs.map(splitPair)) {
     const property = properties[key];
     const declared = isObject(property) ? property.type : undefined;
     const types = Array.isArray(declared) ? declared : declared === undefined ? [] : [declared];
@@ -2856,6 +2917,55 @@ export function renderToolList(tools: JsonObject[]): string {
   }).join("");
 }
 
+/** One line per resource or template: its URI (or template), then its name and description. */
+export function renderResourceList(resources: JsonObject[], templates: JsonObject[]): string {
+  const rows = [
+    ...resources.map((item) => [String(item.uri), item]),
+    ...templates.map((item) => [String(item.uriTemplate), item]),
+  ] as [string, JsonObject][];
+  const width = Math.min(60, Math.max(0, ...rows.map(([key]) => key.length)));
+  return rows.map(([key, item]) => {
+    const description = typeof item.description === "string" ? item.description.trim().split("\n")[0] : "";
+    const label = [item.title ?? item.name, description].filter(Boolean).join(" — ");
+    return label ? `${key.padEnd(width)}  ${label}\n` : `${key}\n`;
+  }).join("");
+}
+
+/** One line per prompt: its name, its arguments (* = required) and the first line of its description. */
+export function renderPromptList(prompts: JsonObject[]): string {
+  return renderToolList(prompts.map((prompt) => {
+    const args = Array.isArray(prompt.arguments)
+      ? prompt.arguments.map((arg: JsonObject) => `${arg.name}${arg.required ? "*" : ""}`).join(" ")
+      : "";
+    const description = typeof prompt.description === "string" ? prompt.description.trim().split("\n")[0] : "";
+    return { name: prompt.name, description: [args && `(${args})`, description].filter(Boolean).join(" ") };
+  }));
+}
+
+/** A resource's contents: text as it is, binary as raw bytes. */
+export function renderResourceContents(result: JsonObject): Uint8Array[] {
+  const parts: Uint8Array[] = [];
+  for (const item of Array.isArray(result.contents) ? result.contents : []) {
+    if (!isObject(item)) continue;
+    if (typeof item.text === "string") {
+      parts.push(encoder.encode(item.text.endsWith("\n") || item.text === "" ? item.text : item.text + "\n"));
+    } else if (typeof item.blob === "string") {
+      parts.push(Uint8Array.from(atob(item.blob), (ch) => ch.charCodeAt(0)));
+    }
+  }
+  return parts;
+}
+
+/** A prompt's messages: "[role] text" lines, other content as JSON after the role. */
+export function renderPromptMessages(result: JsonObject): string {
+  const messages = Array.isArray(result.messages) ? result.messages : [];
+  return messages.map((message: JsonObject) => {
+    const content = isObject(message.content) ? message.content : {};
+    const body = content.type === "text" && typeof content.text === "string" ? content.text : JSON.stringify(content);
+    return `[${message.role}] ${body}\n`;
+  }).join("");
+}
+
 /** The initialize result, for people. */
 export function renderInfo(result: JsonObject): string {
   const info = isObject(result.serverInfo) ? result.serverInfo : {};
@@ -2911,6 +3021,10 @@ Usage:
   mcp.ts info <server>               protocol version, serverInfo, capabilities, instructions
   mcp.ts ping <server>               round-trip time
   mcp.ts batch <server>              many calls on one server: NDJSON in, NDJSON out
+  mcp.ts resources <server>          resources and resource templates
+  mcp.ts read <server> <uri>         a resource's contents (binary raw to stdout; --json for base64)
+  mcp.ts prompts <server>            prompts
+  mcp.ts prompt <server> <name> [ARGS]  a prompt's messages
   mcp.ts help [command]              this text, or a command's
   mcp.ts --version                   the version
 
@@ -2937,6 +3051,27 @@ ${CLIENT_OPTIONS_HELP}`,
   ping: `Usage: mcp.ts ping <server> [options]
 
 Prints the round-trip time of one ping, in ms. --json prints {"ms": N}.
+${CLIENT_OPTIONS_HELP}`,
+  resources: `Usage: mcp.ts resources <server> [options]
+
+Prints every resource (all pages), then every resource template: its URI, name and description.
+--json prints {"resources": [...], "resourceTemplates": [...]}.
+${CLIENT_OPTIONS_HELP}`,
+  read: `Usage: mcp.ts read <server> <uri> [options]
+
+Prints a resource's contents: text as it is, binary contents as raw bytes (redirect them to a
+file). --json prints the ReadResourceResult, binary contents in base64.
+${CLIENT_OPTIONS_HELP}`,
+  prompts: `Usage: mcp.ts prompts <server> [options]
+
+Prints every prompt (all pages): its name, its arguments (* = required) and description.
+--json prints {"prompts": [...]}.
+${CLIENT_OPTIONS_HELP}`,
+  prompt: `Usage: mcp.ts prompt <server> <name> [ARGS] [options]
+
+Prints a prompt's messages, one "[role] text" line each (other content as JSON).
+ARGS as for call (a JSON object of strings, -, @file.json, or key=value pairs).
+--json prints the GetPromptResult.
 ${CLIENT_OPTIONS_HELP}`,
   batch: `Usage: mcp.ts batch <server> [--concurrency N] [options]
 
@@ -3221,17 +3356,20 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   if (target === undefined) throw new UsageError(`${command} needs a <server> (see: mcp.ts help ${command})`);
   const wanted: Record<string, [number, number]> = {
     call: [1, Infinity],
+    prompt: [1, Infinity],
+    read: [1, 1],
     list: [0, 0],
     info: [0, 0],
     ping: [0, 0],
     batch: [0, 0],
+    resources: [0, 0],
+    prompts: [0, 0],
   };
   const [least, most] = wanted[command];
   if (rest.length < least || rest.length > most) {
+    const usage = HELP[command].split("\n")[0].replace(/^Usage: mcp\.ts \w+ /, "").replace(/ \[options\].*$/, "");
     throw new UsageError(
-      `${command} takes ${
-        command === "call" ? "<server> <tool> [ARGS]" : "<server>"
-      }, got ${positionals.length} arguments (see: mcp.ts help ${command})`,
+      `${command} takes ${usage}, got ${positionals.length} arguments (see: mcp.ts help ${command})`,
     );
   }
   const verbose = values.verbose === true;
@@ -3249,7 +3387,7 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   const concurrency = positiveInteger("--concurrency", values.concurrency as string | undefined, 1);
   const toolName = rest[0];
   // Bad ARGS are a usage error before anything is spawned.
-  const callArgs = command === "call" ? await readCallArgs(rest.slice(1), io) : undefined;
+  const callArgs = command === "call" || command === "prompt" ? await readCallArgs(rest.slice(1), io) : undefined;
 
   const interrupt = new AbortController();
   const onSigint = () => interrupt.abort(new InterruptedError());
@@ -3331,6 +3469,39 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
       case "batch":
         code = await runBatch(client, io, concurrency, options.maxLineBytes!);
         break;
+      case "resources": {
+        const capabilities = client.initializeResult.capabilities;
+        if (!isObject(capabilities) || !isObject(capabilities.resources)) {
+          throw new ServerError("the server offers no resources (no resources capability)");
+        }
+        const [resources, templates] = await Promise.all([client.listResources(), client.listResourceTemplates()]);
+        io.stdout.write(
+          json
+            ? JSON.stringify({ resources, resourceTemplates: templates }) + "\n"
+            : renderResourceList(resources, templates),
+        );
+        break;
+      }
+      case "read": {
+        const result = await client.readResource(rest[0]);
+        if (json) io.stdout.write(JSON.stringify(result) + "\n");
+        else for (const part of renderResourceContents(result)) io.stdout.write(part);
+        break;
+      }
+      case "prompts": {
+        const prompts = await client.listPrompts();
+        io.stdout.write(json ? JSON.stringify({ prompts }) + "\n" : renderPromptList(prompts));
+        break;
+      }
+      case "prompt": {
+        // Prompt arguments are strings, whatever they look like.
+        const args = callArgs!.kind === "pairs" ? Object.fromEntries(callArgs!.pairs.map(splitPair)) : callArgs!.value;
+        const bad = Object.entries(args).find(([, value]) => typeof value !== "string");
+        if (bad) throw new UsageError(`Cannot use prompt argument ${bad[0]}: prompt arguments are strings`);
+        const result = await client.getPrompt(rest[0], args as Record<string, string>);
+        io.stdout.write(json ? JSON.stringify(result) + "\n" : renderPromptMessages(result));
+        break;
+      }
     }
   } catch (error) {
     progress.clear();
@@ -3469,6 +3640,10 @@ export async function main(argv: string[], io?: CliIo): Promise<number> {
       case "info":
       case "ping":
       case "batch":
+      case "resources":
+      case "read":
+      case "prompts":
+      case "prompt":
         return await runClient(command, rest, cli);
       case undefined:
       case "help":
@@ -3488,7 +3663,9 @@ export async function main(argv: string[], io?: CliIo): Promise<number> {
         cli.stdout.write(`mcp.ts ${VERSION}\n`);
         return 0;
       default:
-        throw new UsageError(`unknown command "${command}" (commands: serve, call, list, info, ping, batch, help)`);
+        throw new UsageError(
+          `unknown command "${command}" (commands: serve, call, list, info, ping, batch, resources, read, prompts, prompt, help)`,
+        );
     }
   } catch (error) {
     cli.stderr.write(`mcp: ${describeFailure(error)}\n`);
