@@ -2869,7 +2869,7 @@ function typedValue(key: string, text: string, types: string[]): unknown {
 export function closestNames(name: string, candidates: string[], limit = 3): string[] {
   const scored = candidates.map((candidate) => ({ candidate, distance: editDistance(name, candidate) }))
     .filter(({ candidate, distance }) =>
-      distance <= Math.max(2, Math.floor(name.length / 3)) ||
+      distance <= Math.max(1, Math.floor(name.length / 3)) ||
       candidate.toLowerCase().includes(name.toLowerCase()) || name.toLowerCase().includes(candidate.toLowerCase())
     );
   scored.sort((a, b) => a.distance - b.distance || a.candidate.localeCompare(b.candidate));

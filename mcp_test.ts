@@ -485,8 +485,8 @@ describe("6. MCP server", () => {
         cursor = result.nextCursor;
         pages++;
       } while (cursor);
-      assert.equal(pages, 3);
-      assert.deepEqual(names, ["add", "echo", "fail", "slow", "weather"]);
+      assert.equal(pages, 4);
+      assert.deepEqual(names, ["add", "echo", "fail", "shout", "slow", "wc", "weather"]);
       const bad = await server.request("bad", "tools/list", { cursor: "not-a-cursor" });
       assert.equal(bad.error.code, ErrorCode.InvalidParams);
     });
@@ -1232,7 +1232,9 @@ describe("11. CLI", () => {
       "add",
       "echo",
       "fail",
+      "shout",
       "slow",
+      "wc",
       "weather",
     ]);
   });
@@ -1344,5 +1346,319 @@ describe("11. CLI", () => {
     const help = await runCli(["help", "call"]);
     assert.equal(help.code, 0);
     assert.match(help.stdout, /^Usage: mcp\.ts call <server> <tool> \[ARGS\]/);
+  });
+});
+
+// --- 6. MCP server: resources, prompts, completion ---------------------------------------
+
+/** An in-process server with a message log; `ask` sends a request and returns its answer. */
+function inProcess(options: ConstructorParameters<typeof McpServer>[0]) {
+  const sent: Message[] = [];
+  const server = new McpServer(options, (line) => sent.push(JSON.parse(line)));
+  let nextId = 0;
+  const ask = async (method: string, params: unknown = {}) => {
+    const id = `q${++nextId}`;
+    server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
+    for (let i = 0; i < 100 && !sent.some((m) => m.id === id); i++) await sleep(5);
+    return sent.find((m) => m.id === id)!;
+  };
+  server.receive(JSON.stringify(INIT));
+  return { server, sent, ask };
+}
+
+describe("6. MCP server: resources, prompts, completion", () => {
+  test("capabilities name only what DIR provides", async () => {
+    const caps = async (dir: string, extra: string[] = []) => {
+      let capabilities: Message = {};
+      await withServer([dir, ...extra], async (server) => {
+        capabilities = (await server.initialize()).result.capabilities;
+      });
+      return capabilities;
+    };
+    assert.deepEqual(await caps("testdata/tools"), { tools: { listChanged: false }, logging: {} });
+    assert.deepEqual(await caps("testdata/conformance"), {
+      tools: { listChanged: false },
+      resources: { subscribe: true, listChanged: false },
+      prompts: { listChanged: false },
+      completions: {},
+      logging: {},
+    });
+    assert.deepEqual((await caps("testdata/tools", ["--watch"])).tools, { listChanged: true });
+  });
+
+  test("resources: list, templates, read text, binary and templated, not found", async () => {
+    const { ask } = inProcess({
+      resources: [
+        { uri: "mem://a", name: "a", mimeType: "text/plain", read: () => "text of a" },
+        { uri: "mem://b", name: "b", read: () => new Uint8Array([0, 1, 255]) },
+        { uri: "mem://c", name: "c", read: () => ({ k: 1 }) },
+        {
+          uriTemplate: "mem://users/{id}/posts{?page}",
+          name: "posts",
+          read: (uri: string, p: Record<string, string>) => `${p.id}:${p.page}:${uri}`,
+        },
+      ],
+    });
+    assert.deepEqual((await ask("resources/list")).result.resources.map((r: Message) => r.uri), [
+      "mem://a",
+      "mem://b",
+      "mem://c",
+    ]);
+    assert.deepEqual((await ask("resources/templates/list")).result.resourceTemplates, [
+      { uriTemplate: "mem://users/{id}/posts{?page}", name: "posts" },
+    ]);
+    assert.deepEqual((await ask("resources/read", { uri: "mem://a" })).result, {
+      contents: [{ uri: "mem://a", text: "text of a", mimeType: "text/plain" }],
+    });
+    assert.deepEqual((await ask("resources/read", { uri: "mem://b" })).result.contents[0], {
+      uri: "mem://b",
+      blob: "AAH/",
+      mimeType: "application/octet-stream",
+    });
+    assert.deepEqual((await ask("resources/read", { uri: "mem://c" })).result.contents[0].mimeType, "application/json");
+    assert.equal(
+      (await ask("resources/read", { uri: "mem://users/42/posts?page=2" })).result.contents[0].text,
+      "42:2:mem://users/42/posts?page=2",
+    );
+    const missing = await ask("resources/read", { uri: "mem://zzz" });
+    assert.equal(missing.error.code, -32002);
+    assert.equal((await ask("prompts/list")).error.code, ErrorCode.MethodNotFound, "no prompts, no prompts/list");
+  });
+
+  test("resources/subscribe sends notifications/resources/updated until unsubscribe", async () => {
+    let fire = () => {};
+    let stopped = 0;
+    const { ask, sent } = inProcess({
+      resources: [{
+        uri: "mem://w",
+        name: "w",
+        read: () => "w",
+        watch: (_uri: string, onUpdate: () => void) => {
+          fire = onUpdate;
+          return () => stopped++;
+        },
+      }, { uri: "mem://still", name: "still", read: () => "" }],
+    });
+    assert.deepEqual((await ask("resources/subscribe", { uri: "mem://w" })).result, {});
+    fire();
+    fire();
+    assert.equal(sent.filter((m) => m.method === "notifications/resources/updated").length, 2);
+    assert.deepEqual(sent.find((m) => m.method === "notifications/resources/updated")!.params, { uri: "mem://w" });
+    assert.deepEqual((await ask("resources/unsubscribe", { uri: "mem://w" })).result, {});
+    fire();
+    assert.equal(sent.filter((m) => m.method === "notifications/resources/updated").length, 2);
+    assert.equal(stopped, 1);
+    assert.equal((await ask("resources/subscribe", { uri: "mem://still" })).error.code, ErrorCode.InvalidParams);
+  });
+
+  test("prompts: list, get with arguments, missing and unknown ones", async () => {
+    const { ask } = inProcess({
+      prompts: [
+        { name: "hi", description: "Greets", get: () => "hello" },
+        {
+          name: "pair",
+          arguments: [{ name: "a", required: true }, { name: "b" }],
+          get: ({ a, b }) => [{ role: "user", content: { type: "text", text: `${a}-${b}` } }],
+          complete: (name: string, value: string) => [`${name}:${value}1`, `${name}:${value}2`],
+        },
+      ],
+    });
+    assert.deepEqual((await ask("prompts/list")).result.prompts.map((p: Message) => p.name), ["hi", "pair"]);
+    assert.deepEqual((await ask("prompts/get", { name: "hi" })).result, {
+      description: "Greets",
+      messages: [{ role: "user", content: { type: "text", text: "hello" } }],
+    });
+    assert.equal(
+      (await ask("prompts/get", { name: "pair", arguments: { a: "x", b: "y" } })).result.messages[0].content.text,
+      "x-y",
+    );
+    assert.match((await ask("prompts/get", { name: "pair" })).error.message, /needs a/);
+    assert.equal((await ask("prompts/get", { name: "nope" })).error.code, ErrorCode.InvalidParams);
+    assert.equal((await ask("prompts/get", { name: "pair", arguments: { a: 1 } })).error.code, ErrorCode.InvalidParams);
+    assert.deepEqual(
+      (await ask("completion/complete", {
+        ref: { type: "ref/prompt", name: "pair" },
+        argument: { name: "a", value: "v" },
+      }))
+        .result,
+      { completion: { values: ["a:v1", "a:v2"], total: 2, hasMore: false } },
+    );
+  });
+
+  test("ctx.sample reaches a client that declared sampling, and follows the call's cancellation", async () => {
+    const tool = defineTool({
+      name: "ask",
+      run: async (_args: unknown, ctx: { sample(p: object): Promise<Message> }) => {
+        const answer = await ctx.sample({ messages: [], maxTokens: 5 });
+        return answer.content.text;
+      },
+    });
+    const sent: Message[] = [];
+    const server = new McpServer({ tools: [tool] }, (line) => sent.push(JSON.parse(line)));
+    server.receive(JSON.stringify({ ...INIT, params: { ...INIT.params, capabilities: { sampling: {} } } }));
+    server.receive('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}');
+    await sleep(10);
+    const request = sent.find((m) => m.method === "sampling/createMessage")!;
+    server.receive(
+      JSON.stringify({ jsonrpc: "2.0", id: request.id, result: { content: { type: "text", text: "sampled" } } }),
+    );
+    await sleep(10);
+    assert.deepEqual(sent.find((m) => m.id === 1 && !m.method)!.result.content, [{ type: "text", text: "sampled" }]);
+    server.receive('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}');
+    await sleep(10);
+    server.receive('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}');
+    await sleep(10);
+    const second = sent.filter((m) => m.method === "sampling/createMessage")[1];
+    assert.ok(
+      sent.some((m) => m.method === "notifications/cancelled" && m.params.requestId === second.id),
+      "the sampling request was cancelled with the call",
+    );
+    assert.ok(!sent.some((m) => m.id === 2 && !m.method));
+  });
+});
+
+// --- 7. Plugins: executable tools and --watch ----------------------------------------------
+
+describe("7. Plugins: executable tools and --watch", () => {
+  test("an executable gets its arguments on stdin only, runs in DIR, and its stdout is the answer", async () => {
+    await withServer(["testdata/exec"], async (server) => {
+      await server.initialize();
+      const { result } = await server.request(1, "tools/list");
+      assert.deepEqual(result.tools.map((t: Message) => t.name), [
+        "args",
+        "fails",
+        "flood",
+        "progress",
+        "result",
+        "sleepy",
+      ]);
+      server.call(2, "args", { a: "x y; rm -rf /", n: 1 });
+      assert.equal(text((await server.response(2)).result), 'argc=0 cwd=exec stdin={"a":"x y; rm -rf /","n":1}');
+      server.call(3, "fails");
+      assert.deepEqual((await server.response(3)).result, {
+        content: [{ type: "text", text: "disk full" }],
+        isError: true,
+      });
+      server.call(4, "result");
+      assert.deepEqual((await server.response(4)).result, {
+        content: [{ type: "text", text: "from a result" }],
+        structuredContent: { ok: true },
+      });
+    });
+  });
+
+  test("an executable's stderr becomes progress and log notifications", async () => {
+    await withServer(["testdata/exec"], async (server) => {
+      await server.initialize();
+      server.call(1, "progress", {}, { progressToken: "t" });
+      assert.equal(text((await server.response(1)).result), "done");
+      const notes = server.messages.filter((m) => m.method?.startsWith("notifications/")).map((m) => m.params);
+      assert.deepEqual(notes, [
+        { progressToken: "t", progress: 1, total: 2, message: "first half" },
+        { level: "info", logger: "progress", data: "plain line" },
+        { level: "error", logger: "progress", data: "bad news" },
+        { progressToken: "t", progress: 2, total: 2 },
+      ]);
+    });
+  });
+
+  test("output over the line cap is an error, and the server keeps serving", async () => {
+    await withServer(["testdata/exec", "--max-line-bytes", "1000000"], async (server) => {
+      await server.initialize();
+      server.call(1, "flood");
+      const { result } = await server.response(1);
+      assert.equal(result.isError, true);
+      assert.match(text(result), /more than 1000000 bytes/);
+      assert.deepEqual((await server.request(2, "ping")).result, {});
+    });
+  });
+
+  test("cancellation and timeout stop an executable with SIGTERM, then SIGKILL: no process is left", async () => {
+    await withServer(["testdata/exec", "--timeout", "1500"], async (server) => {
+      await server.initialize();
+      const pids = () =>
+        server.messages.filter((m) => m.method === "notifications/message").map((m) =>
+          Number(/pid (\d+)/.exec(m.params.data)![1])
+        );
+      server.call(1, "sleepy");
+      await server.until(() => pids().length === 1, "the pid of the first sleeper");
+      server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } });
+      server.call(2, "sleepy");
+      const timedOut = (await server.response(2, 10_000)).result;
+      assert.match(text(timedOut), /timed out after 1500 ms/);
+      await sleep(1500); // SIGTERM is ignored: SIGKILL follows after 1 s
+      for (const pid of pids()) assert.ok(!isAlive(pid), `tool process ${pid} is still running`);
+      assert.ok(!server.messages.some((m) => m.id === 1), "the cancelled call got no answer");
+    });
+  });
+
+  test("--watch picks up added, edited, removed and broken files and sends list_changed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-watch-"));
+    try {
+      writeFileSync(join(dir, "one.ts"), 'export default { run: () => "one v1" };');
+      await withServer([dir, "--watch"], async (server) => {
+        await server.initialize();
+        const changes = () => server.messages.filter((m) => m.method === "notifications/tools/list_changed").length;
+        const names = async (id: string) =>
+          (await server.request(id, "tools/list")).result.tools.map((t: Message) => t.name);
+        const answer = async (id: string, name: string) => {
+          server.call(id, name);
+          return text((await server.response(id)).result);
+        };
+        assert.equal(await answer("a", "one"), "one v1");
+
+        writeFileSync(join(dir, "two.ts"), 'export default { run: () => "two" };');
+        await server.until(() => changes() >= 1, "list_changed after adding a file");
+        assert.deepEqual(await names("b"), ["one", "two"]);
+
+        writeFileSync(join(dir, "one.ts"), 'export default { description: "edited", run: () => "one v2" };');
+        await server.until(() => changes() >= 2, "list_changed after editing a file");
+        assert.equal(await answer("c", "one"), "one v2");
+
+        writeFileSync(join(dir, "bad.ts"), "export default { run: ( };");
+        await server.until(() => server.stderr.includes("bad.ts"), "the broken file reported");
+        rmSync(join(dir, "two.ts"));
+        await server.until(() => changes() >= 3, "list_changed after removing a file");
+        assert.deepEqual(await names("d"), ["one"]);
+        assert.equal(await answer("e", "one"), "one v2");
+      });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+});
+
+// --- 11. CLI: resources and prompts ------------------------------------------------------------
+
+describe("11. CLI: resources and prompts", () => {
+  const CONFORMANCE = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance"].map(quote).join(" ");
+
+  test("resources lists resources and templates; read prints text, raw binary, or JSON", async () => {
+    const [list, textRun, binary, json, missing] = await Promise.all([
+      runCli(["resources", CONFORMANCE]),
+      runCli(["read", CONFORMANCE, "test://template/7/data"]),
+      runCli(["read", CONFORMANCE, "test://static-binary"]),
+      runCli(["read", CONFORMANCE, "test://static-binary", "--json"]),
+      runCli(["read", CONFORMANCE, "test://static-txt"]),
+    ]);
+    assert.match(list.stdout, /^test:\/\/static-text +static-text — A static text resource$/m);
+    assert.match(list.stdout, /^test:\/\/template\/\{id\}\/data +template — /m);
+    assert.equal(textRun.stdout, '{"id":"7","templateTest":true,"data":"Data for ID: 7"}\n');
+    assert.ok(binary.stdout.startsWith("\uFFFDPNG"), "raw PNG bytes");
+    assert.match(JSON.parse(json.stdout).contents[0].blob, /^iVBORw0KGgo/);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /no resource named "test:\/\/static-txt"; did you mean test:\/\/static-text/);
+  });
+
+  test("prompts lists prompts with their arguments; prompt prints messages", async () => {
+    const [list, got, unknown] = await Promise.all([
+      runCli(["prompts", CONFORMANCE]),
+      runCli(["prompt", CONFORMANCE, "test_prompt_with_arguments", "arg1=007", "arg2=true"]),
+      runCli(["prompt", CONFORMANCE, "test_simple_promt"]),
+    ]);
+    assert.match(list.stdout, /^test_prompt_with_arguments +\(arg1\* arg2\*\) A prompt with two required arguments$/m);
+    assert.equal(got.stdout, "[user] Prompt with arguments: arg1='007', arg2='true'\n");
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /did you mean test_simple_prompt/);
   });
 });
