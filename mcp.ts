@@ -269,6 +269,17 @@ export class FrameReader {
   #pushLines(chunk: Uint8Array): void {
     let start = 0;
     const length = chunk.length;
+    // Fast path: no line in progress and every complete line of the chunk under the
+    // cap together: one decode and a string split instead of a decode per line.
+    // (0x0A never occurs inside a UTF-8 sequence, so splitting the text is exact.)
+    if (this.#partsBytes === 0 && !this.#skipping) {
+      const last = chunk.lastIndexOf(NEWLINE);
+      if (last > 0 && last <= this.#maxBytes) {
+        const lines = this.#decoder.decode(chunk.subarray(0, last)).split("\n");
+        for (const line of lines) this.#emitText(line);
+        start = last + 1;
+      }
+    }
     while (start < length) {
       const newline = chunk.indexOf(NEWLINE, start);
       if (newline === -1) {
@@ -370,10 +381,12 @@ export class FrameReader {
   }
 
   #emit(bytes: Uint8Array): void {
-    let end = bytes.length;
-    if (end > 0 && bytes[end - 1] === 0x0d) end--; // CRLF
-    if (end === 0) return;
-    const text = this.#decoder.decode(end === bytes.length ? bytes : bytes.subarray(0, end));
+    if (bytes.length > 0) this.#emitText(this.#decoder.decode(bytes));
+  }
+
+  #emitText(line: string): void {
+    const text = line.charCodeAt(line.length - 1) === 0x0d ? line.slice(0, -1) : line; // CRLF
+    if (text.length === 0) return;
     // Blank lines are keep-alives, not messages.
     const first = text.charCodeAt(0);
     if ((first === 0x20 || first === 0x09) && text.trim() === "") return;
@@ -613,7 +626,9 @@ export class JsonRpcPeer {
     if (result === NO_RESPONSE || this.#closed) return;
     let text: string;
     try {
-      text = JSON.stringify({ jsonrpc: "2.0", id, result: result ?? {} });
+      // The envelope spelled out: no wrapper object to build and walk per response.
+      const idText = typeof id === "number" ? String(id) : JSON.stringify(id);
+      text = `{"jsonrpc":"2.0","id":${idText},"result":${JSON.stringify(result ?? {})}}`;
     } catch (error) {
       this.#sendFailure(id, error);
       return;
@@ -714,7 +729,7 @@ export class JsonRpcPeer {
 /** Checks `value` against a JSON Schema; returns the violations, empty when valid. */
 export function validate(schema: unknown, value: unknown): string[] {
   const errors: string[] = [];
-  checkSchema(schema, value, "arguments", errors);
+  checkSchema(schema, value, null, errors);
   return errors;
 }
 
@@ -790,9 +805,17 @@ function codePointLength(text: string): number {
   return length;
 }
 
-function childPath(path: string, key: string | number): string {
-  if (typeof key === "number") return `${path}[${key}]`;
-  return /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+// Where a value sits in the arguments, as a chain built while walking and
+// spelled out only for an error: valid arguments cost no strings.
+type SchemaPath = { parent: SchemaPath; key: string | number } | null;
+
+function formatPath(path: SchemaPath): string {
+  if (path === null) return "arguments";
+  const { key } = path;
+  if (typeof key === "number") return `${formatPath(path.parent)}[${key}]`;
+  return /^[A-Za-z_$][\w$]*$/.test(key)
+    ? `${formatPath(path.parent)}.${key}`
+    : `${formatPath(path.parent)}[${JSON.stringify(key)}]`;
 }
 
 function brief(value: unknown): string {
@@ -800,9 +823,9 @@ function brief(value: unknown): string {
   return text.length > 60 ? text.slice(0, 57) + "..." : text;
 }
 
-function checkSchema(schema: unknown, value: unknown, path: string, errors: string[]): void {
+function checkSchema(schema: unknown, value: unknown, path: SchemaPath, errors: string[]): void {
   if (schema === false) {
-    errors.push(`${path} is not allowed (false schema)`);
+    errors.push(`${formatPath(path)} is not allowed (false schema)`);
     return;
   }
   if (!isObject(schema)) return; // true, or not a schema: anything goes
@@ -810,58 +833,64 @@ function checkSchema(schema: unknown, value: unknown, path: string, errors: stri
   if (s.type !== undefined) {
     const types = Array.isArray(s.type) ? s.type : [s.type];
     if (!types.some((type) => hasType(value, type))) {
-      errors.push(`${path} must be ${types.join(" or ")}, got ${jsonType(value)} (type)`);
+      errors.push(`${formatPath(path)} must be ${types.join(" or ")}, got ${jsonType(value)} (type)`);
       return; // the other keywords would only repeat the same mistake
     }
   }
   if (Array.isArray(s.enum) && !s.enum.some((option) => deepEqual(option, value))) {
-    errors.push(`${path} must be one of ${brief(s.enum)} (enum)`);
+    errors.push(`${formatPath(path)} must be one of ${brief(s.enum)} (enum)`);
   }
-  if ("const" in s && !deepEqual(s.const, value)) errors.push(`${path} must equal ${brief(s.const)} (const)`);
+  if ("const" in s && !deepEqual(s.const, value)) {
+    errors.push(`${formatPath(path)} must equal ${brief(s.const)} (const)`);
+  }
 
   if (typeof value === "number") {
-    if (typeof s.minimum === "number" && value < s.minimum) errors.push(`${path} must be >= ${s.minimum} (minimum)`);
-    if (typeof s.maximum === "number" && value > s.maximum) errors.push(`${path} must be <= ${s.maximum} (maximum)`);
+    if (typeof s.minimum === "number" && value < s.minimum) {
+      errors.push(`${formatPath(path)} must be >= ${s.minimum} (minimum)`);
+    }
+    if (typeof s.maximum === "number" && value > s.maximum) {
+      errors.push(`${formatPath(path)} must be <= ${s.maximum} (maximum)`);
+    }
     if (typeof s.exclusiveMinimum === "number" && value <= s.exclusiveMinimum) {
-      errors.push(`${path} must be > ${s.exclusiveMinimum} (exclusiveMinimum)`);
+      errors.push(`${formatPath(path)} must be > ${s.exclusiveMinimum} (exclusiveMinimum)`);
     }
     if (typeof s.exclusiveMaximum === "number" && value >= s.exclusiveMaximum) {
-      errors.push(`${path} must be < ${s.exclusiveMaximum} (exclusiveMaximum)`);
+      errors.push(`${formatPath(path)} must be < ${s.exclusiveMaximum} (exclusiveMaximum)`);
     }
     if (typeof s.multipleOf === "number" && s.multipleOf > 0 && !Number.isInteger(value / s.multipleOf)) {
-      errors.push(`${path} must be a multiple of ${s.multipleOf} (multipleOf)`);
+      errors.push(`${formatPath(path)} must be a multiple of ${s.multipleOf} (multipleOf)`);
     }
   } else if (typeof value === "string") {
     if (typeof s.minLength === "number" || typeof s.maxLength === "number") {
       const length = codePointLength(value);
       if (typeof s.minLength === "number" && length < s.minLength) {
-        errors.push(`${path} must be at least ${s.minLength} characters long (minLength)`);
+        errors.push(`${formatPath(path)} must be at least ${s.minLength} characters long (minLength)`);
       }
       if (typeof s.maxLength === "number" && length > s.maxLength) {
-        errors.push(`${path} must be at most ${s.maxLength} characters long (maxLength)`);
+        errors.push(`${formatPath(path)} must be at most ${s.maxLength} characters long (maxLength)`);
       }
     }
     if (typeof s.pattern === "string") {
       const regex = compilePattern(s.pattern);
-      if (regex && !regex.test(value)) errors.push(`${path} must match ${brief(s.pattern)} (pattern)`);
+      if (regex && !regex.test(value)) errors.push(`${formatPath(path)} must match ${brief(s.pattern)} (pattern)`);
     }
   } else if (Array.isArray(value)) {
     if (typeof s.minItems === "number" && value.length < s.minItems) {
-      errors.push(`${path} must have at least ${s.minItems} items (minItems)`);
+      errors.push(`${formatPath(path)} must have at least ${s.minItems} items (minItems)`);
     }
     if (typeof s.maxItems === "number" && value.length > s.maxItems) {
-      errors.push(`${path} must have at most ${s.maxItems} items (maxItems)`);
+      errors.push(`${formatPath(path)} must have at most ${s.maxItems} items (maxItems)`);
     }
     // 2020-12 prefixItems, and the draft-07 tuple form of items
     const prefix = Array.isArray(s.prefixItems) ? s.prefixItems : Array.isArray(s.items) ? s.items : [];
     for (let i = 0; i < value.length; i++) {
       const itemSchema = i < prefix.length ? prefix[i] : Array.isArray(s.items) ? s.additionalItems : s.items;
-      if (itemSchema !== undefined) checkSchema(itemSchema, value[i], childPath(path, i), errors);
+      if (itemSchema !== undefined) checkSchema(itemSchema, value[i], { parent: path, key: i }, errors);
     }
     if (s.uniqueItems === true) {
       for (let i = 1; i < value.length; i++) {
         if (value.slice(0, i).some((earlier) => deepEqual(earlier, value[i]))) {
-          errors.push(`${path} must not repeat items (uniqueItems)`);
+          errors.push(`${formatPath(path)} must not repeat items (uniqueItems)`);
           break;
         }
       }
@@ -869,44 +898,48 @@ function checkSchema(schema: unknown, value: unknown, path: string, errors: stri
   } else if (isObject(value)) {
     if (Array.isArray(s.required)) {
       for (const key of s.required) {
-        if (typeof key === "string" && !(key in value)) errors.push(`${childPath(path, key)} is required (required)`);
+        if (typeof key === "string" && !(key in value)) {
+          errors.push(`${formatPath({ parent: path, key })} is required (required)`);
+        }
       }
     }
     const properties = isObject(s.properties) ? s.properties : undefined;
     for (const key of Object.keys(value)) {
       if (properties && key in properties) {
-        checkSchema(properties[key], value[key], childPath(path, key), errors);
+        checkSchema(properties[key], value[key], { parent: path, key }, errors);
       } else if (s.additionalProperties === false) {
-        errors.push(`${childPath(path, key)} is not an allowed property (additionalProperties)`);
+        errors.push(`${formatPath({ parent: path, key })} is not an allowed property (additionalProperties)`);
       } else if (isObject(s.additionalProperties)) {
-        checkSchema(s.additionalProperties, value[key], childPath(path, key), errors);
+        checkSchema(s.additionalProperties, value[key], { parent: path, key }, errors);
       }
     }
     const count = Object.keys(value).length;
     if (typeof s.minProperties === "number" && count < s.minProperties) {
-      errors.push(`${path} must have at least ${s.minProperties} properties (minProperties)`);
+      errors.push(`${formatPath(path)} must have at least ${s.minProperties} properties (minProperties)`);
     }
     if (typeof s.maxProperties === "number" && count > s.maxProperties) {
-      errors.push(`${path} must have at most ${s.maxProperties} properties (maxProperties)`);
+      errors.push(`${formatPath(path)} must have at most ${s.maxProperties} properties (maxProperties)`);
     }
   }
 
   if (Array.isArray(s.allOf)) { for (const sub of s.allOf) checkSchema(sub, value, path, errors); }
   if (Array.isArray(s.anyOf) && !s.anyOf.some((sub) => validatesAgainst(sub, value))) {
-    errors.push(`${path} must match at least one schema of anyOf (anyOf)`);
+    errors.push(`${formatPath(path)} must match at least one schema of anyOf (anyOf)`);
   }
   if (Array.isArray(s.oneOf)) {
     const matches = s.oneOf.filter((sub) => validatesAgainst(sub, value)).length;
-    if (matches !== 1) errors.push(`${path} must match exactly one schema of oneOf, matched ${matches} (oneOf)`);
+    if (matches !== 1) {
+      errors.push(`${formatPath(path)} must match exactly one schema of oneOf, matched ${matches} (oneOf)`);
+    }
   }
   if (s.not !== undefined && validatesAgainst(s.not, value)) {
-    errors.push(`${path} must not match the schema in not (not)`);
+    errors.push(`${formatPath(path)} must not match the schema in not (not)`);
   }
 }
 
 function validatesAgainst(schema: unknown, value: unknown): boolean {
   const errors: string[] = [];
-  checkSchema(schema, value, "", errors);
+  checkSchema(schema, value, null, errors);
   return errors.length === 0;
 }
 
@@ -1252,6 +1285,80 @@ function errorResult(text: string): JsonObject {
   return { content: [{ type: "text", text }], isError: true };
 }
 
+// What a context needs from its server: one per server, shared by its contexts.
+interface ContextHost {
+  notify(method: string, params: JsonObject): void;
+  logLevel(): number;
+  clientRequest(work: Work, capability: string, method: string, params: JsonObject): Promise<unknown>;
+}
+
+/**
+ * The `ctx` of one request. Built for every call, so it allocates nothing it
+ * does not need: each function is made (bound, so destructuring works) on first use.
+ */
+class RequestContext implements ToolContext {
+  #work: Work;
+  #host: ContextHost;
+  #progress?: ToolContext["progress"];
+  #log?: ToolContext["log"];
+
+  constructor(work: Work, host: ContextHost) {
+    this.#work = work;
+    this.#host = host;
+  }
+
+  get requestId(): RequestId {
+    return this.#work.id;
+  }
+
+  get signal(): AbortSignal {
+    // Most plugins never look at the signal: make the controller on first use.
+    this.#work.controller ??= new AbortController();
+    return this.#work.controller.signal;
+  }
+
+  get progress(): ToolContext["progress"] {
+    const work = this.#work;
+    const host = this.#host;
+    return this.#progress ??= (progress: number, total?: number, message?: string) => {
+      // progress.mdx: only with a token, strictly increasing, and not after the response.
+      if (work.progressToken === undefined || work.done || !(progress > work.lastProgress)) return;
+      work.lastProgress = progress;
+      const params: JsonObject = { progressToken: work.progressToken, progress };
+      if (total !== undefined) params.total = total;
+      if (message !== undefined) params.message = message;
+      host.notify("notifications/progress", params);
+    };
+  }
+
+  get log(): ToolContext["log"] {
+    const work = this.#work;
+    const host = this.#host;
+    return this.#log ??= (level: LogLevel, data: unknown) => {
+      const index = LOG_LEVELS.indexOf(level);
+      if (work.done || (index < 0 ? 1 : index) < host.logLevel()) return;
+      host.notify("notifications/message", { level: index < 0 ? "info" : level, logger: work.label, data });
+    };
+  }
+
+  get sample(): ToolContext["sample"] {
+    return (params) =>
+      this.#host.clientRequest(this.#work, "sampling", "sampling/createMessage", params) as Promise<JsonObject>;
+  }
+
+  get elicit(): ToolContext["elicit"] {
+    return (params) =>
+      this.#host.clientRequest(this.#work, "elicitation", "elicitation/create", params) as Promise<JsonObject>;
+  }
+
+  get roots(): ToolContext["roots"] {
+    return async () => {
+      const result = await this.#host.clientRequest(this.#work, "roots", "roots/list", {});
+      return (isObject(result) && Array.isArray(result.roots) ? result.roots : []) as { uri: string; name?: string }[];
+    };
+  }
+}
+
 /**
  * The server side of one MCP connection. Feed it message texts with
  * `receive`; it answers through the `send` function it was made with.
@@ -1277,6 +1384,7 @@ export class McpServer {
   #timeout: number;
   #pageSize: number;
   #whenWritten: (callback: () => void) => void;
+  #host: ContextHost | undefined;
 
   constructor(options: ServerOptions, send: (text: string) => void, whenWritten?: (callback: () => void) => void) {
     this.#options = options;
@@ -1654,13 +1762,13 @@ export class McpServer {
     const work: Work = {
       id,
       label,
-      deadline: this.#timeout > 0 ? Date.now() + this.#timeout : Infinity,
+      deadline: Infinity, // set when the work turns out to be asynchronous
       controller: undefined,
       done: false,
       progressToken: isRequestId(token) ? token : undefined,
       lastProgress: -Infinity,
       fail,
-      resolve: () => {},
+      resolve: noop,
     };
     const settle = (value: unknown) => {
       try {
@@ -1682,6 +1790,7 @@ export class McpServer {
     }
     return new Promise((resolve, reject) => {
       work.resolve = (result) => result instanceof RpcError ? reject(result) : resolve(result);
+      if (this.#timeout > 0) work.deadline = Date.now() + this.#timeout;
       this.#work.set(id, work);
       this.#scheduleSweep(work.deadline);
       value.then(
@@ -1717,41 +1826,12 @@ export class McpServer {
   }
 
   #context(work: Work): ToolContext {
-    // deno-lint-ignore no-this-alias
-    const server = this;
-    return {
-      requestId: work.id,
-      // Most plugins never look at the signal: make the controller on first use.
-      get signal() {
-        work.controller ??= new AbortController();
-        return work.controller.signal;
-      },
-      progress(progress: number, total?: number, message?: string) {
-        // progress.mdx: only with a token, strictly increasing, and not after the response.
-        if (work.progressToken === undefined || work.done || !(progress > work.lastProgress)) return;
-        work.lastProgress = progress;
-        const params: JsonObject = { progressToken: work.progressToken, progress };
-        if (total !== undefined) params.total = total;
-        if (message !== undefined) params.message = message;
-        server.#peer.notify("notifications/progress", params);
-      },
-      log(level: LogLevel, data: unknown) {
-        const index = LOG_LEVELS.indexOf(level);
-        if (work.done || (index < 0 ? 1 : index) < server.#client.logLevel) return;
-        server.#peer.notify("notifications/message", { level: index < 0 ? "info" : level, logger: work.label, data });
-      },
-      sample: (params: JsonObject) =>
-        this.#clientRequest(work, "sampling", "sampling/createMessage", params) as Promise<JsonObject>,
-      elicit: (params: JsonObject) =>
-        this.#clientRequest(work, "elicitation", "elicitation/create", params) as Promise<JsonObject>,
-      roots: async () => {
-        const result = await this.#clientRequest(work, "roots", "roots/list", {});
-        return (isObject(result) && Array.isArray(result.roots) ? result.roots : []) as {
-          uri: string;
-          name?: string;
-        }[];
-      },
+    this.#host ??= {
+      notify: (method, params) => this.#peer.notify(method, params),
+      logLevel: () => this.#client.logLevel,
+      clientRequest: (work, capability, method, params) => this.#clientRequest(work, capability, method, params),
     };
+    return new RequestContext(work, this.#host);
   }
 
   // Server→client requests made on behalf of plugin code; they end with it.
@@ -1790,6 +1870,8 @@ export class McpServer {
     if (next !== Infinity) this.#scheduleSweep(next);
   }
 }
+
+function noop(): void {}
 
 function rethrow(result: unknown): unknown {
   if (result instanceof RpcError) throw result;
