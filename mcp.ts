@@ -831,8 +831,10 @@ function checkSchema(schema: unknown, value: unknown, path: SchemaPath, errors: 
   if (!isObject(schema)) return; // true, or not a schema: anything goes
   const s = schema;
   if (s.type !== undefined) {
-    const types = Array.isArray(s.type) ? s.type : [s.type];
-    if (!types.some((type) => hasType(value, type))) {
+    // The common single type is checked without building an array.
+    const ok = Array.isArray(s.type) ? s.type.some((type) => hasType(value, type)) : hasType(value, s.type);
+    if (!ok) {
+      const types = Array.isArray(s.type) ? s.type : [s.type];
       errors.push(`${formatPath(path)} must be ${types.join(" or ")}, got ${jsonType(value)} (type)`);
       return; // the other keywords would only repeat the same mistake
     }
@@ -904,16 +906,19 @@ function checkSchema(schema: unknown, value: unknown, path: SchemaPath, errors: 
       }
     }
     const properties = isObject(s.properties) ? s.properties : undefined;
-    for (const key of Object.keys(value)) {
-      if (properties && key in properties) {
+    const additional = s.additionalProperties;
+    let count = 0;
+    for (const key in value) {
+      if (!Object.hasOwn(value, key)) continue;
+      count++;
+      if (properties && Object.hasOwn(properties, key)) {
         checkSchema(properties[key], value[key], { parent: path, key }, errors);
-      } else if (s.additionalProperties === false) {
+      } else if (additional === false) {
         errors.push(`${formatPath({ parent: path, key })} is not an allowed property (additionalProperties)`);
-      } else if (isObject(s.additionalProperties)) {
-        checkSchema(s.additionalProperties, value[key], { parent: path, key }, errors);
+      } else if (isObject(additional)) {
+        checkSchema(additional, value[key], { parent: path, key }, errors);
       }
     }
-    const count = Object.keys(value).length;
     if (typeof s.minProperties === "number" && count < s.minProperties) {
       errors.push(`${formatPath(path)} must have at least ${s.minProperties} properties (minProperties)`);
     }
@@ -1097,7 +1102,8 @@ export function defineTool(definition: unknown, fallbackName?: string, source = 
   }
   const listing = listingOf(definition, LISTED_TOOL_FIELDS, { name });
   listing.inputSchema = inputSchema;
-  return { name, listing, source, run: definition.run as ToolDefinition["run"] };
+  // Bound once, so `this` in a plugin's run is its own tool object.
+  return { name, listing, source, run: (definition.run as ToolDefinition["run"]).bind(definition) };
 }
 
 /** Checks a resource or resource template of a plugin; throws TypeError on a bad shape. */
@@ -1616,7 +1622,7 @@ export class McpServer {
     if (violations.length > 0) {
       return errorResult(`Invalid arguments for tool "${name}": ${violations.join("; ")}`);
     }
-    return this.#track(id, params, name, (ctx) => tool.run(args, ctx), toCallToolResult, errorResult);
+    return this.#track(id, params, name, tool.run, args, toCallToolResult, errorResult);
   }
 
   // --- resources ------------------------------------------------------------
@@ -1634,7 +1640,8 @@ export class McpServer {
         id,
         params,
         uri,
-        (ctx) => definition.read(uri, ctx),
+        (_, ctx) => definition.read(uri, ctx),
+        undefined,
         (value) => toReadResourceResult(value, uri, definition.mimeType),
         fail,
       );
@@ -1649,7 +1656,8 @@ export class McpServer {
         id,
         params,
         uri,
-        (ctx) => definition.read(uri, values, ctx),
+        (_, ctx) => definition.read(uri, values, ctx),
+        undefined,
         (value) => toReadResourceResult(value, uri, definition.mimeType),
         fail,
       );
@@ -1704,7 +1712,8 @@ export class McpServer {
       id,
       params,
       String(name),
-      (ctx) => definition.get(args as Record<string, string>, ctx),
+      (_, ctx) => definition.get(args as Record<string, string>, ctx),
+      undefined,
       (value) => toGetPromptResult(value, definition.description),
       (message) => new RpcError(ErrorCode.InternalError, `Cannot get prompt "${name}": ${message}`),
     );
@@ -1734,7 +1743,8 @@ export class McpServer {
       id,
       params,
       entry.key,
-      (ctx) => complete.call(definition, argument.name as string, value, ctx),
+      (_, ctx) => complete.call(definition, argument.name as string, value, ctx),
+      undefined,
       toCompletion,
       (message) => new RpcError(ErrorCode.InternalError, `Cannot complete: ${message}`),
     );
@@ -1746,11 +1756,12 @@ export class McpServer {
    * Runs plugin code for request `id` with a context, a deadline and
    * cancellation. A synchronous answer costs no promise and no bookkeeping.
    */
-  #track(
+  #track<T>(
     id: RequestId,
     params: JsonObject,
     label: string,
-    run: (ctx: ToolContext) => unknown,
+    run: (input: T, ctx: ToolContext) => unknown,
+    input: T,
     map: (value: unknown) => unknown,
     fail: (message: string) => unknown,
   ): unknown {
@@ -1770,6 +1781,18 @@ export class McpServer {
       fail,
       resolve: noop,
     };
+    let value: unknown;
+    try {
+      value = run(input, this.#context(work));
+      if (!(value instanceof Promise)) {
+        // A synchronous answer: no promise, no bookkeeping.
+        work.done = true;
+        return map(value);
+      }
+    } catch (error) {
+      work.done = true;
+      return rethrow(fail(errorMessage(error)));
+    }
     const settle = (value: unknown) => {
       try {
         return map(value);
@@ -1777,17 +1800,6 @@ export class McpServer {
         return fail(errorMessage(error));
       }
     };
-    let value: unknown;
-    try {
-      value = run(this.#context(work));
-    } catch (error) {
-      work.done = true;
-      return rethrow(fail(errorMessage(error)));
-    }
-    if (!(value instanceof Promise)) {
-      work.done = true;
-      return rethrow(settle(value));
-    }
     return new Promise((resolve, reject) => {
       work.resolve = (result) => result instanceof RpcError ? reject(result) : resolve(result);
       if (this.#timeout > 0) work.deadline = Date.now() + this.#timeout;
