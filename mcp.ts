@@ -311,7 +311,7 @@ export class FrameReader {
       }
       if (this.#bodyBytes < 0) {
         // Reading headers: up to the blank line.
-        const end = findHeaderEnd(chunk, start, this.#parts, this.#partsBytes);
+        const end = findHeaderEnd(chunk, start, this.#parts);
         if (end === -1) {
           this.#appendHeader(chunk.subarray(start));
           return;
@@ -406,15 +406,18 @@ function concatBytes(parts: Uint8Array[], total: number): Uint8Array {
 
 // Finds the end of a "\r\n\r\n" (or "\n\n") header terminator that may span
 // the pieces already read and this chunk; returns the index in chunk just after it.
-function findHeaderEnd(chunk: Uint8Array, start: number, parts: Uint8Array[], partsBytes: number): number {
-  // Look back at most 3 bytes into the pieces already read.
-  const tail: number[] = [];
-  for (let p = parts.length - 1; p >= 0 && tail.length < 3; p--) {
+function findHeaderEnd(chunk: Uint8Array, start: number, parts: Uint8Array[]): number {
+  // The last byte already read that is not a CR (a terminator may span chunks).
+  let previous = -1;
+  for (let p = parts.length - 1; p >= 0 && previous === -1; p--) {
     const part = parts[p];
-    for (let i = part.length - 1; i >= 0 && tail.length < 3; i--) tail.unshift(part[i]);
+    for (let i = part.length - 1; i >= 0; i--) {
+      if (part[i] !== 0x0d) {
+        previous = part[i];
+        break;
+      }
+    }
   }
-  void partsBytes;
-  let previous = tail.filter((byte) => byte !== 0x0d).slice(-1)[0] ?? -1;
   for (let i = start; i < chunk.length; i++) {
     const byte = chunk[i];
     if (byte === 0x0d) continue;
