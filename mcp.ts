@@ -9,12 +9,14 @@
 // Contents, low level to high level; each section uses only those above it:
 //   1. Constants          protocol versions, error codes, limits
 //   2. Errors             RpcError (crosses the wire), UsageError (exit code 2)
-//   3. Framing            bytes in, lines out (NDJSON or Content-Length), batched writes
+//   3. Framing            bytes in, lines out (NDJSON or Content-Length), batched writes,
+//                         the runtime's own stdout/stderr
 //   4. JSON-RPC peer      message checks, request/response matching, notifications
 //   5. Schema validation  the JSON Schema keywords tool schemas use
-//   6. MCP server         lifecycle, tools, cancellation, progress, logging, timeouts
-//   7. Plugins            the only file-system and import() I/O of the server
-//   8. Serving streams    a server on a byte stream pair, with shutdown
+//   6. MCP server         lifecycle; tools, resources, prompts, completion; cancellation,
+//                         progress, logging, timeouts
+//   7. Plugins            module and executable plugins, --watch: the server's only fs/import I/O
+//   8. Serving streams    a server on a byte stream pair (stdin read natively on Deno and Bun)
 //   9. MCP client         find, spawn, handshake, request, shut down a server
 //  10. Output             what the client commands print (pure)
 //  11. CLI                argv → exit code; `if (import.meta.main)` is the last line
@@ -2269,7 +2271,7 @@ export async function watchDirectory(dir: string, onChange: () => void): Promise
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions extends ServerOptions {
-  /** Where requests come from (default process.stdin). */
+  /** Where requests come from (default the process's stdin, read natively on Deno and Bun). */
   input?: Readable;
   /** Where responses go (default the process's stdout). */
   output?: OutputSink;
