@@ -3867,17 +3867,35 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
     }
     switch (command) {
       case "call": {
-        let args: JsonObject;
-        if (callArgs!.kind === "pairs") {
-          // key=value follows the tool's schema: zip=007 stays a string when it is typed string.
+        let args: JsonObject = callArgs!.kind === "object" ? callArgs!.value : {};
+        const retries = options.retries ?? 0;
+        let tool: JsonObject | undefined;
+        // key=value follows the tool's schema (zip=007 stays a string when it is typed string),
+        // and --retries needs its annotations: only then is the tool list worth a round trip.
+        if (callArgs!.kind === "pairs" || retries > 0) {
           const tools = await client.listTools();
-          const tool = tools.find((candidate) => candidate.name === toolName);
+          tool = tools.find((candidate) => candidate.name === toolName);
           if (!tool) throw new NotFoundError("tool", toolName, tools.map((candidate) => String(candidate.name)));
-          args = argsFromPairs(callArgs!.pairs, tool.inputSchema);
-        } else {
-          args = callArgs!.value;
+          if (callArgs!.kind === "pairs") args = argsFromPairs(callArgs!.pairs, tool.inputSchema);
         }
-        const result = await client.callTool(toolName, args, { onProgress: (params) => progress.update(params) });
+        const idempotent = isObject(tool?.annotations) && tool.annotations.idempotentHint === true;
+        let result: JsonObject;
+        for (let attempt = 0;; attempt++) {
+          try {
+            result = await client.callTool(toolName, args, { onProgress: (params) => progress.update(params) });
+            break;
+          } catch (error) {
+            // A call already sent is repeated only when the server died under it and
+            // the tool says a second call does no harm (annotations.idempotentHint).
+            const died = error instanceof ServerError && error.code === undefined && !(error instanceof TimeoutError);
+            if (!died || !idempotent || attempt >= retries) throw error;
+            io.stderr.write(
+              `mcp: ${error.message}; calling idempotent "${toolName}" again (${attempt + 1} of ${retries})\n`,
+            );
+            await client.close();
+            client = await connect(target, options);
+          }
+        }
         progress.clear();
         if (json) {
           io.stdout.write(JSON.stringify(result) + "\n");

@@ -1277,6 +1277,44 @@ describe("11. CLI", () => {
     }
   });
 
+  test("--retries repeats a call the server died under only for an idempotent tool", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-idempotent-"));
+    try {
+      const env = ["-e", "FAKE_MODE=crash-call-once"];
+      const idempotent = await runCli([
+        "call",
+        FAKE,
+        "echo",
+        "text=again",
+        "--retries",
+        "1",
+        ...env,
+        "-e",
+        `FAKE_STATE=${dir}/a`,
+      ]);
+      assert.equal(idempotent.code, 0, idempotent.stderr);
+      assert.equal(idempotent.stdout, "again\n");
+      assert.match(idempotent.stderr, /calling idempotent "echo" again \(1 of 1\)/);
+      const other = await runCli([
+        "call",
+        FAKE,
+        "add",
+        "a=1",
+        "b=2",
+        "--retries",
+        "1",
+        ...env,
+        "-e",
+        `FAKE_STATE=${dir}/b`,
+      ]);
+      assert.equal(other.code, 3, "add is not idempotent: not sent twice");
+      const none = await runCli(["call", FAKE, "echo", "text=x", ...env, "-e", `FAKE_STATE=${dir}/c`]);
+      assert.equal(none.code, 3, "without --retries nothing is repeated");
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
   test("-e, --cwd and config names reach the server", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-cfg-"));
     try {

@@ -17,6 +17,7 @@
 //   old-version      answers initialize with 2024-11-05
 //   bad-version      answers initialize with 1999-01-01
 //   flaky            crashes before initialize while FAKE_STATE (a file) counts fewer than FAKE_FAILS starts
+//   crash-call-once  dies on its first tools/call, unless FAKE_STATE (a file) says it already did
 //
 // Every message received is noted on stderr ("fake: got <method>"), which the client shows when it fails.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -49,7 +50,12 @@ if (mode === "ignore-sigterm") {
 note(`pid ${process.pid}`);
 
 const TOOLS = [
-  { name: "echo", description: "Echo text", inputSchema: { type: "object", properties: { text: { type: "string" } } } },
+  {
+    name: "echo",
+    description: "Echo text",
+    inputSchema: { type: "object", properties: { text: { type: "string" } } },
+    annotations: { idempotentHint: true },
+  },
   {
     name: "add",
     description: "Add numbers\nSecond line of the description",
@@ -175,7 +181,8 @@ async function handle(message: Message) {
       return reply({ tools: TOOLS.slice(page * size, (page + 1) * size), ...next });
     }
     case "tools/call": {
-      if (mode === "crash-after") {
+      if (mode === "crash-after" || (mode === "crash-call-once" && !existsSync(process.env.FAKE_STATE!))) {
+        if (mode === "crash-call-once") writeFileSync(process.env.FAKE_STATE!, "crashed");
         note("crashing on tools/call");
         process.exit(3);
       }
