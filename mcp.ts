@@ -3421,6 +3421,7 @@ Options:
   -v, --verbose            stream the server's stderr, its log messages and progress to stderr
   --trace                  every frame sent (>) and received (<) on stderr
   --retries N              retry start-up failures N times, backing off from ${RETRY_BASE_MS} ms
+                           (and a call the server died under, if the tool is idempotentHint)
   --protocol VERSION       the protocol version to ask for (default ${LATEST_PROTOCOL_VERSION})
   --max-line-bytes N       longest line accepted from the server (default ${DEFAULT_CLIENT_MAX_LINE_BYTES})
 
