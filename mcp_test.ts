@@ -1666,6 +1666,37 @@ describe("7. Plugins: executable tools and --watch", () => {
   });
 });
 
+describe("7. Plugins: --watch with resources and prompts", () => {
+  test("--watch sends resources and prompts list_changed only for the lists that changed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-watch-rp-"));
+    try {
+      writeFileSync(
+        join(dir, "docs.ts"),
+        'export const resources = [{ uri: "mem://a", name: "a", read: () => "a" }];\n' +
+          'export const prompts = [{ name: "p", get: () => "p" }];\n',
+      );
+      await withServer([dir, "--watch"], async (server) => {
+        const { result } = await server.initialize();
+        assert.deepEqual(result.capabilities.resources, { subscribe: false, listChanged: true });
+        assert.deepEqual(result.capabilities.prompts, { listChanged: true });
+        const count = (method: string) => server.messages.filter((m) => m.method === method).length;
+        writeFileSync(
+          join(dir, "docs.ts"),
+          'export const resources = [{ uri: "mem://a", name: "a", read: () => "a" }, { uri: "mem://b", name: "b", read: () => "b" }];\n' +
+            'export const prompts = [{ name: "p", get: () => "p" }];\n',
+        );
+        await server.until(() => count("notifications/resources/list_changed") === 1, "resources list_changed");
+        const { result: listed } = await server.request("r", "resources/list");
+        assert.deepEqual(listed.resources.map((r: Message) => r.uri), ["mem://a", "mem://b"]);
+        assert.equal(count("notifications/prompts/list_changed"), 0, "the prompts did not change");
+        assert.equal(count("notifications/tools/list_changed"), 0, "the tools did not change");
+      });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+});
+
 // --- 11. CLI: resources and prompts ------------------------------------------------------------
 
 describe("11. CLI: resources and prompts", () => {
