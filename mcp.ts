@@ -2291,7 +2291,6 @@ export interface ServeHandle {
   shutdown(graceMs?: number): Promise<void>;
 }
 
-/** Serves tools over a byte-stream pair (stdin/stdout by default) until the input ends. */
 /** Where a server's bytes come from. */
 interface ByteSource {
   start(onData: (chunk: Uint8Array) => void, onEnd: () => void): void;
@@ -2324,30 +2323,22 @@ function streamSource(stream: Readable, owned = false): ByteSource {
   };
 }
 
-interface DenoStdin {
-  read(buffer: Uint8Array): Promise<number | null>;
-  close(): void;
-}
-
-// Deno's node:process stdin makes a Buffer and stream bookkeeping per chunk, and
-// that garbage lags behind: 144 MB peak RSS while skipping 64 MiB lines. Reading
-// Deno.stdin into one reused buffer makes no garbage at all.
-function denoStdinSource(): ByteSource | undefined {
-  const stdin = (globalThis as { Deno?: { stdin?: DenoStdin } }).Deno?.stdin;
-  if (!stdin) return undefined;
+// A source that pulls chunks with `read` (null at the end) and can `cancel` a pending read.
+function pullSource(open: () => { read(): Promise<Uint8Array | null>; cancel(): void }): ByteSource {
+  let pull: ReturnType<typeof open> | undefined;
   let stopped = false;
   let paused: Promise<void> | undefined;
   let unpause: (() => void) | undefined;
   return {
     start(onData, onEnd) {
-      const buffer = new Uint8Array(64 * 1024);
+      pull = open();
       (async () => {
         try {
           while (!stopped) {
             if (paused) await paused;
-            const count = await stdin.read(buffer);
-            if (count === null || stopped) break;
-            onData(buffer.subarray(0, count)); // FrameReader copies what it keeps
+            const chunk = await pull!.read();
+            if (chunk === null || stopped) break;
+            onData(chunk); // FrameReader copies what it keeps
           }
         } catch {
           // a read error ends the input, as EOF does
@@ -2366,7 +2357,7 @@ function denoStdinSource(): ByteSource | undefined {
       stopped = true;
       this.resume();
       try {
-        stdin.close(); // ends a pending read, which would keep the process alive
+        pull?.cancel(); // ends a pending read, which would keep the process alive
       } catch {
         // already closed
       }
@@ -2374,50 +2365,49 @@ function denoStdinSource(): ByteSource | undefined {
   };
 }
 
-// Bun: process.stdin costs ~25 ms of start-up to build; Bun.stdin.stream() ~1 ms.
-function bunStdinSource(): ByteSource | undefined {
-  const bun = (globalThis as { Bun?: { stdin: { stream(): ReadableStream<Uint8Array> } } }).Bun;
-  if (!bun) return undefined;
-  let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
-  let stopped = false;
-  let paused: Promise<void> | undefined;
-  let unpause: (() => void) | undefined;
-  return {
-    start(onData, onEnd) {
-      reader = bun.stdin.stream().getReader();
-      (async () => {
-        try {
-          while (!stopped) {
-            if (paused) await paused;
-            const { done, value } = await reader!.read();
-            if (done || stopped) break;
-            onData(value);
-          }
-        } catch {
-          // a read error ends the input, as EOF does
-        }
-        if (!stopped) onEnd();
-      })();
-    },
-    pause() {
-      paused ??= new Promise((resolve) => unpause = resolve);
-    },
-    resume() {
-      unpause?.();
-      paused = unpause = undefined;
-    },
-    stop() {
-      stopped = true;
-      this.resume();
-      reader?.cancel().catch(noop); // ends a pending read, which would keep the process alive
-    },
+/**
+ * The process's stdin through the runtime's own API, or undefined on Node.
+ * Deno's node:process stdin makes a Buffer and stream bookkeeping per chunk whose
+ * garbage lags behind (144 MB peak RSS while skipping 64 MiB lines); Deno.stdin
+ * read into one reused buffer makes none. On Bun, building process.stdin costs
+ * ~25 ms of start-up; Bun.stdin.stream() ~1 ms.
+ */
+function nativeStdinSource(): ByteSource | undefined {
+  const runtime = globalThis as {
+    Deno?: { stdin: { read(buffer: Uint8Array): Promise<number | null>; close(): void } };
+    Bun?: { stdin: { stream(): ReadableStream<Uint8Array> } };
   };
+  const { Deno: deno, Bun: bun } = runtime;
+  if (deno) {
+    return pullSource(() => {
+      const buffer = new Uint8Array(64 * 1024);
+      return {
+        read: async () => {
+          const count = await deno.stdin.read(buffer);
+          return count === null ? null : buffer.subarray(0, count);
+        },
+        cancel: () => deno.stdin.close(),
+      };
+    });
+  }
+  if (bun) {
+    return pullSource(() => {
+      const reader = bun.stdin.stream().getReader();
+      return {
+        read: async () => {
+          const { done, value } = await reader.read();
+          return done ? null : value;
+        },
+        cancel: () => void reader.cancel().catch(noop),
+      };
+    });
+  }
+  return undefined;
 }
 
+/** Serves tools over a byte-stream pair (stdin/stdout by default) until the input ends. */
 export function serve(options: ServeOptions = {}): ServeHandle {
-  const input = options.input
-    ? streamSource(options.input)
-    : denoStdinSource() ?? bunStdinSource() ?? streamSource(process.stdin, true);
+  const input = options.input ? streamSource(options.input) : nativeStdinSource() ?? streamSource(process.stdin, true);
   const output: OutputSink = options.output ?? nativeSink(1) ?? process.stdout;
   const log = options.log ?? (() => {});
   const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;

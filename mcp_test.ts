@@ -677,6 +677,7 @@ describe("7. Plugins", () => {
       await server.initialize();
       const { result } = await server.request(2, "tools/list");
       assert.deepEqual(result.tools.map((tool: Message) => tool.name), ["good"]);
+      await server.until(() => server.stderr.includes("throws.ts"), "the broken plugins reported");
       assert.match(server.stderr, /Cannot load testdata\/broken\/syntax\.ts: /);
       assert.match(server.stderr, /Cannot load testdata\/broken\/throws\.ts: plugin exploded at import/);
       assert.doesNotMatch(server.stderr, /_helper|good_test/);
@@ -742,8 +743,10 @@ describe("8. Serving streams", () => {
     await withServer(["testdata/tools", "--trace"], async (server) => {
       await server.initialize();
       await server.request(2, "ping");
+      // stderr and stdout are separate pipes: the trace may arrive just after the answer.
+      const traced = /^> \{"jsonrpc":"2\.0","id":2,"result":\{\}\}$/m;
+      await server.until(() => traced.test(server.stderr), "the traced answer");
       assert.match(server.stderr, /^< \{"jsonrpc":"2\.0","id":2,"method":"ping"\}$/m);
-      assert.match(server.stderr, /^> \{"jsonrpc":"2\.0","id":2,"result":\{\}\}$/m);
     });
   });
 
