@@ -3432,7 +3432,8 @@ Usage:
   mcp.ts resources <server>          resources and resource templates
   mcp.ts read <server> <uri>         a resource's contents (binary raw to stdout; --json for base64)
   mcp.ts prompts <server>            prompts
-  mcp.ts prompt <server> <name> [ARGS]  a prompt's messages
+  mcp.ts prompt <server> <name> [ARGS]
+                                     a prompt's messages
   mcp.ts help [command]              this text, or a command's
   mcp.ts --version                   the version
 
@@ -3490,14 +3491,15 @@ Exit code: the worst line's, 3 (server failed) > 2 (bad input line) > 1 (isError
 ${CLIENT_OPTIONS_HELP}`,
   serve: `Usage: mcp.ts serve [DIR] [options]
 
-Serves every tool plugin in DIR (default ./tools) as an MCP server on stdin/stdout
-(newline-delimited JSON-RPC; Content-Length framing is recognised too).
+Serves the plugins in DIR (default ./tools) as an MCP server on stdin/stdout
+(newline-delimited JSON-RPC; Content-Length framing is recognised too): modules (*.ts, *.js,
+*.mjs) exporting tools, resources and prompts, and executable files in any language.
 
 Options:
   --name NAME              serverInfo.name (default "mcp.ts")
   --server-version V       serverInfo.version (default ${VERSION})
   --instructions TEXT      instructions sent in the initialize result
-  --timeout MS             per tool call (default ${DEFAULT_TOOL_TIMEOUT_MS}; 0 = none)
+  --timeout MS             per request running plugin code (default ${DEFAULT_TOOL_TIMEOUT_MS}; 0 = none)
   --max-line-bytes N       longest message accepted (default ${DEFAULT_MAX_LINE_BYTES})
   --page-size N            items per list page (default ${DEFAULT_PAGE_SIZE})
   --watch                  reload DIR when its files change; tell the client the lists changed
