@@ -21,15 +21,57 @@
 //  10. Output             what the client commands print (pure)
 //  11. CLI                argv → exit code; `if (import.meta.main)` is the last line
 
-// Only what every path needs is imported here. Other built-ins are imported
-// where they are used: each costs start-up time (node:fs alone ~45 ms on Deno).
+// No built-in is imported here for its code: each costs start-up time (node:fs
+// ~45 ms on Deno), so each is imported where it is used.
 import type { ChildProcess } from "node:child_process";
-import process from "node:process";
 import type { Readable, Writable } from "node:stream";
 import type { ParseArgsConfig } from "node:util";
 
 // Deno, Bun and Node all have it as a global; importing node:timers costs ~10 ms on Deno.
 const setImmediate: (callback: () => void) => unknown = globalThis.setImmediate;
+
+// Node's process object, reached only where a Node API is needed: on Deno it is
+// built on first use and costs ~29 ms of start-up (as much again as Deno itself).
+// Bun and Node have it as a global; so does Deno 2.
+function proc(): NodeJS.Process {
+  return (globalThis as unknown as { process: NodeJS.Process }).process;
+}
+
+interface DenoSystem {
+  args: string[];
+  env: { toObject(): Record<string, string> };
+  build: { os: string };
+  exitCode: number;
+  exit(code?: number): never;
+  addSignalListener(signal: string, handler: () => void): void;
+  removeSignalListener(signal: string, handler: () => void): void;
+}
+
+const deno = (globalThis as { Deno?: DenoSystem }).Deno;
+
+/** What every command needs from the process, from Deno's own API on Deno and from `process` elsewhere. */
+const sys = {
+  args: (): string[] => deno ? deno.args : proc().argv.slice(2),
+  env: (): Record<string, string | undefined> => deno ? deno.env.toObject() : proc().env,
+  platform: (): string => deno ? (deno.build.os === "windows" ? "win32" : deno.build.os) : proc().platform,
+  setExitCode(code: number): void {
+    if (deno) deno.exitCode = code;
+    else proc().exitCode = code;
+  },
+  exit(code?: number): void {
+    if (deno) deno.exit(code);
+    else proc().exit(code);
+  },
+  /** Listens for a signal; returns a function that stops listening. */
+  onSignal(signal: "SIGINT" | "SIGTERM", handler: () => void): () => void {
+    if (deno) {
+      deno.addSignalListener(signal, handler);
+      return () => deno.removeSignalListener(signal, handler);
+    }
+    proc().on(signal, handler);
+    return () => void proc().off(signal, handler);
+  },
+};
 
 // === 1. Constants ============================================================
 // Everything a reader may want to tune or look up lives here. No behaviour.
@@ -476,7 +518,7 @@ export function nativeSink(fd: 1 | 2): OutputSink | undefined {
       writer.write(chunk);
       return writer.flush();
     };
-    isTerminal = () => process[name].isTTY === true; // only asked when there is progress to show
+    isTerminal = () => proc()[name].isTTY === true; // only asked when there is progress to show
   } else if (runtime.Deno) {
     const file = runtime.Deno[name];
     writeNow = async (chunk) => {
@@ -2054,7 +2096,7 @@ export async function loadCatalog(
         return moduleCatalog(await importPlugin(file, options.fresh), basename(name, extension), source);
       }
       // Any other file with an execute bit is a tool, in any language.
-      if (process.platform === "win32" || ((await stat(file)).mode & 0o111) === 0) return undefined;
+      if (sys.platform() === "win32" || ((await stat(file)).mode & 0o111) === 0) return undefined;
       const toolName = basename(name, extension);
       let meta: unknown = {};
       const sidecar = join(root, toolName + ".json");
@@ -2095,14 +2137,14 @@ export async function loadTools(dir: string): Promise<{ tools: Tool[]; errors: P
 async function importPlugin(file: string, fresh?: number): Promise<JsonObject> {
   const { pathToFileURL } = await import("node:url");
   if (fresh === undefined) return await import(pathToFileURL(file).href);
-  if (!process.versions.bun) return await import(`${pathToFileURL(file).href}?reload=${fresh}`);
+  if (!("Bun" in globalThis)) return await import(`${pathToFileURL(file).href}?reload=${fresh}`);
   // Bun caches by path and ignores a ?query: import a fresh copy beside the file
   // (a dot file, so the loader and the watcher skip it), then remove it.
   const { copyFile, rm } = await import("node:fs/promises");
   const { basename, dirname, join } = await import("node:path");
   const copy = join(
     dirname(file),
-    `.${basename(file)}.reload-${fresh}-${process.pid}${file.slice(file.lastIndexOf("."))}`,
+    `.${basename(file)}.reload-${fresh}-${proc().pid}${file.slice(file.lastIndexOf("."))}`,
   );
   await copyFile(file, copy);
   try {
@@ -2142,7 +2184,7 @@ function moduleCatalog(module: JsonObject, baseName: string, source: string): Ca
 function killGroup(child: ChildProcess, signal: "SIGTERM" | "SIGKILL"): void {
   try {
     // The whole group: a wrapper (npx, a shell) must not leave its server behind.
-    process.kill(-child.pid!, signal);
+    proc().kill(-child.pid!, signal);
   } catch {
     try {
       child.kill(signal);
@@ -2171,7 +2213,7 @@ async function runExecutable(
       cwd,
       stdio: ["pipe", "pipe", "pipe"],
       // Its own process group, so a cancelled script's children go with it.
-      detached: process.platform !== "win32",
+      detached: sys.platform() !== "win32",
     });
     const stdout: Uint8Array[] = [];
     let stdoutBytes = 0;
@@ -2407,8 +2449,8 @@ function nativeStdinSource(): ByteSource | undefined {
 
 /** Serves tools over a byte-stream pair (stdin/stdout by default) until the input ends. */
 export function serve(options: ServeOptions = {}): ServeHandle {
-  const input = options.input ? streamSource(options.input) : nativeStdinSource() ?? streamSource(process.stdin, true);
-  const output: OutputSink = options.output ?? nativeSink(1) ?? process.stdout;
+  const input = options.input ? streamSource(options.input) : nativeStdinSource() ?? streamSource(proc().stdin, true);
+  const output: OutputSink = options.output ?? nativeSink(1) ?? proc().stdout;
   const log = options.log ?? (() => {});
   const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   let outputClosed = false;
@@ -2568,8 +2610,8 @@ export function splitCommand(line: string): string[] {
 
 /** Where Claude Desktop keeps its config on this OS. */
 export function claudeDesktopConfigPath(
-  env: Record<string, string | undefined> = process.env,
-  platform: string = process.platform,
+  env: Record<string, string | undefined> = sys.env(),
+  platform: string = sys.platform(),
   home: string = env.HOME ?? env.USERPROFILE ?? ".",
 ): string {
   // Plain string joins: node:path costs start-up time on every client command.
@@ -2620,8 +2662,9 @@ async function specFromConfig(name: string, entry: unknown, file: string): Promi
 
 async function isExecutableOnPath(command: string, env: Record<string, string | undefined>): Promise<boolean> {
   const { accessSync, constants: fsConstants } = await import("node:fs");
-  const dirs = (env.PATH ?? "").split(process.platform === "win32" ? ";" : ":").filter(Boolean);
-  const extensions = process.platform === "win32" ? (env.PATHEXT ?? ".EXE;.CMD;.BAT").split(";") : [""];
+  const windows = sys.platform() === "win32";
+  const dirs = (env.PATH ?? "").split(windows ? ";" : ":").filter(Boolean);
+  const extensions = windows ? (env.PATHEXT ?? ".EXE;.CMD;.BAT").split(";") : [""];
   for (const dir of dirs) {
     for (const extension of extensions) {
       try {
@@ -2643,7 +2686,7 @@ export async function resolveServer(
   target: string,
   options: { config?: string; cwd?: string; env?: Record<string, string | undefined> } = {},
 ): Promise<ServerSpec> {
-  const env = options.env ?? process.env;
+  const env = options.env ?? sys.env();
   const words = splitCommand(target);
   if (words.length === 0) throw new UsageError("the server command is empty");
   // A bare word may name a configured server; a command line never does.
@@ -2786,11 +2829,10 @@ export class McpClient {
       },
     }, options.maxLineBytes ?? DEFAULT_CLIENT_MAX_LINE_BYTES);
     const stderrDecoder = new TextDecoder();
+    // Outside the try: Deno's missing --allow-env is a usage problem, not a failed start.
+    const env = { ...sys.env(), ...spec.env, ...options.env } as Record<string, string>;
     try {
-      this.#child = await spawnChild(spec.command, spec.args, {
-        cwd: options.cwd ?? spec.cwd,
-        env: { ...process.env, ...spec.env, ...options.env } as Record<string, string>,
-      }, {
+      this.#child = await spawnChild(spec.command, spec.args, { cwd: options.cwd ?? spec.cwd, env }, {
         stdout: (chunk) => reader.push(chunk),
         stderr: (chunk) => {
           const text = stderrDecoder.decode(chunk, { stream: true });
@@ -3177,7 +3219,7 @@ async function spawnChild(
     ...options,
     stdio: ["pipe", "pipe", "pipe"],
     // Its own process group, so shutdown reaches what it spawned (npx → node).
-    detached: process.platform !== "win32",
+    detached: sys.platform() !== "win32",
   });
   await new Promise<void>((resolve, reject) => {
     child.once("spawn", resolve);
@@ -3522,10 +3564,10 @@ function processIo(): CliIo & { drained(): Promise<void> } {
   let stderr: OutputSink | undefined;
   return {
     get stdout() {
-      return stdout ??= nativeSink(1) ?? process.stdout;
+      return stdout ??= nativeSink(1) ?? proc().stdout;
     },
     get stderr() {
-      return stderr ??= nativeSink(2) ?? process.stderr;
+      return stderr ??= nativeSink(2) ?? proc().stderr;
     },
     async drained() {
       await Promise.all([stdout?.drained?.(), stderr?.drained?.()]);
@@ -3655,17 +3697,17 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
       stopWatching = await watchDirectory(dir, () => void reload());
     }
     const onSignal = () => void handle.shutdown();
-    process.on("SIGINT", onSignal);
-    process.on("SIGTERM", onSignal);
+    const stopSigint = sys.onSignal("SIGINT", onSignal);
+    const stopSigterm = sys.onSignal("SIGTERM", onSignal);
     await handle.done;
     stopWatching();
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
+    stopSigint();
+    stopSigterm();
     // Stray plugin timers must not keep a finished server alive. The output is
     // flushed by now, so exiting cannot cut it off; executable tools get their
     // SIGTERM-to-SIGKILL grace first.
     io.stdin?.destroy?.();
-    setTimeout(() => process.exit(), EXEC_KILL_GRACE_MS + 500).unref();
+    setTimeout(() => sys.exit(), EXEC_KILL_GRACE_MS + 500).unref();
     return 0;
   } finally {
     redirected.restore();
@@ -3697,7 +3739,7 @@ async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
   let text: string | undefined;
   let from = "ARGS";
   if (words.length === 1 && first === "-") {
-    text = await readAll(io.stdin ?? process.stdin);
+    text = await readAll(io.stdin ?? proc().stdin);
     from = "stdin";
   } else if (words.length === 1 && first.startsWith("@")) {
     try {
@@ -3770,7 +3812,7 @@ function worse(a: number, b: number): number {
 
 function exitCodeOf(error: unknown): number {
   if (error instanceof InterruptedError) return 130;
-  if (error instanceof UsageError) return 2;
+  if (error instanceof UsageError || isPermissionError(error)) return 2;
   if (error instanceof ServerError) return 3;
   return 1;
 }
@@ -3820,7 +3862,7 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
 
   const interrupt = new AbortController();
   const onSigint = () => interrupt.abort(new InterruptedError());
-  process.on("SIGINT", onSigint);
+  const stopSigint = sys.onSignal("SIGINT", onSigint);
   const progress = progressReporter(io, verbose);
   const options: ConnectOptions = {
     env,
@@ -3961,7 +4003,7 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
       io.stderr.write(`mcp: the server's stderr ends with:\n${stderr}${stderr.endsWith("\n") ? "" : "\n"}`);
     }
   } finally {
-    process.off("SIGINT", onSigint);
+    stopSigint();
     await client?.close();
   }
   if (client && client.invalidLines > 0) {
@@ -4031,7 +4073,7 @@ async function runBatch(client: McpClient, io: CliIo, concurrency: number, maxLi
     print();
   };
   let index = 0;
-  for await (const line of inputLines(io.stdin ?? process.stdin, maxLineBytes)) {
+  for await (const line of inputLines(io.stdin ?? proc().stdin, maxLineBytes)) {
     const running = runLine(index++, line).finally(() => inFlight.delete(running));
     inFlight.add(running);
     outputs.push(undefined);
@@ -4062,7 +4104,8 @@ function redirectConsoleToStderr(io: CliIo): { protocol: OutputSink; restore(): 
     // The protocol has its own sink, so process.stdout is the plugins' alone: make
     // it stderr. Without reading it first: on Bun even reading its descriptor builds
     // the stream, which costs ~25 ms of start-up.
-    Object.defineProperty(process, "stdout", { configurable: true, enumerable: true, get: () => process.stderr });
+    const node = proc();
+    Object.defineProperty(node, "stdout", { configurable: true, enumerable: true, get: () => node.stderr });
     return { protocol: stdout, restore: () => void Object.assign(console, saved) };
   }
   // Node: keep the real write for the protocol.
@@ -4139,13 +4182,17 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
   }
 }
 
-function describeFailure(error: unknown): string {
+// Deno without -A: it cannot prompt when stdio is not a terminal.
+function isPermissionError(error: unknown): boolean {
   const name = (error as { name?: string })?.name;
-  // Deno without -A: it cannot prompt when stdio is not a terminal.
-  if (name === "NotCapable" || name === "PermissionDenied") {
+  return name === "NotCapable" || name === "PermissionDenied";
+}
+
+function describeFailure(error: unknown): string {
+  if (isPermissionError(error)) {
     return `${errorMessage(error).split("\n")[0]}; run it as: deno run -A mcp.ts …`;
   }
   return errorMessage(error);
 }
 
-if (import.meta.main) process.exitCode = await main(process.argv.slice(2));
+if (import.meta.main) sys.setExitCode(await main(sys.args()));

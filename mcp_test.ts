@@ -1014,6 +1014,12 @@ describe("9. MCP client", () => {
   });
 });
 
+interface DenoForTests {
+  Command: new (command: string, options: object) => {
+    output(): Promise<{ code: number; stdout: Uint8Array; stderr: Uint8Array }>;
+  };
+}
+
 const TOOL_SCHEMA_FOR_PAIRS = {
   type: "object",
   properties: {
@@ -1376,6 +1382,25 @@ describe("11. CLI", () => {
     });
     assert.equal(dying.code, 3);
     assert.equal(dying.stdout.trimEnd().split("\n").length, 2);
+  });
+
+  test("Deno without -A gets a one-line hint and exit code 2", async () => {
+    // A Deno permission story only. Deno.Command, because Deno's node:child_process
+    // hands its own permissions to a `deno` it spawns.
+    const Deno = (globalThis as { Deno?: DenoForTests }).Deno;
+    if (!Deno) return;
+    for (const args of [["serve", "testdata/tools"], ["call", SERVE, "add", "a=1", "b=2"]]) {
+      const { code, stderr } = await new Deno.Command(process.execPath, {
+        args: ["run", MCP, ...args],
+        cwd: HERE,
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const text = new TextDecoder().decode(stderr);
+      assert.equal(code, 2, `${args[0]}: ${text}`);
+      assert.match(text, /^mcp: .*run it as: deno run -A mcp\.ts …\n$/);
+    }
   });
 
   test("usage errors exit 2 with one line", async () => {
