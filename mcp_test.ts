@@ -1404,11 +1404,23 @@ describe("11. CLI", () => {
   });
 
   test("usage errors exit 2 with one line", async () => {
-    for (const args of [["call"], ["call", SERVE], ["list", SERVE, "extra"], ["ping", SERVE, "--bogus"], ["nope"]]) {
+    for (
+      const args of [
+        ["call"],
+        ["call", SERVE],
+        ["list", SERVE, "extra"],
+        ["ping", SERVE, "--bogus"],
+        ["ping", SERVE, "--json=yes"],
+        ["ping", SERVE, "--timeout"],
+        ["nope"],
+      ]
+    ) {
       const run = await runCli(args);
       assert.equal(run.code, 2, args.join(" "));
       assert.match(run.stderr, /^mcp: [^\n]+\n$/);
     }
+    const flags = await runCli(["call", "--timeout=5000", "-e", "GREETING=hi", "--", FAKE, "env", "name=GREETING"]);
+    assert.equal(flags.stdout, "hi\n", "--flag=value, a short flag and -- all work");
     const help = await runCli(["help", "call"]);
     assert.equal(help.code, 0);
     assert.match(help.stdout, /^Usage: mcp\.ts call <server> <tool> \[ARGS\]/);
