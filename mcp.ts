@@ -541,7 +541,11 @@ export function nativeSink(fd: 1 | 2): OutputSink | undefined {
       return isTerminal();
     },
     write(chunk, callback) {
-      if (failed) return true;
+      if (failed) {
+        // Dropped, but whoever waits for it must not wait forever.
+        if (callback) queueMicrotask(callback);
+        return true;
+      }
       const size = chunk.length;
       queued += size;
       // Writes stay in order: each starts when the one before has been handed over.
@@ -550,9 +554,11 @@ export function nativeSink(fd: 1 | 2): OutputSink | undefined {
         callback?.();
         if (queued < SINK_HIGH_WATER) { for (const drain of drainers.splice(0)) drain(); }
       }, (error) => {
-        if (failed) return;
-        failed = true; // a closed pipe (EPIPE): tell the listeners once, drop the rest
-        for (const listener of errorListeners) listener(error);
+        if (!failed) {
+          failed = true; // a closed pipe (EPIPE): tell the listeners once, drop the rest
+          for (const listener of errorListeners) listener(error);
+        }
+        callback?.();
       });
       return queued < SINK_HIGH_WATER;
     },
@@ -3243,8 +3249,14 @@ async function spawnChild(
           // it is gone: its exit says so
         }
       },
-      end: () => void Promise.resolve().then(() => child.stdin.end()).catch(() => {}),
-      kill: (signal) => child.kill(signal),
+      end: () => void Promise.resolve().then(() => child.stdin.end()).catch(noop),
+      kill(signal) {
+        try {
+          child.kill(signal);
+        } catch {
+          // already gone
+        }
+      },
     };
   }
   if (runtime.Deno) {
@@ -3260,8 +3272,8 @@ async function spawnChild(
     Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.status])
       .then(([, , status]) => events.exit(status.signal ? null : status.code, status.signal));
     return {
-      write: (text) => void writer.write(encoder.encode(text)).catch(() => {}),
-      end: () => void writer.close().catch(() => {}),
+      write: (text) => void writer.write(encoder.encode(text)).catch(noop),
+      end: () => void writer.close().catch(noop),
       kill(signal) {
         try {
           child.kill(signal);
@@ -3284,7 +3296,8 @@ async function spawnChild(
   });
   child.stdout!.on("data", events.stdout);
   child.stderr!.on("data", events.stderr);
-  child.stdin!.on("error", () => {}); // EPIPE when it dies: its exit says so
+  child.stdin!.on("error", noop); // EPIPE when it dies: its exit says so
+  child.on("error", noop); // a later error (a failed kill) must not crash us; its exit says the rest
   child.on("close", (code, signal) => events.exit(code, signal));
   return {
     write: (text) => void child.stdin!.write(text),
