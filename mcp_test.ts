@@ -5,7 +5,7 @@
 //   deno test -A mcp_test.ts   |   bun test ./mcp_test.ts   |   node --test mcp_test.ts
 
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -1349,6 +1349,20 @@ describe("11. CLI", () => {
     } finally {
       rmSync(dir, { recursive: true });
     }
+  });
+
+  test("progress is one updating line when stderr is a terminal", () => {
+    // `script` (util-linux) runs the command on a pseudo-terminal; without it there is nothing to check.
+    if (spawnSync("script", ["--version"]).status !== 0) return;
+    const command = [...RUNTIME, MCP, "call", SERVE, "slow", "steps=3", "ms=50"].map(quote).join(" ");
+    const run = spawnSync("script", ["-q", "-c", command, "/dev/null"], {
+      cwd: HERE,
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    const clear = "\r\u001b[K"; // back to the start of the line, erase it
+    assert.ok(run.stdout.includes(`${clear}progress 1/3 step 1 of 3${clear}progress 2/3`), JSON.stringify(run.stdout));
+    assert.ok(run.stdout.includes(`${clear}waited 3 x 50 ms`), "the line is cleared before the result");
   });
 
   test("--verbose streams the server's log messages and progress", async () => {
