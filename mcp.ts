@@ -206,6 +206,12 @@ export class InterruptedError extends Error {
 
 function noop(): void {}
 
+// The end of a growing text (a process's stderr), at most `limit` characters.
+function keepTail(tail: string, more: string, limit: number): string {
+  const text = tail + more;
+  return text.length > limit ? text.slice(-limit) : text;
+}
+
 function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message || error.name;
   return String(error);
@@ -299,7 +305,7 @@ export class FrameReader {
     let mode: Framing = "ndjson";
     if (first === 0x63 /* c */) {
       const wanted = Math.min(seen, CONTENT_LENGTH_PREFIX.length);
-      const text = new TextDecoder().decode(head.subarray(i, i + wanted)).toLowerCase();
+      const text = this.#decoder.decode(head.subarray(i, i + wanted)).toLowerCase();
       if (!CONTENT_LENGTH_PREFIX.startsWith(text)) mode = "ndjson";
       else if (wanted < CONTENT_LENGTH_PREFIX.length) return undefined; // need more bytes
       else mode = "content-length";
@@ -688,14 +694,14 @@ export class JsonRpcPeer {
     try {
       message = JSON.parse(text);
     } catch {
-      this.#sendError(null, ErrorCode.ParseError, "Parse error: not valid JSON", undefined, text);
+      this.#invalid(text, null, ErrorCode.ParseError, "Parse error: not valid JSON");
       return;
     }
     if (!isObject(message)) {
       const what = Array.isArray(message)
         ? "a JSON array (batches are not part of MCP since 2025-06-18)"
         : "not an object";
-      this.#sendError(null, ErrorCode.InvalidRequest, `Invalid request: message is ${what}`, undefined, text);
+      this.#invalid(text, null, ErrorCode.InvalidRequest, `Invalid request: message is ${what}`);
       return;
     }
     const { id, method } = message;
@@ -707,22 +713,16 @@ export class JsonRpcPeer {
     }
     const hasId = "id" in message;
     if (hasId && !isRequestId(id)) {
-      this.#sendError(
-        null,
-        ErrorCode.InvalidRequest,
-        "Invalid request: id must be a string or a number",
-        undefined,
-        text,
-      );
+      this.#invalid(text, null, ErrorCode.InvalidRequest, "Invalid request: id must be a string or a number");
       return;
     }
     const replyId = hasId ? id as RequestId : null;
     if (message.jsonrpc !== "2.0") {
-      this.#sendError(replyId, ErrorCode.InvalidRequest, 'Invalid request: "jsonrpc" must be "2.0"', undefined, text);
+      this.#invalid(text, replyId, ErrorCode.InvalidRequest, 'Invalid request: "jsonrpc" must be "2.0"');
       return;
     }
     if (typeof method !== "string") {
-      this.#sendError(replyId, ErrorCode.InvalidRequest, 'Invalid request: "method" must be a string', undefined, text);
+      this.#invalid(text, replyId, ErrorCode.InvalidRequest, 'Invalid request: "method" must be a string');
       return;
     }
     const params = message.params ?? EMPTY_PARAMS;
@@ -779,12 +779,14 @@ export class JsonRpcPeer {
     else this.#sendError(id, ErrorCode.InternalError, `Internal error: ${errorMessage(error)}`);
   }
 
-  #sendError(id: RequestId | null, code: number, message: string, data?: unknown, text?: string): void {
+  // A message that is not JSON-RPC: answered with an error, or handed to the owner's `invalid`.
+  #invalid(text: string, id: RequestId | null, code: number, message: string): void {
+    if (this.#handlers.invalid) this.#handlers.invalid(text, message);
+    else this.#sendError(id, code, message);
+  }
+
+  #sendError(id: RequestId | null, code: number, message: string, data?: unknown): void {
     if (this.#closed) return;
-    if (this.#handlers.invalid && text !== undefined) {
-      this.#handlers.invalid(text, message);
-      return;
-    }
     const error = data === undefined ? { code, message } : { code, message, data };
     this.#handlers.send(JSON.stringify({ jsonrpc: "2.0", id, error }));
   }
@@ -1037,7 +1039,7 @@ function checkSchema(schema: unknown, value: unknown, path: SchemaPath, errors: 
   } else if (isObject(value)) {
     if (Array.isArray(s.required)) {
       for (const key of s.required) {
-        if (typeof key === "string" && !(key in value)) {
+        if (typeof key === "string" && !Object.hasOwn(value, key)) {
           errors.push(`${formatPath({ parent: path, key })} is required (required)`);
         }
       }
@@ -1086,9 +1088,10 @@ function validatesAgainst(schema: unknown, value: unknown): boolean {
 }
 
 // === 6. MCP server ===========================================================
-// The server role over a JSON-RPC peer: lifecycle, tools/list, tools/call with
-// validation, cancellation, progress, logging and timeouts. Pure protocol: it
-// is handed tools and a send function, and touches no files, streams or process.
+// The server role over a JSON-RPC peer: lifecycle; tools (with validation),
+// resources, prompts and completion; cancellation, progress, logging and
+// timeouts for all plugin code. Pure protocol: it is handed a catalog and a send
+// function, and touches no files, streams or process.
 
 /** What a plugin function (`run`, `read`, `get`, `complete`) receives beside its input. */
 export interface ToolContext {
@@ -1313,18 +1316,19 @@ function escapeRegExp(text: string): string {
 
 /** Two tools, prompts or resources with one name (or URI) in a catalog: names both files. */
 export function findCatalogDuplicate(catalog: Catalog): string | undefined {
-  return findDuplicate(catalog.tools) ?? findDuplicate(catalog.prompts, "prompts") ??
-    findDuplicate([...catalog.resources, ...catalog.templates], "resources");
+  return findDuplicate(catalog.tools, "tools", (tool) => tool.name) ??
+    findDuplicate(catalog.prompts, "prompts", (prompt) => prompt.key) ??
+    findDuplicate([...catalog.resources, ...catalog.templates], "resources", (resource) => resource.key);
 }
 
-/** Two entries with one name (or URI): names both files. */
-export function findDuplicate(
-  entries: ({ name: string; source: string } | Entry)[],
-  kind = "tools",
+function findDuplicate<T extends { source: string }>(
+  entries: T[],
+  kind: string,
+  keyOf: (entry: T) => string,
 ): string | undefined {
-  const seen = new Map<string, { source: string }>();
+  const seen = new Map<string, T>();
   for (const entry of entries) {
-    const key = "key" in entry ? entry.key : entry.name;
+    const key = keyOf(entry);
     const other = seen.get(key);
     if (other) return `two ${kind} are named "${key}": ${other.source} and ${entry.source}`;
     seen.set(key, entry);
@@ -1334,6 +1338,12 @@ export function findDuplicate(
 
 function emptyCatalog(): Catalog {
   return { tools: [], resources: [], templates: [], prompts: [] };
+}
+
+// A resource with a uriTemplate is a template: each goes to its own list.
+function addResource(catalog: Catalog, entry: Resource | ResourceTemplate): void {
+  if ("match" in entry) catalog.templates.push(entry);
+  else catalog.resources.push(entry);
 }
 
 /** Options of an {@linkcode McpServer}. */
@@ -1527,7 +1537,7 @@ export class McpServer {
   #timeout: number;
   #pageSize: number;
   #whenWritten: (callback: () => void) => void;
-  #host: ContextHost | undefined;
+  #host: ContextHost;
 
   constructor(options: ServerOptions, send: (text: string) => void, whenWritten?: (callback: () => void) => void) {
     this.#options = options;
@@ -1539,12 +1549,15 @@ export class McpServer {
       request: (method, params, id) => this.#request(method, params, id),
       notification: (method, params) => this.#notification(method, params),
     });
+    this.#host = {
+      notify: (method, params) => this.#peer.notify(method, params),
+      logLevel: () => this.#client.logLevel,
+      clientRequest: (work, capability, method, params) => this.#clientRequest(work, capability, method, params),
+    };
     const catalog = emptyCatalog();
     catalog.tools = (options.tools ?? []).map((item) => "listing" in item ? item as Tool : defineTool(item));
     for (const item of options.resources ?? []) {
-      const entry = "listing" in item ? item as Resource | ResourceTemplate : defineResource(item);
-      if ("match" in entry) catalog.templates.push(entry);
-      else catalog.resources.push(entry);
+      addResource(catalog, "listing" in item ? item as Resource | ResourceTemplate : defineResource(item));
     }
     catalog.prompts = (options.prompts ?? []).map((item) => "listing" in item ? item as Prompt : definePrompt(item));
     this.setCatalog(catalog);
@@ -1769,44 +1782,40 @@ export class McpServer {
     if (typeof uri !== "string") {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: resources/read needs a uri");
     }
-    const fail = (message: string) => new RpcError(ErrorCode.InternalError, `Cannot read ${uri}: ${message}`);
+    let read: ((ctx: ToolContext) => unknown) | undefined;
+    let mimeType: string | undefined;
     const resource = this.#resourcesByUri.get(uri);
     if (resource) {
       const { definition } = resource;
-      return this.#track(
-        id,
-        params,
-        uri,
-        (_, ctx) => definition.read(uri, ctx),
-        undefined,
-        (value) => toReadResourceResult(value, uri, definition.mimeType),
-        fail,
-      );
+      read = (ctx) => definition.read(uri, ctx);
+      mimeType = definition.mimeType;
+    } else {
+      for (const { match, variables, definition } of this.#catalog.templates) {
+        const found = match.exec(uri);
+        if (!found) continue;
+        const values: Record<string, string> = {};
+        variables.forEach((name, i) => values[name] = decodeURIComponent(found[i + 1] ?? ""));
+        read = (ctx) => definition.read(uri, values, ctx);
+        mimeType = definition.mimeType;
+        break;
+      }
     }
-    for (const template of this.#catalog.templates) {
-      const match = template.match.exec(uri);
-      if (!match) continue;
-      const values: Record<string, string> = {};
-      template.variables.forEach((name, i) => values[name] = decodeURIComponent(match[i + 1] ?? ""));
-      const { definition } = template;
-      return this.#track(
-        id,
-        params,
-        uri,
-        (_, ctx) => definition.read(uri, values, ctx),
-        undefined,
-        (value) => toReadResourceResult(value, uri, definition.mimeType),
-        fail,
-      );
-    }
-    // -32002 is resource-not-found up to 2025-11-25 (server/resources.mdx).
-    throw new RpcError(-32002, `Resource not found: ${uri}`, { uri });
+    if (!read) throw resourceNotFound(uri);
+    return this.#track(
+      id,
+      params,
+      uri,
+      (_, ctx) => read(ctx),
+      undefined,
+      (value) => toReadResourceResult(value, uri, mimeType),
+      (message) => new RpcError(ErrorCode.InternalError, `Cannot read ${uri}: ${message}`),
+    );
   }
 
   #subscribe(params: JsonObject): JsonObject {
     const { uri } = params;
     const resource = typeof uri === "string" ? this.#resourcesByUri.get(uri) : undefined;
-    if (!resource) throw new RpcError(-32002, `Resource not found: ${uri}`, { uri });
+    if (!resource) throw resourceNotFound(uri);
     const { watch } = resource.definition;
     if (typeof watch !== "function") {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid params: resource ${uri} cannot be watched`);
@@ -1920,7 +1929,7 @@ export class McpServer {
     };
     let value: unknown;
     try {
-      value = run(input, this.#context(work));
+      value = run(input, new RequestContext(work, this.#host));
       if (!(value instanceof Promise)) {
         // A synchronous answer: no promise, no bookkeeping.
         work.done = true;
@@ -1974,15 +1983,6 @@ export class McpServer {
     for (const resolve of waiting) resolve();
   }
 
-  #context(work: Work): ToolContext {
-    this.#host ??= {
-      notify: (method, params) => this.#peer.notify(method, params),
-      logLevel: () => this.#client.logLevel,
-      clientRequest: (work, capability, method, params) => this.#clientRequest(work, capability, method, params),
-    };
-    return new RequestContext(work, this.#host);
-  }
-
   // Server→client requests made on behalf of plugin code; they end with it.
   async #clientRequest(work: Work, capability: string, method: string, params: JsonObject): Promise<unknown> {
     if (!isObject(this.#client.capabilities[capability])) {
@@ -2018,6 +2018,11 @@ export class McpServer {
     }
     if (next !== Infinity) this.#scheduleSweep(next);
   }
+}
+
+// -32002 is resource-not-found up to 2025-11-25 (server/resources.mdx).
+function resourceNotFound(uri: unknown): RpcError {
+  return new RpcError(-32002, `Resource not found: ${uri}`, { uri });
 }
 
 function rethrow(result: unknown): unknown {
@@ -2078,7 +2083,6 @@ export interface LoadOptions {
   maxOutputBytes?: number;
 }
 
-/** Loads everything DIR provides. Files that fail are returned as errors; the rest load. */
 // The file-system calls plugin loading makes. On Deno they use Deno's own API:
 // node:fs, node:path and node:url cost ~40 ms of its start-up, Deno.readDir ~1 ms.
 interface PluginFs {
@@ -2231,11 +2235,7 @@ function moduleCatalog(module: JsonObject, baseName: string, source: string): Ca
   }
   if (module.resources !== undefined) {
     if (!Array.isArray(module.resources)) throw new TypeError("export const resources must be an array");
-    for (const item of module.resources) {
-      const entry = defineResource(item, source);
-      if ("match" in entry) catalog.templates.push(entry);
-      else catalog.resources.push(entry);
-    }
+    for (const item of module.resources) addResource(catalog, defineResource(item, source));
   }
   if (module.prompts !== undefined) {
     if (!Array.isArray(module.prompts)) throw new TypeError("export const prompts must be an array");
@@ -2297,8 +2297,7 @@ async function runExecutable(
       }
       const levelled = /^@(debug|info|notice|warning|error|critical|alert|emergency)\s+(.*)$/.exec(line);
       ctx.log(levelled ? levelled[1] as LogLevel : "info", levelled ? levelled[2] : line);
-      stderrTail += (levelled ? levelled[2] : line) + "\n";
-      if (stderrTail.length > EXEC_STDERR_TAIL_BYTES) stderrTail = stderrTail.slice(-EXEC_STDERR_TAIL_BYTES);
+      stderrTail = keepTail(stderrTail, (levelled ? levelled[2] : line) + "\n", EXEC_STDERR_TAIL_BYTES);
     };
     const decoder = new TextDecoder();
     child.stdout!.on("data", (chunk: Uint8Array) => {
@@ -2899,10 +2898,7 @@ export class McpClient {
         stdout: (chunk) => reader.push(chunk),
         stderr: (chunk) => {
           const text = stderrDecoder.decode(chunk, { stream: true });
-          this.#stderrTail += text;
-          if (this.#stderrTail.length > STDERR_TAIL_BYTES) {
-            this.#stderrTail = this.#stderrTail.slice(-STDERR_TAIL_BYTES);
-          }
+          this.#stderrTail = keepTail(this.#stderrTail, text, STDERR_TAIL_BYTES);
           options.onStderr?.(text);
         },
         exit: (code, signal) => {
@@ -3049,7 +3045,7 @@ export class McpClient {
       result = await this.request("tools/call", { name, arguments: args }, options);
     } catch (error) {
       if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
-        await this.#throwIfUnknown(name, options);
+        await this.#throwIfUnknown("tool", name, () => this.listTools(options), "name");
       }
       throw error;
     }
@@ -3059,15 +3055,17 @@ export class McpClient {
     return result;
   }
 
-  // -32602 means an unknown tool or bad params; the tool list tells which.
-  async #throwIfUnknown(name: string, options: RequestOptions): Promise<void> {
-    let names: string[];
-    try {
-      names = (await this.listTools(options)).map((tool) => String(tool.name));
-    } catch {
-      return;
-    }
-    if (!names.includes(name)) throw new NotFoundError("tool", name, names);
+  // -32602 means an unknown name or bad params; the list tells which, and names
+  // the closest. With `certain`, the server already said "not found".
+  async #throwIfUnknown(
+    kind: string,
+    name: string,
+    list: () => Promise<JsonObject[]>,
+    field: "name" | "uri",
+    certain = false,
+  ): Promise<void> {
+    const known = await list().then((items) => items.map((item) => String(item[field])), () => undefined);
+    if (certain || (known && !known.includes(name))) throw new NotFoundError(kind, name, known ?? []);
   }
 
   /** Every resource of the server, following nextCursor to the end. */
@@ -3088,11 +3086,7 @@ export class McpClient {
     } catch (error) {
       // resources.mdx: -32002 up to 2025-11-25, -32602 from 2026-07-28.
       if (error instanceof ServerError && (error.code === -32002 || error.code === ErrorCode.InvalidParams)) {
-        const known = await this.listResources(options).then(
-          (items) => items.map((item) => String(item.uri)),
-          () => [],
-        );
-        throw new NotFoundError("resource", uri, known);
+        await this.#throwIfUnknown("resource", uri, () => this.listResources(options), "uri", true);
       }
       throw error;
     }
@@ -3114,11 +3108,7 @@ export class McpClient {
       result = await this.request("prompts/get", { name, arguments: args }, options);
     } catch (error) {
       if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
-        const known = await this.listPrompts(options).then(
-          (items) => items.map((item) => String(item.name)),
-          () => null,
-        );
-        if (known && !known.includes(name)) throw new NotFoundError("prompt", name, known);
+        await this.#throwIfUnknown("prompt", name, () => this.listPrompts(options), "name");
       }
       throw error;
     }
