@@ -9,17 +9,18 @@
 // Contents, low level to high level; each section uses only those above it:
 //   1. Constants          protocol versions, error codes, limits
 //   2. Errors             RpcError (crosses the wire), UsageError (exit code 2)
-//   3. Framing            bytes in, lines out (NDJSON or Content-Length), batched writes,
-//                         the runtime's own stdout/stderr
-//   4. JSON-RPC peer      message checks, request/response matching, notifications
-//   5. Schema validation  the JSON Schema keywords tool schemas use
-//   6. MCP server         lifecycle; tools, resources, prompts, completion; cancellation,
+//   3. Runtime            what Deno, Bun and Node do differently: process facts, files and
+//                         paths, stdio, spawning; each native path with its measured reason
+//   4. Framing            bytes in, lines out (NDJSON or Content-Length), batched writes
+//   5. JSON-RPC peer      message checks, request/response matching, notifications
+//   6. Schema validation  the JSON Schema keywords tool schemas use
+//   7. MCP server         lifecycle; tools, resources, prompts, completion; cancellation,
 //                         progress, logging, timeouts
-//   7. Plugins            module and executable plugins, --watch: the server's only fs/import I/O
-//   8. Serving streams    a server on a byte stream pair (stdin read natively on Deno and Bun)
-//   9. MCP client         find, spawn, handshake, request, shut down a server
-//  10. Output             what the client commands print (pure)
-//  11. CLI                argv → exit code; `if (import.meta.main)` is the last line
+//   8. Plugins            module and executable plugins, --watch: the server's only plugin I/O
+//   9. Serving streams    a server on a byte stream pair, with shutdown
+//  10. MCP client         find, spawn, handshake, request, shut down a server
+//  11. Output             what the client commands print (pure)
+//  12. CLI                argv → exit code; `if (import.meta.main)` is the last line
 
 // No built-in is imported here for its code: each costs start-up time (node:fs
 // ~45 ms on Deno), so each is imported where it is used.
@@ -28,49 +29,6 @@ import type { Readable, Writable } from "node:stream";
 
 // Deno, Bun and Node all have it as a global; importing node:timers costs ~10 ms on Deno.
 const setImmediate: (callback: () => void) => unknown = globalThis.setImmediate;
-
-// Node's process object, reached only where a Node API is needed: on Deno it is
-// built on first use and costs ~29 ms of start-up (as much again as Deno itself).
-// Bun and Node have it as a global; so does Deno 2.
-function proc(): NodeJS.Process {
-  return (globalThis as unknown as { process: NodeJS.Process }).process;
-}
-
-interface DenoSystem {
-  args: string[];
-  env: { toObject(): Record<string, string> };
-  build: { os: string };
-  exitCode: number;
-  exit(code?: number): never;
-  addSignalListener(signal: string, handler: () => void): void;
-  removeSignalListener(signal: string, handler: () => void): void;
-}
-
-const deno = (globalThis as { Deno?: DenoSystem }).Deno;
-
-/** What every command needs from the process, from Deno's own API on Deno and from `process` elsewhere. */
-const sys = {
-  args: (): string[] => deno ? deno.args : proc().argv.slice(2),
-  env: (): Record<string, string | undefined> => deno ? deno.env.toObject() : proc().env,
-  platform: (): string => deno ? (deno.build.os === "windows" ? "win32" : deno.build.os) : proc().platform,
-  setExitCode(code: number): void {
-    if (deno) deno.exitCode = code;
-    else proc().exitCode = code;
-  },
-  exit(code?: number): void {
-    if (deno) deno.exit(code);
-    else proc().exit(code);
-  },
-  /** Listens for a signal; returns a function that stops listening. */
-  onSignal(signal: "SIGINT" | "SIGTERM", handler: () => void): () => void {
-    if (deno) {
-      deno.addSignalListener(signal, handler);
-      return () => deno.removeSignalListener(signal, handler);
-    }
-    proc().on(signal, handler);
-    return () => void proc().off(signal, handler);
-  },
-};
 
 // === 1. Constants ============================================================
 // Everything a reader may want to tune or look up lives here. No behaviour.
@@ -217,7 +175,495 @@ function errorMessage(error: unknown): string {
   return String(error);
 }
 
-// === 3. Framing ==============================================================
+// === 3. Runtime ==============================================================
+// The few things Deno, Bun and Node do differently, each behind one function:
+// process facts, files and paths, stdio, spawning. Each native path has a
+// measured reason (start-up time or memory, named beside it); Node, and
+// anything not named here, uses the node: built-ins.
+
+// Deno's own API, as far as mcp.ts uses it.
+interface DenoApi {
+  args: string[];
+  env: { toObject(): Record<string, string> };
+  build: { os: string };
+  exitCode: number;
+  exit(code?: number): never;
+  addSignalListener(signal: string, handler: () => void): void;
+  removeSignalListener(signal: string, handler: () => void): void;
+  cwd(): string;
+  readDir(path: string): AsyncIterable<{ name: string; isFile: boolean; isSymlink: boolean }>;
+  stat(path: string): Promise<{ mode: number | null }>;
+  readTextFile(path: string): Promise<string>;
+  stdin: { read(buffer: Uint8Array): Promise<number | null>; close(): void };
+  stdout: DenoStdioFile;
+  stderr: DenoStdioFile;
+  Command: new (command: string, options: object) => { spawn(): DenoChild };
+}
+
+interface DenoStdioFile {
+  write(bytes: Uint8Array): Promise<number>;
+  writeSync(bytes: Uint8Array): number;
+  isTerminal(): boolean;
+}
+
+// Bun's own API, as far as mcp.ts uses it.
+interface BunApi {
+  stdin: { stream(): ReadableStream<Uint8Array> };
+  stdout: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
+  stderr: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
+  spawn(argv: string[], options: object): BunSubprocess;
+}
+
+/** Deno, when running on Deno. */
+const deno = (globalThis as { Deno?: DenoApi }).Deno;
+/** Bun, when running on Bun. */
+const bun = (globalThis as { Bun?: BunApi }).Bun;
+
+const encoder = new TextEncoder();
+
+// Node's process object, reached only where a Node API is needed: on Deno it is
+// built on first use and costs ~29 ms of start-up (as much again as Deno itself).
+// Bun and Node have it as a global; so does Deno 2.
+function proc(): NodeJS.Process {
+  return (globalThis as unknown as { process: NodeJS.Process }).process;
+}
+
+/** What every command needs from the process, from Deno's own API on Deno and from `process` elsewhere. */
+const sys = {
+  args: (): string[] => deno ? deno.args : proc().argv.slice(2),
+  env: (): Record<string, string | undefined> => deno ? deno.env.toObject() : proc().env,
+  platform: (): string => deno ? (deno.build.os === "windows" ? "win32" : deno.build.os) : proc().platform,
+  cwd: (): string => deno ? deno.cwd() : proc().cwd(),
+  setExitCode(code: number): void {
+    if (deno) deno.exitCode = code;
+    else proc().exitCode = code;
+  },
+  exit(code?: number): void {
+    if (deno) deno.exit(code);
+    else proc().exit(code);
+  },
+  /** Listens for a signal; returns a function that stops listening. */
+  onSignal(signal: "SIGINT" | "SIGTERM", handler: () => void): () => void {
+    if (deno) {
+      deno.addSignalListener(signal, handler);
+      return () => deno.removeSignalListener(signal, handler);
+    }
+    proc().on(signal, handler);
+    return () => void proc().off(signal, handler);
+  },
+};
+
+// The file-system calls mcp.ts makes (plugins, configs, PATH). On Deno they use
+// Deno's own API: node:fs, node:path and node:url cost ~40 ms of its start-up,
+// Deno.readDir ~1 ms.
+interface Files {
+  /** Names of the files (and links) in a directory. */
+  list(dir: string): Promise<string[]>;
+  mode(path: string): Promise<number>;
+  readText(path: string): Promise<string>;
+}
+
+async function files(): Promise<Files> {
+  if (deno) {
+    return {
+      async list(dir) {
+        const names: string[] = [];
+        for await (const entry of deno.readDir(dir)) if (entry.isFile || entry.isSymlink) names.push(entry.name);
+        return names;
+      },
+      mode: async (path) => (await deno.stat(path)).mode ?? 0,
+      readText: (path) => deno.readTextFile(path),
+    };
+  }
+  const { readdir, readFile, stat } = await import("node:fs/promises");
+  return {
+    list: async (dir) =>
+      (await readdir(dir, { withFileTypes: true }))
+        .filter((entry) => entry.isFile() || entry.isSymbolicLink())
+        .map((entry) => entry.name),
+    mode: async (path) => (await stat(path)).mode,
+    readText: (path) => readFile(path, "utf8"),
+  };
+}
+
+// Small path helpers, so that neither node:path nor node:url is needed (start-up
+// time on Deno). Paths stay as given: the OS resolves any "..".
+function joinPath(dir: string, name: string): string {
+  const rest = name.replace(/^\.[\\/]/, "");
+  if (rest === "." || rest === "") return dir;
+  if (/^[\\/]+$/.test(dir)) return `/${rest}`;
+  const base = dir.replace(/[\\/]+$/, "").replace(/^\.[\\/]/, "");
+  return base === "." || base === "" ? rest : `${base}/${rest}`;
+}
+
+function isAbsolutePath(path: string): boolean {
+  return path.startsWith("/") || /^[A-Za-z]:[\\/]/.test(path) || path.startsWith("\\\\");
+}
+
+/** `path` against `base` (default the working directory), made absolute. */
+function resolvePath(path: string, base?: string): string {
+  if (isAbsolutePath(path)) return path;
+  const from = base === undefined ? sys.cwd() : resolvePath(base);
+  return joinPath(from, path);
+}
+
+function dirnameOf(path: string): string {
+  const slash = Math.max(path.lastIndexOf("/"), path.lastIndexOf("\\"));
+  return slash > 0 ? path.slice(0, slash) : slash === 0 ? "/" : ".";
+}
+
+function fileUrl(path: string): string {
+  const slashed = path.replace(/\\/g, "/");
+  return "file://" + encodeURI(slashed.startsWith("/") ? slashed : `/${slashed}`).replace(/[?#]/g, encodeURIComponent);
+}
+
+function extensionOf(name: string): string {
+  const dot = name.lastIndexOf(".");
+  return dot > 0 ? name.slice(dot) : "";
+}
+
+/** Something bytes can be written to: a Node-style writable stream is one. */
+export interface ByteSink {
+  write(chunk: string | Uint8Array, callback?: (error?: Error | null) => void): boolean;
+}
+
+/** An output to write to: a Node-style stream, or a runtime's own stdout/stderr. */
+export interface OutputSink extends ByteSink {
+  once?(event: "drain", listener: () => void): unknown;
+  on?(event: "error", listener: (error: Error) => void): unknown;
+  readonly isTTY?: boolean;
+  /** Set on the runtime's own stdout/stderr, which need no Node stream. */
+  readonly native?: boolean;
+  /** Resolves once everything written so far has been handed to the OS. */
+  drained?(): Promise<void>;
+}
+
+// A native sink reports backpressure past this many queued bytes.
+const SINK_HIGH_WATER = 1024 * 1024;
+
+/**
+ * The process's stdout (1) or stderr (2) through the runtime's own API, or
+ * undefined on Node. On Bun, touching process.stdout or process.stderr costs
+ * ~25 ms of start-up (their Node streams are built lazily); Bun.stdout.writer()
+ * costs ~1 ms. On Deno, Deno.stdout skips the node:stream layer as well.
+ */
+export function nativeSink(fd: 1 | 2): OutputSink | undefined {
+  const name = fd === 1 ? "stdout" : "stderr";
+  let writeNow: (chunk: string | Uint8Array) => unknown;
+  let isTerminal: () => boolean;
+  if (bun) {
+    const writer = bun[name].writer();
+    writeNow = (chunk) => {
+      writer.write(chunk);
+      return writer.flush();
+    };
+    isTerminal = () => proc()[name].isTTY === true; // only asked when there is progress to show
+  } else if (deno) {
+    const file = deno[name];
+    // Bound now: serve points Deno.stdout's methods at stderr to guard the protocol from plugins.
+    const write = file.write.bind(file);
+    writeNow = async (chunk) => {
+      let bytes = typeof chunk === "string" ? encoder.encode(chunk) : chunk;
+      while (bytes.length > 0) bytes = bytes.subarray(await write(bytes));
+    };
+    isTerminal = () => file.isTerminal();
+  } else {
+    return undefined;
+  }
+  let chain: Promise<unknown> = Promise.resolve();
+  let queued = 0;
+  let failed = false;
+  const drainers: (() => void)[] = [];
+  const errorListeners: ((error: Error) => void)[] = [];
+  return {
+    native: true,
+    get isTTY() {
+      return isTerminal();
+    },
+    write(chunk, callback) {
+      if (failed) {
+        // Dropped, but whoever waits for it must not wait forever.
+        if (callback) queueMicrotask(callback);
+        return true;
+      }
+      const size = chunk.length;
+      queued += size;
+      // Writes stay in order: each starts when the one before has been handed over.
+      chain = chain.then(() => writeNow(chunk)).then(() => {
+        queued -= size;
+        callback?.();
+        if (queued < SINK_HIGH_WATER) { for (const drain of drainers.splice(0)) drain(); }
+      }, (error) => {
+        if (!failed) {
+          failed = true; // a closed pipe (EPIPE): tell the listeners once, drop the rest
+          for (const listener of errorListeners) listener(error);
+        }
+        callback?.();
+      });
+      return queued < SINK_HIGH_WATER;
+    },
+    once(event, listener) {
+      if (event === "drain") drainers.push(listener);
+    },
+    on(event, listener) {
+      if (event === "error") errorListeners.push(listener);
+    },
+    drained: () => chain.then(noop, noop),
+  };
+}
+
+/** Where a server's bytes come from. */
+interface ByteSource {
+  start(onData: (chunk: Uint8Array) => void, onEnd: () => void): void;
+  pause(): void;
+  resume(): void;
+  /** Stops reading for good (a pending read must not keep the process alive). */
+  stop(): void;
+}
+
+// `owned`: the stream is the process's stdin, ours to destroy when done so it cannot hold the process open.
+function streamSource(stream: Readable, owned = false): ByteSource {
+  let onData: ((chunk: Uint8Array | string) => void) | undefined;
+  let onEnd: (() => void) | undefined;
+  return {
+    start(data, end) {
+      onData = (chunk) => data(typeof chunk === "string" ? encoder.encode(chunk) : chunk);
+      onEnd = end;
+      stream.on("data", onData);
+      stream.on("end", end);
+      stream.on("error", end);
+    },
+    pause: () => void stream.pause(),
+    resume: () => void stream.resume(),
+    stop() {
+      if (onData) stream.off("data", onData);
+      if (onEnd) stream.off("end", onEnd);
+      stream.pause();
+      if (owned) stream.destroy();
+    },
+  };
+}
+
+// A source that pulls chunks with `read` (null at the end) and can `cancel` a pending read.
+function pullSource(open: () => { read(): Promise<Uint8Array | null>; cancel(): void }): ByteSource {
+  let pull: ReturnType<typeof open> | undefined;
+  let stopped = false;
+  let paused: Promise<void> | undefined;
+  let unpause: (() => void) | undefined;
+  return {
+    start(onData, onEnd) {
+      pull = open();
+      (async () => {
+        try {
+          while (!stopped) {
+            if (paused) await paused;
+            const chunk = await pull!.read();
+            if (chunk === null || stopped) break;
+            onData(chunk); // FrameReader copies what it keeps
+          }
+        } catch {
+          // a read error ends the input, as EOF does
+        }
+        if (!stopped) onEnd();
+      })();
+    },
+    pause() {
+      paused ??= new Promise((resolve) => unpause = resolve);
+    },
+    resume() {
+      unpause?.();
+      paused = unpause = undefined;
+    },
+    stop() {
+      stopped = true;
+      this.resume();
+      try {
+        pull?.cancel(); // ends a pending read, which would keep the process alive
+      } catch {
+        // already closed
+      }
+    },
+  };
+}
+
+/**
+ * The process's stdin through the runtime's own API, or undefined on Node.
+ * Deno's node:process stdin makes a Buffer and stream bookkeeping per chunk whose
+ * garbage lags behind (144 MB peak RSS while skipping 64 MiB lines); Deno.stdin
+ * read into one reused buffer makes none. On Bun, building process.stdin costs
+ * ~25 ms of start-up; Bun.stdin.stream() ~1 ms.
+ */
+function nativeStdinSource(): ByteSource | undefined {
+  if (deno) {
+    return pullSource(() => {
+      const buffer = new Uint8Array(64 * 1024);
+      return {
+        read: async () => {
+          const count = await deno.stdin.read(buffer);
+          return count === null ? null : buffer.subarray(0, count);
+        },
+        cancel: () => deno.stdin.close(),
+      };
+    });
+  }
+  if (bun) {
+    return pullSource(() => {
+      const reader = bun.stdin.stream().getReader();
+      return {
+        read: async () => {
+          const { done, value } = await reader.read();
+          return done ? null : value;
+        },
+        cancel: () => void reader.cancel().catch(noop),
+      };
+    });
+  }
+  return undefined;
+}
+
+function killGroup(child: ChildProcess, signal: "SIGTERM" | "SIGKILL"): void {
+  try {
+    // The whole group: a wrapper (npx, a shell) must not leave its server behind.
+    proc().kill(-child.pid!, signal);
+  } catch {
+    try {
+      child.kill(signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/** A spawned server process, whatever spawned it. */
+interface ChildHandle {
+  write(text: string): void;
+  /** Closes its stdin. */
+  end(): void;
+  /** Signals it (and, where it has one of its own, its process group). */
+  kill(signal: "SIGTERM" | "SIGKILL"): void;
+}
+
+/** What a spawned process reports. */
+interface ChildEvents {
+  stdout(chunk: Uint8Array): void;
+  stderr(chunk: Uint8Array): void;
+  /** After its stdout and stderr have ended; `code` is null when a signal ended it. */
+  exit(code: number | null, signal: string | null): void;
+}
+
+// Bun.spawn's subprocess, as far as mcp.ts uses it.
+interface BunSubprocess {
+  pid: number;
+  stdin: { write(text: string): unknown; flush(): unknown; end(): unknown };
+  stdout: AsyncIterable<Uint8Array>;
+  stderr: AsyncIterable<Uint8Array>;
+  exited: Promise<number>;
+  exitCode: number | null;
+  signalCode: string | null;
+  kill(signal?: string): void;
+}
+
+// A Deno.Command child, as far as mcp.ts uses it.
+interface DenoChild {
+  stdin: WritableStream<Uint8Array>;
+  stdout: AsyncIterable<Uint8Array>;
+  stderr: AsyncIterable<Uint8Array>;
+  status: Promise<{ code: number; signal: string | null }>;
+  kill(signal?: string): void;
+}
+
+async function pump(stream: AsyncIterable<Uint8Array>, onChunk: (chunk: Uint8Array) => void): Promise<void> {
+  try {
+    for await (const chunk of stream) onChunk(chunk);
+  } catch {
+    // a stream that breaks has ended
+  }
+}
+
+/**
+ * Spawns a command with piped stdio, without a shell; throws (code ENOENT) when
+ * it does not exist. On Bun and Deno their own spawn is used: node:child_process
+ * costs ~30 ms (Bun) and ~38 ms (Deno) to load and use, against ~1-2 ms, and that
+ * is most of a one-shot `call`. Only node's spawn gives the child a process group
+ * of its own, which lets shutdown reach what a wrapper (npx) started.
+ */
+async function spawnChild(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env: Record<string, string> },
+  events: ChildEvents,
+): Promise<ChildHandle> {
+  if (bun) {
+    const child = bun.spawn([command, ...args], { ...options, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.exited])
+      .then(() => events.exit(child.signalCode ? null : child.exitCode, child.signalCode));
+    return {
+      write(text) {
+        try {
+          child.stdin.write(text);
+          child.stdin.flush();
+        } catch {
+          // it is gone: its exit says so
+        }
+      },
+      end: () => void Promise.resolve().then(() => child.stdin.end()).catch(noop),
+      kill(signal) {
+        try {
+          child.kill(signal);
+        } catch {
+          // already gone
+        }
+      },
+    };
+  }
+  if (deno) {
+    const child = new deno.Command(command, {
+      ...options,
+      args,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    })
+      .spawn();
+    const writer = child.stdin.getWriter();
+    Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.status])
+      .then(([, , status]) => events.exit(status.signal ? null : status.code, status.signal));
+    return {
+      write: (text) => void writer.write(encoder.encode(text)).catch(noop),
+      end: () => void writer.close().catch(noop),
+      kill(signal) {
+        try {
+          child.kill(signal);
+        } catch {
+          // already gone
+        }
+      },
+    };
+  }
+  const { spawn } = await import("node:child_process");
+  const child = spawn(command, args, {
+    ...options,
+    stdio: ["pipe", "pipe", "pipe"],
+    // Its own process group, so shutdown reaches what it spawned (npx → node).
+    detached: sys.platform() !== "win32",
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.once("spawn", resolve);
+    child.once("error", reject);
+  });
+  child.stdout!.on("data", events.stdout);
+  child.stderr!.on("data", events.stderr);
+  child.stdin!.on("error", noop); // EPIPE when it dies: its exit says so
+  child.on("error", noop); // a later error (a failed kill) must not crash us; its exit says the rest
+  child.on("close", (code, signal) => events.exit(code, signal));
+  return {
+    write: (text) => void child.stdin!.write(text),
+    end: () => void child.stdin!.end(),
+    kill: (signal) => killGroup(child, signal),
+  };
+}
+
+// === 4. Framing ==============================================================
 // Bytes in, message texts out; message texts in, bytes out. The cap applies to
 // the line being read, and an over-long line is dropped as it streams past, so
 // memory stays bounded whatever arrives. Knows nothing of JSON.
@@ -478,104 +924,8 @@ function findHeaderEnd(chunk: Uint8Array, start: number, parts: Uint8Array[]): n
   return -1;
 }
 
-const encoder = new TextEncoder();
-
 function utf8Length(text: string): number {
   return encoder.encode(text).length;
-}
-
-/** Something bytes can be written to: a Node-style writable stream is one. */
-export interface ByteSink {
-  write(chunk: string | Uint8Array, callback?: (error?: Error | null) => void): boolean;
-}
-
-/** An output to write to: a Node-style stream, or a runtime's own stdout/stderr. */
-export interface OutputSink extends ByteSink {
-  once?(event: "drain", listener: () => void): unknown;
-  on?(event: "error", listener: (error: Error) => void): unknown;
-  readonly isTTY?: boolean;
-  /** Set on the runtime's own stdout/stderr, which need no Node stream. */
-  readonly native?: boolean;
-  /** Resolves once everything written so far has been handed to the OS. */
-  drained?(): Promise<void>;
-}
-
-// A native sink reports backpressure past this many queued bytes.
-const SINK_HIGH_WATER = 1024 * 1024;
-
-/**
- * The process's stdout (1) or stderr (2) through the runtime's own API, or
- * undefined on Node. On Bun, touching process.stdout or process.stderr costs
- * ~25 ms of start-up (their Node streams are built lazily); Bun.stdout.writer()
- * costs ~1 ms. On Deno, Deno.stdout skips the node:stream layer as well.
- */
-export function nativeSink(fd: 1 | 2): OutputSink | undefined {
-  const runtime = globalThis as {
-    Bun?: Record<"stdout" | "stderr", { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } }>;
-    Deno?: Record<"stdout" | "stderr", { write(bytes: Uint8Array): Promise<number>; isTerminal(): boolean }>;
-  };
-  const name = fd === 1 ? "stdout" : "stderr";
-  let writeNow: (chunk: string | Uint8Array) => unknown;
-  let isTerminal: () => boolean;
-  if (runtime.Bun) {
-    const writer = runtime.Bun[name].writer();
-    writeNow = (chunk) => {
-      writer.write(chunk);
-      return writer.flush();
-    };
-    isTerminal = () => proc()[name].isTTY === true; // only asked when there is progress to show
-  } else if (runtime.Deno) {
-    const file = runtime.Deno[name];
-    // Bound now: serve points Deno.stdout's methods at stderr to guard the protocol from plugins.
-    const write = file.write.bind(file);
-    writeNow = async (chunk) => {
-      let bytes = typeof chunk === "string" ? encoder.encode(chunk) : chunk;
-      while (bytes.length > 0) bytes = bytes.subarray(await write(bytes));
-    };
-    isTerminal = () => file.isTerminal();
-  } else {
-    return undefined;
-  }
-  let chain: Promise<unknown> = Promise.resolve();
-  let queued = 0;
-  let failed = false;
-  const drainers: (() => void)[] = [];
-  const errorListeners: ((error: Error) => void)[] = [];
-  return {
-    native: true,
-    get isTTY() {
-      return isTerminal();
-    },
-    write(chunk, callback) {
-      if (failed) {
-        // Dropped, but whoever waits for it must not wait forever.
-        if (callback) queueMicrotask(callback);
-        return true;
-      }
-      const size = chunk.length;
-      queued += size;
-      // Writes stay in order: each starts when the one before has been handed over.
-      chain = chain.then(() => writeNow(chunk)).then(() => {
-        queued -= size;
-        callback?.();
-        if (queued < SINK_HIGH_WATER) { for (const drain of drainers.splice(0)) drain(); }
-      }, (error) => {
-        if (!failed) {
-          failed = true; // a closed pipe (EPIPE): tell the listeners once, drop the rest
-          for (const listener of errorListeners) listener(error);
-        }
-        callback?.();
-      });
-      return queued < SINK_HIGH_WATER;
-    },
-    once(event, listener) {
-      if (event === "drain") drainers.push(listener);
-    },
-    on(event, listener) {
-      if (event === "error") errorListeners.push(listener);
-    },
-    drained: () => chain.then(noop, noop),
-  };
 }
 
 /**
@@ -633,7 +983,7 @@ export class FrameWriter {
   }
 }
 
-// === 4. JSON-RPC peer ========================================================
+// === 5. JSON-RPC peer ========================================================
 // Checks incoming messages against JSON-RPC 2.0, dispatches requests and
 // notifications to the owner, matches responses to our own requests. Knows no
 // MCP methods and no streams: the owner hands in texts and a send function.
@@ -860,7 +1210,7 @@ export class JsonRpcPeer {
   }
 }
 
-// === 5. Schema validation ====================================================
+// === 6. Schema validation ====================================================
 // The JSON Schema keywords tool input schemas use, checked without compiling.
 // Returns every violation as "<path> <rule> (<keyword>)"; never throws on a
 // schema it does not understand (unknown keywords are ignored, as the spec says).
@@ -1087,7 +1437,7 @@ function validatesAgainst(schema: unknown, value: unknown): boolean {
   return errors.length === 0;
 }
 
-// === 6. MCP server ===========================================================
+// === 7. MCP server ===========================================================
 // The server role over a JSON-RPC peer: lifecycle; tools (with validation),
 // resources, prompts and completion; cancellation, progress, logging and
 // timeouts for all plugin code. Pure protocol: it is handed a catalog and a send
@@ -2050,7 +2400,7 @@ function decodeCursor(cursor: unknown, total: number): number {
   return offset;
 }
 
-// === 7. Plugins ==============================================================
+// === 8. Plugins ==============================================================
 // Turns a directory into a catalog: which files count, importing modules,
 // running executables, watching for changes. The only file-system, import()
 // and process I/O of the server.
@@ -2083,80 +2433,16 @@ export interface LoadOptions {
   maxOutputBytes?: number;
 }
 
-// The file-system calls plugin loading makes. On Deno they use Deno's own API:
-// node:fs, node:path and node:url cost ~40 ms of its start-up, Deno.readDir ~1 ms.
-interface PluginFs {
-  /** Names of the files (and links) in a directory. */
-  list(dir: string): Promise<string[]>;
-  mode(path: string): Promise<number>;
-  readText(path: string): Promise<string>;
-}
-
-interface DenoFs {
-  readDir(path: string): AsyncIterable<{ name: string; isFile: boolean; isSymlink: boolean }>;
-  stat(path: string): Promise<{ mode: number | null }>;
-  readTextFile(path: string): Promise<string>;
-  cwd(): string;
-}
-
-async function pluginFs(): Promise<PluginFs> {
-  const denoFs = (globalThis as { Deno?: DenoFs }).Deno;
-  if (denoFs) {
-    return {
-      async list(dir) {
-        const names: string[] = [];
-        for await (const entry of denoFs.readDir(dir)) if (entry.isFile || entry.isSymlink) names.push(entry.name);
-        return names;
-      },
-      mode: async (path) => (await denoFs.stat(path)).mode ?? 0,
-      readText: (path) => denoFs.readTextFile(path),
-    };
-  }
-  const { readdir, readFile, stat } = await import("node:fs/promises");
-  return {
-    list: async (dir) =>
-      (await readdir(dir, { withFileTypes: true }))
-        .filter((entry) => entry.isFile() || entry.isSymbolicLink())
-        .map((entry) => entry.name),
-    mode: async (path) => (await stat(path)).mode,
-    readText: (path) => readFile(path, "utf8"),
-  };
-}
-
-// Small path helpers for a directory and the plain file names in it, so that
-// loading plugins needs neither node:path nor node:url (start-up time on Deno).
-function joinPath(dir: string, name: string): string {
-  if (/^[\\/]+$/.test(dir)) return `/${name}`;
-  const base = dir.replace(/[\\/]+$/, "").replace(/^\.[\\/]/, "");
-  return base === "." || base === "" ? name : `${base}/${name}`;
-}
-
-function absolutePath(path: string): string {
-  if (path.startsWith("/") || /^[A-Za-z]:[\\/]/.test(path) || path.startsWith("\\\\")) return path;
-  const cwd = (globalThis as { Deno?: DenoFs }).Deno?.cwd() ?? proc().cwd();
-  return joinPath(cwd, path);
-}
-
-function fileUrl(path: string): string {
-  const slashed = path.replace(/\\/g, "/");
-  return "file://" + encodeURI(slashed.startsWith("/") ? slashed : `/${slashed}`).replace(/[?#]/g, encodeURIComponent);
-}
-
-function extensionOf(name: string): string {
-  const dot = name.lastIndexOf(".");
-  return dot > 0 ? name.slice(dot) : "";
-}
-
 /** Loads everything DIR provides. Files that fail are returned as errors; the rest load. */
 export async function loadCatalog(
   dir: string,
   options: LoadOptions = {},
 ): Promise<{ catalog: Catalog; errors: PluginError[] }> {
-  const fs = await pluginFs();
-  const root = absolutePath(dir);
-  const files = (await fs.list(root)).filter(isPluginFile).sort();
+  const fs = await files();
+  const root = resolvePath(dir);
+  const names = (await fs.list(root)).filter(isPluginFile).sort();
   const errors: PluginError[] = [];
-  const loaded = await Promise.all(files.map(async (name): Promise<Catalog | undefined> => {
+  const loaded = await Promise.all(names.map(async (name): Promise<Catalog | undefined> => {
     const file = joinPath(root, name);
     const source = joinPath(dir, name);
     const extension = extensionOf(name);
@@ -2208,11 +2494,8 @@ async function importPlugin(file: string, fresh?: number): Promise<JsonObject> {
   // Bun caches by path and ignores a ?query: import a fresh copy beside the file
   // (a dot file, so the loader and the watcher skip it), then remove it.
   const { copyFile, rm } = await import("node:fs/promises");
-  const { basename, dirname, join } = await import("node:path");
-  const copy = join(
-    dirname(file),
-    `.${basename(file)}.reload-${fresh}-${proc().pid}${file.slice(file.lastIndexOf("."))}`,
-  );
+  const name = file.slice(Math.max(file.lastIndexOf("/"), file.lastIndexOf("\\")) + 1);
+  const copy = joinPath(dirnameOf(file), `.${name}.reload-${fresh}-${proc().pid}${extensionOf(name)}`);
   await copyFile(file, copy);
   try {
     return await import(fileUrl(copy));
@@ -2242,19 +2525,6 @@ function moduleCatalog(module: JsonObject, baseName: string, source: string): Ca
     catalog.prompts = module.prompts.map((item) => definePrompt(item, source));
   }
   return catalog;
-}
-
-function killGroup(child: ChildProcess, signal: "SIGTERM" | "SIGKILL"): void {
-  try {
-    // The whole group: a wrapper (npx, a shell) must not leave its server behind.
-    proc().kill(-child.pid!, signal);
-  } catch {
-    try {
-      child.kill(signal);
-    } catch {
-      // already gone
-    }
-  }
 }
 
 /**
@@ -2369,7 +2639,7 @@ export async function watchDirectory(dir: string, onChange: () => void): Promise
   };
 }
 
-// === 8. Serving streams ======================================================
+// === 9. Serving streams ======================================================
 // A server on a byte-stream pair: framing in both directions, backpressure,
 // tracing, and the end of the conversation (EOF, a closed output, shutdown).
 
@@ -2393,120 +2663,6 @@ export interface ServeHandle {
   done: Promise<void>;
   /** Stops reading, waits up to `graceMs` for calls in flight, then aborts them and finishes. */
   shutdown(graceMs?: number): Promise<void>;
-}
-
-/** Where a server's bytes come from. */
-interface ByteSource {
-  start(onData: (chunk: Uint8Array) => void, onEnd: () => void): void;
-  pause(): void;
-  resume(): void;
-  /** Stops reading for good (a pending read must not keep the process alive). */
-  stop(): void;
-}
-
-// `owned`: the stream is the process's stdin, ours to destroy when done so it cannot hold the process open.
-function streamSource(stream: Readable, owned = false): ByteSource {
-  let onData: ((chunk: Uint8Array | string) => void) | undefined;
-  let onEnd: (() => void) | undefined;
-  return {
-    start(data, end) {
-      onData = (chunk) => data(typeof chunk === "string" ? encoder.encode(chunk) : chunk);
-      onEnd = end;
-      stream.on("data", onData);
-      stream.on("end", end);
-      stream.on("error", end);
-    },
-    pause: () => void stream.pause(),
-    resume: () => void stream.resume(),
-    stop() {
-      if (onData) stream.off("data", onData);
-      if (onEnd) stream.off("end", onEnd);
-      stream.pause();
-      if (owned) stream.destroy();
-    },
-  };
-}
-
-// A source that pulls chunks with `read` (null at the end) and can `cancel` a pending read.
-function pullSource(open: () => { read(): Promise<Uint8Array | null>; cancel(): void }): ByteSource {
-  let pull: ReturnType<typeof open> | undefined;
-  let stopped = false;
-  let paused: Promise<void> | undefined;
-  let unpause: (() => void) | undefined;
-  return {
-    start(onData, onEnd) {
-      pull = open();
-      (async () => {
-        try {
-          while (!stopped) {
-            if (paused) await paused;
-            const chunk = await pull!.read();
-            if (chunk === null || stopped) break;
-            onData(chunk); // FrameReader copies what it keeps
-          }
-        } catch {
-          // a read error ends the input, as EOF does
-        }
-        if (!stopped) onEnd();
-      })();
-    },
-    pause() {
-      paused ??= new Promise((resolve) => unpause = resolve);
-    },
-    resume() {
-      unpause?.();
-      paused = unpause = undefined;
-    },
-    stop() {
-      stopped = true;
-      this.resume();
-      try {
-        pull?.cancel(); // ends a pending read, which would keep the process alive
-      } catch {
-        // already closed
-      }
-    },
-  };
-}
-
-/**
- * The process's stdin through the runtime's own API, or undefined on Node.
- * Deno's node:process stdin makes a Buffer and stream bookkeeping per chunk whose
- * garbage lags behind (144 MB peak RSS while skipping 64 MiB lines); Deno.stdin
- * read into one reused buffer makes none. On Bun, building process.stdin costs
- * ~25 ms of start-up; Bun.stdin.stream() ~1 ms.
- */
-function nativeStdinSource(): ByteSource | undefined {
-  const runtime = globalThis as {
-    Deno?: { stdin: { read(buffer: Uint8Array): Promise<number | null>; close(): void } };
-    Bun?: { stdin: { stream(): ReadableStream<Uint8Array> } };
-  };
-  const { Deno: deno, Bun: bun } = runtime;
-  if (deno) {
-    return pullSource(() => {
-      const buffer = new Uint8Array(64 * 1024);
-      return {
-        read: async () => {
-          const count = await deno.stdin.read(buffer);
-          return count === null ? null : buffer.subarray(0, count);
-        },
-        cancel: () => deno.stdin.close(),
-      };
-    });
-  }
-  if (bun) {
-    return pullSource(() => {
-      const reader = bun.stdin.stream().getReader();
-      return {
-        read: async () => {
-          const { done, value } = await reader.read();
-          return done ? null : value;
-        },
-        cancel: () => void reader.cancel().catch(noop),
-      };
-    });
-  }
-  return undefined;
 }
 
 /** Serves tools over a byte-stream pair (stdin/stdout by default) until the input ends. */
@@ -2596,7 +2752,7 @@ export function serve(options: ServeOptions = {}): ServeHandle {
   return { server, done, shutdown };
 }
 
-// === 9. MCP client ===========================================================
+// === 10. MCP client ==========================================================
 // The client role: find the server (a command line or a config name), spawn
 // it, handshake, make requests with timeouts and cancellation, and shut it down
 // without leaving a process behind. Prints nothing: it reports through callbacks.
@@ -2688,10 +2844,9 @@ interface ConfigFile {
 }
 
 async function readConfig(file: string, required: boolean): Promise<ConfigFile | undefined> {
-  const { readFile } = await import("node:fs/promises");
   let text: string;
   try {
-    text = await readFile(file, "utf8");
+    text = await (await files()).readText(file);
   } catch (error) {
     if (!required && (error as { code?: string }).code === "ENOENT") return undefined;
     throw new UsageError(`Cannot read config "${file}": ${errorMessage(error)}`);
@@ -2706,7 +2861,7 @@ async function readConfig(file: string, required: boolean): Promise<ConfigFile |
   return { file, servers };
 }
 
-async function specFromConfig(name: string, entry: unknown, file: string): Promise<ServerSpec> {
+function specFromConfig(name: string, entry: unknown, file: string): ServerSpec {
   if (!isObject(entry)) throw new UsageError(`Cannot use server "${name}" of "${file}": it is not an object`);
   if (typeof entry.command !== "string") {
     const kind = typeof entry.url === "string" ? "an HTTP server (url); mcp.ts speaks stdio" : 'without a "command"';
@@ -2715,23 +2870,20 @@ async function specFromConfig(name: string, entry: unknown, file: string): Promi
   const args = Array.isArray(entry.args) ? entry.args.map(String) : [];
   const spec: ServerSpec = { command: entry.command, args, name };
   if (isObject(entry.env)) spec.env = Object.fromEntries(Object.entries(entry.env).map(([k, v]) => [k, String(v)]));
-  if (typeof entry.cwd === "string") {
-    const { dirname, resolve } = await import("node:path");
-    spec.cwd = resolve(dirname(file), entry.cwd);
-  }
+  if (typeof entry.cwd === "string") spec.cwd = resolvePath(entry.cwd, dirnameOf(file));
   return spec;
 }
 
 async function isExecutableOnPath(command: string, env: Record<string, string | undefined>): Promise<boolean> {
-  const { accessSync, constants: fsConstants } = await import("node:fs");
+  const fs = await files();
   const windows = sys.platform() === "win32";
   const dirs = (env.PATH ?? "").split(windows ? ";" : ":").filter(Boolean);
   const extensions = windows ? (env.PATHEXT ?? ".EXE;.CMD;.BAT").split(";") : [""];
   for (const dir of dirs) {
     for (const extension of extensions) {
       try {
-        accessSync(`${dir}/${command}${extension}`, fsConstants.X_OK);
-        return true;
+        // An execute bit (Windows has none: there the extension says it).
+        if (windows || ((await fs.mode(joinPath(dir, command + extension))) & 0o111) !== 0) return true;
       } catch {
         // not here
       }
@@ -2754,15 +2906,14 @@ export async function resolveServer(
   // A bare word may name a configured server; a command line never does.
   const bareWord = words.length === 1 && !/[\\/]/.test(words[0]);
   if (!bareWord && !options.config) return { command: words[0], args: words.slice(1) };
-  const { resolve } = await import("node:path");
   const configs = options.config
-    ? [(await readConfig(resolve(options.cwd ?? ".", options.config), true))!]
+    ? [(await readConfig(resolvePath(options.config, options.cwd), true))!]
     : (await Promise.all([
-      readConfig(resolve(options.cwd ?? ".", ".mcp.json"), false),
+      readConfig(resolvePath(".mcp.json", options.cwd), false),
       readConfig(claudeDesktopConfigPath(env), false),
     ])).filter((config): config is ConfigFile => config !== undefined);
   for (const { file, servers } of configs) {
-    if (Object.hasOwn(servers, target)) return await specFromConfig(target, servers[target], file);
+    if (Object.hasOwn(servers, target)) return specFromConfig(target, servers[target], file);
   }
   if (bareWord && !(await isExecutableOnPath(words[0], env))) {
     const names = configs.flatMap((config) => Object.keys(config.servers));
@@ -3165,137 +3316,6 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** A spawned server process, whatever spawned it. */
-interface ChildHandle {
-  write(text: string): void;
-  /** Closes its stdin. */
-  end(): void;
-  /** Signals it (and, where it has one of its own, its process group). */
-  kill(signal: "SIGTERM" | "SIGKILL"): void;
-}
-
-/** What a spawned process reports. */
-interface ChildEvents {
-  stdout(chunk: Uint8Array): void;
-  stderr(chunk: Uint8Array): void;
-  /** After its stdout and stderr have ended; `code` is null when a signal ended it. */
-  exit(code: number | null, signal: string | null): void;
-}
-
-interface BunSubprocess {
-  pid: number;
-  stdin: { write(text: string): unknown; flush(): unknown; end(): unknown };
-  stdout: AsyncIterable<Uint8Array>;
-  stderr: AsyncIterable<Uint8Array>;
-  exited: Promise<number>;
-  exitCode: number | null;
-  signalCode: string | null;
-  kill(signal?: string): void;
-}
-
-interface DenoChild {
-  stdin: WritableStream<Uint8Array>;
-  stdout: AsyncIterable<Uint8Array>;
-  stderr: AsyncIterable<Uint8Array>;
-  status: Promise<{ code: number; signal: string | null }>;
-  kill(signal?: string): void;
-}
-
-async function pump(stream: AsyncIterable<Uint8Array>, onChunk: (chunk: Uint8Array) => void): Promise<void> {
-  try {
-    for await (const chunk of stream) onChunk(chunk);
-  } catch {
-    // a stream that breaks has ended
-  }
-}
-
-/**
- * Spawns a command with piped stdio, without a shell; throws (code ENOENT) when
- * it does not exist. On Bun and Deno their own spawn is used: node:child_process
- * costs ~30 ms (Bun) and ~38 ms (Deno) to load and use, against ~1-2 ms, and that
- * is most of a one-shot `call`. Only node's spawn gives the child a process group
- * of its own, which lets shutdown reach what a wrapper (npx) started.
- */
-async function spawnChild(
-  command: string,
-  args: string[],
-  options: { cwd?: string; env: Record<string, string> },
-  events: ChildEvents,
-): Promise<ChildHandle> {
-  const runtime = globalThis as {
-    Bun?: { spawn(argv: string[], options: object): BunSubprocess };
-    Deno?: { Command: new (command: string, options: object) => { spawn(): DenoChild } };
-  };
-  if (runtime.Bun) {
-    const child = runtime.Bun.spawn([command, ...args], { ...options, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
-    Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.exited])
-      .then(() => events.exit(child.signalCode ? null : child.exitCode, child.signalCode));
-    return {
-      write(text) {
-        try {
-          child.stdin.write(text);
-          child.stdin.flush();
-        } catch {
-          // it is gone: its exit says so
-        }
-      },
-      end: () => void Promise.resolve().then(() => child.stdin.end()).catch(noop),
-      kill(signal) {
-        try {
-          child.kill(signal);
-        } catch {
-          // already gone
-        }
-      },
-    };
-  }
-  if (runtime.Deno) {
-    const child = new runtime.Deno.Command(command, {
-      ...options,
-      args,
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    })
-      .spawn();
-    const writer = child.stdin.getWriter();
-    Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.status])
-      .then(([, , status]) => events.exit(status.signal ? null : status.code, status.signal));
-    return {
-      write: (text) => void writer.write(encoder.encode(text)).catch(noop),
-      end: () => void writer.close().catch(noop),
-      kill(signal) {
-        try {
-          child.kill(signal);
-        } catch {
-          // already gone
-        }
-      },
-    };
-  }
-  const { spawn } = await import("node:child_process");
-  const child = spawn(command, args, {
-    ...options,
-    stdio: ["pipe", "pipe", "pipe"],
-    // Its own process group, so shutdown reaches what it spawned (npx → node).
-    detached: sys.platform() !== "win32",
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.once("spawn", resolve);
-    child.once("error", reject);
-  });
-  child.stdout!.on("data", events.stdout);
-  child.stderr!.on("data", events.stderr);
-  child.stdin!.on("error", noop); // EPIPE when it dies: its exit says so
-  child.on("error", noop); // a later error (a failed kill) must not crash us; its exit says the rest
-  child.on("close", (code, signal) => events.exit(code, signal));
-  return {
-    write: (text) => void child.stdin!.write(text),
-    end: () => void child.stdin!.end(),
-    kill: (signal) => killGroup(child, signal),
-  };
-}
-
 /**
  * Starts a server (a command line, a config name, or a spec) and performs the
  * handshake. Start-up failures are retried `retries` times with backoff.
@@ -3397,7 +3417,7 @@ function editDistance(a: string, b: string): number {
   return previous[b.length];
 }
 
-// === 10. Output ==============================================================
+// === 11. Output ==============================================================
 // What the client commands print, as pure functions of what the server sent.
 
 /** What `call` prints for a CallToolResult: stdout text, and stderr text for isError. */
@@ -3495,9 +3515,9 @@ export function renderInfo(result: JsonObject): string {
   return lines.join("\n") + "\n";
 }
 
-// === 11. CLI =================================================================
-// argv in, exit code out. Parses flags, loads plugins, wires process streams
-// and signals. The only place that touches process-wide state.
+// === 12. CLI =================================================================
+// argv in, exit code out. Parses flags, loads plugins, wires the process's
+// streams and signals, and keeps plugins' output off the protocol stream.
 
 const CLIENT_OPTIONS_HELP = `
 <server> is a command line ("deno run -A mcp.ts serve ./tools", split with shell quoting and run
@@ -4180,11 +4200,6 @@ async function runBatch(client: McpClient, io: CliIo, concurrency: number, maxLi
   return worst;
 }
 
-interface DenoStdioFile {
-  write(bytes: Uint8Array): Promise<number>;
-  writeSync(bytes: Uint8Array): number;
-}
-
 function redirectConsoleToStderr(io: CliIo): { protocol: OutputSink; restore(): void } {
   const saved = { log: console.log, info: console.info, debug: console.debug, warn: console.warn };
   const toStderr = (...data: unknown[]) => console.error(...data);
@@ -4204,11 +4219,10 @@ function redirectConsoleToStderr(io: CliIo): { protocol: OutputSink; restore(): 
   if (stdout.native) {
     // The protocol has its own sink (bound to the real stdout), so the process's
     // stdout is the plugins' alone: make it stderr.
-    const denoStdio = (globalThis as { Deno?: Record<"stdout" | "stderr", DenoStdioFile> }).Deno;
-    if (denoStdio) {
+    if (deno) {
       // Deno's node:process stdout writes through these methods: swapping them
       // guards plugins without building node:process (~29 ms of start-up).
-      const { stdout: out, stderr: err } = denoStdio;
+      const { stdout: out, stderr: err } = deno;
       out.write = (bytes) => err.write(bytes);
       out.writeSync = (bytes) => err.writeSync(bytes);
     } else {
