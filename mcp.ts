@@ -3321,7 +3321,11 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
  * handshake. Start-up failures are retried `retries` times with backoff.
  */
 export async function connect(server: string | ServerSpec, options: ConnectOptions = {}): Promise<McpClient> {
-  const spec = typeof server === "string" ? await resolveServer(server, options) : server;
+  // Our working directory finds ./.mcp.json (--cwd is the server's), and our PATH
+  // with the -e additions finds a bare command, as spawning will.
+  const spec = typeof server === "string"
+    ? await resolveServer(server, { config: options.config, env: { ...sys.env(), ...options.env } })
+    : server;
   const retries = options.retries ?? 0;
   for (let attempt = 0;; attempt++) {
     const client = new McpClient(spec, options);

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -1332,15 +1332,27 @@ describe("11. CLI", () => {
         join(dir, ".mcp.json"),
         JSON.stringify({ mcpServers: { fake: { command, args, env: { FROM_CONFIG: "yes" } } } }),
       );
-      const [env, cwd, named, unknown] = await Promise.all([
+      // A bare command found on PATH, as `mcp.ts list mcp-server-everything` would be.
+      const bin = join(dir, "bin");
+      mkdirSync(bin);
+      writeFileSync(join(bin, "fake-mcp"), `#!/bin/sh\nexec ${FAKE} "$@"\n`, { mode: 0o755 });
+      const [env, cwd, named, namedElsewhere, onPath, unknown] = await Promise.all([
         runCli(["call", FAKE, "env", "name=GREETING", "-e", "GREETING=hello"]),
         runCli(["call", FAKE, "cwd", "--cwd", dir]),
         runCli(["call", "fake", "env", "name=FROM_CONFIG"], { cwd: dir }),
+        runCli(["call", "fake", "cwd", "--cwd", tmpdir()], { cwd: dir }),
+        runCli(["call", "fake-mcp", "echo", "text=on path"], { env: { PATH: `${bin}:${process.env.PATH}` } }),
         runCli(["list", "fakr"], { cwd: dir }),
       ]);
       assert.equal(env.stdout, "hello\n");
       assert.equal(realpathSync(cwd.stdout.trim()), realpathSync(dir));
       assert.equal(named.stdout, "yes\n");
+      assert.equal(
+        realpathSync(namedElsewhere.stdout.trim()),
+        realpathSync(tmpdir()),
+        "--cwd is the server's, not ours",
+      );
+      assert.equal(onPath.stdout, "on path\n", onPath.stderr);
       assert.equal(unknown.code, 2);
       assert.match(
         unknown.stderr,
