@@ -119,12 +119,15 @@ export class ServerError extends Error {
   code?: number;
   /** The end of the server's stderr, to explain the failure. */
   stderr = "";
+  /** The JSON-RPC error's data, when the server sent some. */
+  data?: unknown;
   /** A start-up failure that may go away when tried again (--retries). */
   retryable: boolean;
-  constructor(message: string, code?: number, retryable = false) {
+  constructor(message: string, code?: number, retryable = false, data?: unknown) {
     super(message);
     this.name = "ServerError";
     if (code !== undefined) this.code = code;
+    if (data !== undefined) this.data = data;
     this.retryable = retryable;
   }
 }
@@ -141,9 +144,12 @@ export class TimeoutError extends ServerError {
 export class NotFoundError extends UsageError {
   /** The closest names the server does have. */
   suggestions: string[];
-  constructor(kind: string, name: string, known: string[]) {
+  /** `why`: what the server said about it, e.g. that its file failed to load. */
+  constructor(kind: string, name: string, known: string[], why?: string) {
     const suggestions = closestNames(name, known);
-    const hint = suggestions.length
+    const hint = why
+      ? `: ${why}`
+      : suggestions.length
       ? `; did you mean ${suggestions.join(", ")}?`
       : known.length
       ? `; it has ${known.slice(0, 10).join(", ")}${known.length > 10 ? ", …" : ""}`
@@ -162,6 +168,17 @@ export class InterruptedError extends Error {
   }
 }
 
+/** What a plugin's process.exit or Deno.exit throws while serving: a plugin cannot end the server. */
+export class PluginExitError extends Error {
+  /** The exit code the plugin asked for. */
+  exitCode: number | undefined;
+  constructor(exitCode: number | undefined) {
+    super(`Cannot exit while serving: a plugin called process.exit(${exitCode ?? ""})`);
+    this.name = "PluginExitError";
+    this.exitCode = exitCode;
+  }
+}
+
 function noop(): void {}
 
 // The end of a growing text (a process's stderr), at most `limit` characters.
@@ -170,9 +187,18 @@ function keepTail(tail: string, more: string, limit: number): string {
   return text.length > limit ? text.slice(-limit) : text;
 }
 
+/** A one-line description of any thrown value, even one that cannot be turned into a string. */
 function errorMessage(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name;
-  return String(error);
+  try {
+    if (error instanceof Error) return String(error.message || error.name);
+    if (typeof error === "object" && error !== null && typeof error.toString !== "function") {
+      const json = JSON.stringify(error);
+      return json && json !== "{}" ? json : "a thrown object with no message";
+    }
+    return String(error);
+  } catch {
+    return Object.prototype.toString.call(error); // e.g. an object whose toString throws
+  }
 }
 
 // === 3. Runtime ==============================================================
@@ -192,9 +218,9 @@ interface DenoApi {
   removeSignalListener(signal: string, handler: () => void): void;
   cwd(): string;
   readDir(path: string): AsyncIterable<{ name: string; isFile: boolean; isSymlink: boolean }>;
-  stat(path: string): Promise<{ mode: number | null }>;
+  stat(path: string): Promise<{ mode: number | null; isDirectory: boolean }>;
   readTextFile(path: string): Promise<string>;
-  stdin: { read(buffer: Uint8Array): Promise<number | null>; close(): void };
+  stdin: { read(buffer: Uint8Array): Promise<number | null>; close(): void; isTerminal(): boolean };
   stdout: DenoStdioFile;
   stderr: DenoStdioFile;
   Command: new (command: string, options: object) => { spawn(): DenoChild };
@@ -242,6 +268,12 @@ const sys = {
     if (deno) deno.exit(code);
     else proc().exit(code);
   },
+  /** Whether stdin is a terminal (a person typing). Costs ~10-20 ms on Bun (node:tty): ask off the start-up path. */
+  async stdinIsTerminal(): Promise<boolean> {
+    if (deno) return deno.stdin.isTerminal();
+    const { isatty } = await import("node:tty");
+    return isatty(0);
+  },
   /** Listens for a signal; returns a function that stops listening. */
   onSignal(signal: "SIGINT" | "SIGTERM", handler: () => void): () => void {
     if (deno) {
@@ -253,6 +285,49 @@ const sys = {
   },
 };
 
+/**
+ * While serving, plugins run in this process, so two of their mistakes must not
+ * end it: process.exit or Deno.exit throws a PluginExitError instead (the call
+ * fails, serving goes on), and an error thrown outside any request (a timer, a
+ * forgotten promise) is reported instead of being fatal. Returns a function that
+ * undoes both. On Deno only Deno.exit is replaced: node:process's exit goes
+ * through it, and touching `process` costs ~29 ms of start-up there.
+ */
+function guardProcess(report: (error: unknown) => void): () => void {
+  const exitInstead = (code?: number): never => {
+    throw new PluginExitError(code);
+  };
+  if (deno) {
+    const exit = deno.exit;
+    const onError = (event: Event) => {
+      event.preventDefault();
+      report((event as ErrorEvent).error);
+    };
+    const onRejection = (event: Event) => {
+      event.preventDefault();
+      report((event as PromiseRejectionEvent).reason);
+    };
+    deno.exit = exitInstead;
+    globalThis.addEventListener("error", onError);
+    globalThis.addEventListener("unhandledrejection", onRejection);
+    return () => {
+      deno.exit = exit;
+      globalThis.removeEventListener("error", onError);
+      globalThis.removeEventListener("unhandledrejection", onRejection);
+    };
+  }
+  const node = proc();
+  const exit = node.exit;
+  node.exit = exitInstead;
+  node.on("uncaughtException", report);
+  node.on("unhandledRejection", report);
+  return () => {
+    node.exit = exit;
+    node.off("uncaughtException", report);
+    node.off("unhandledRejection", report);
+  };
+}
+
 // The file-system calls mcp.ts makes (plugins, configs, PATH). On Deno they use
 // Deno's own API: node:fs, node:path and node:url cost ~40 ms of its start-up,
 // Deno.readDir ~1 ms.
@@ -260,7 +335,13 @@ interface Files {
   /** Names of the files (and links) in a directory. */
   list(dir: string): Promise<string[]>;
   mode(path: string): Promise<number>;
+  /** What is at a path (following links): undefined when nothing is. */
+  kind(path: string): Promise<"file" | "directory" | undefined>;
   readText(path: string): Promise<string>;
+}
+
+function kindOf(isDirectory: Promise<boolean>): Promise<"file" | "directory" | undefined> {
+  return isDirectory.then((directory) => directory ? "directory" : "file", () => undefined);
 }
 
 async function files(): Promise<Files> {
@@ -272,6 +353,7 @@ async function files(): Promise<Files> {
         return names;
       },
       mode: async (path) => (await deno.stat(path)).mode ?? 0,
+      kind: (path) => kindOf(deno.stat(path).then((info) => info.isDirectory)),
       readText: (path) => deno.readTextFile(path),
     };
   }
@@ -282,6 +364,7 @@ async function files(): Promise<Files> {
         .filter((entry) => entry.isFile() || entry.isSymbolicLink())
         .map((entry) => entry.name),
     mode: async (path) => (await stat(path)).mode,
+    kind: (path) => kindOf(stat(path).then((info) => info.isDirectory())),
     readText: (path) => readFile(path, "utf8"),
   };
 }
@@ -1556,12 +1639,22 @@ export interface Prompt extends Entry {
   definition: PromptDefinition;
 }
 
+/** A file of DIR that could not become a tool, resource or prompt. */
+export interface PluginError {
+  /** Its path, as DIR was given. */
+  file: string;
+  /** Why, in one line, with the line and column where the runtime gives them. */
+  message: string;
+}
+
 /** Everything a server serves. */
 export interface Catalog {
   tools: Tool[];
   resources: Resource[];
   templates: ResourceTemplate[];
   prompts: Prompt[];
+  /** Files that failed to load, so that a call to a tool of one of them can say why. */
+  failed?: PluginError[];
 }
 
 const LISTED_TOOL_FIELDS = ["title", "description", "outputSchema", "annotations", "icons", "_meta"] as const;
@@ -1718,6 +1811,10 @@ export interface ServerOptions {
   listChanged?: boolean;
   /** Diagnostics for the operator (default: dropped). */
   log?: (line: string) => void;
+  /** Files that failed to load: a call to a tool of one of them says why. */
+  failed?: PluginError[];
+  /** Called with what plugin code threw and what it was running (a tool name, a URI), e.g. to show its stack. */
+  onPluginError?: (error: unknown, label: string) => void;
 }
 
 // Per-request view of the client: for the legacy era, what initialize
@@ -1910,6 +2007,7 @@ export class McpServer {
       addResource(catalog, "listing" in item ? item as Resource | ResourceTemplate : defineResource(item));
     }
     catalog.prompts = (options.prompts ?? []).map((item) => "listing" in item ? item as Prompt : definePrompt(item));
+    catalog.failed = options.failed;
     this.setCatalog(catalog);
   }
 
@@ -2114,7 +2212,7 @@ export class McpServer {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: tools/call needs a name");
     }
     const tool = this.#toolsByName.get(name);
-    if (!tool) throw new RpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    if (!tool) throw this.#unknown("tool", name);
     const args = params.arguments ?? {};
     if (!isObject(args)) throw new RpcError(ErrorCode.InvalidParams, "Invalid params: arguments must be an object");
     // spec 2025-11-25 (SEP-1303): input validation errors are tool execution errors.
@@ -2123,6 +2221,18 @@ export class McpServer {
       return errorResult(`Invalid arguments for tool "${name}": ${violations.join("; ")}`);
     }
     return this.#track(id, params, name, tool.run, args, toCallToolResult, errorResult);
+  }
+
+  // An unknown name whose file failed to load says why (data.loadError), so that
+  // the caller sees the plugin author's mistake, not just "unknown".
+  #unknown(kind: string, name: string): RpcError {
+    const failed = this.#catalog.failed?.find((failure) => {
+      const file = failure.file.slice(Math.max(failure.file.lastIndexOf("/"), failure.file.lastIndexOf("\\")) + 1);
+      return file.slice(0, file.length - extensionOf(file).length) === name;
+    });
+    if (!failed) return new RpcError(ErrorCode.InvalidParams, `Unknown ${kind}: ${name}`);
+    const loadError = `${failed.file} failed to load: ${failed.message}`;
+    return new RpcError(ErrorCode.InvalidParams, `Unknown ${kind}: ${name}; ${loadError}`, { loadError });
   }
 
   // --- resources ------------------------------------------------------------
@@ -2193,7 +2303,7 @@ export class McpServer {
   #getPrompt(params: JsonObject, id: RequestId): unknown {
     const { name } = params;
     const prompt = typeof name === "string" ? this.#promptsByName.get(name) : undefined;
-    if (!prompt) throw new RpcError(ErrorCode.InvalidParams, `Unknown prompt: ${name}`);
+    if (!prompt) throw this.#unknown("prompt", String(name));
     const args = params.arguments ?? {};
     if (!isObject(args) || Object.values(args).some((value) => typeof value !== "string")) {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: prompt arguments must be strings");
@@ -2287,6 +2397,7 @@ export class McpServer {
       }
     } catch (error) {
       work.done = true;
+      this.#options.onPluginError?.(error, label);
       return rethrow(fail(errorMessage(error)));
     }
     const settle = (value: unknown) => {
@@ -2296,6 +2407,10 @@ export class McpServer {
         return fail(errorMessage(error));
       }
     };
+    const failWith = (error: unknown) => {
+      if (!work.done) this.#options.onPluginError?.(error, label); // not for a call already cancelled
+      return fail(errorMessage(error));
+    };
     return new Promise((resolve, reject) => {
       work.resolve = (result) => result instanceof RpcError ? reject(result) : resolve(result);
       if (this.#timeout > 0) work.deadline = Date.now() + this.#timeout;
@@ -2303,7 +2418,7 @@ export class McpServer {
       this.#scheduleSweep(work.deadline);
       value.then(
         (settled) => this.#finish(work, settle(settled)),
-        (error) => this.#finish(work, fail(errorMessage(error))),
+        (error) => this.#finish(work, failWith(error)),
       );
     });
   }
@@ -2405,12 +2520,6 @@ function decodeCursor(cursor: unknown, total: number): number {
 // running executables, watching for changes. The only file-system, import()
 // and process I/O of the server.
 
-/** A file of DIR that could not become a tool, resource or prompt. */
-export interface PluginError {
-  file: string;
-  message: string;
-}
-
 const MODULE_EXTENSIONS = new Set([".ts", ".js", ".mjs", ".mts"]);
 // After SIGTERM, an executable tool gets this long before SIGKILL.
 const EXEC_KILL_GRACE_MS = 1_000;
@@ -2427,58 +2536,71 @@ export function isPluginFile(name: string): boolean {
 
 /** How {@linkcode loadCatalog} loads. */
 export interface LoadOptions {
-  /** Import every module afresh (for reloads): a number that differs from the last load's. */
+  /**
+   * Import every module afresh (for reloads): a number that differs from the
+   * last load's. DIR is copied to `.NAME.mcp-reload-PID-N` beside it and the
+   * modules are imported from there, so helpers they import are fresh too.
+   */
   fresh?: number;
+  /** What each file served before (a reload): a file that fails now keeps serving that. */
+  previous?: Map<string, Catalog>;
+  /** Load only this file of DIR (`serve FILE`). */
+  only?: string;
   /** The most an executable tool may print to stdout (default 4 MiB). */
   maxOutputBytes?: number;
 }
 
+/** What {@linkcode loadCatalog} found: the catalog, the files that failed, and what each file gave. */
+export interface Loaded {
+  catalog: Catalog;
+  errors: PluginError[];
+  /** Each file's part of the catalog, by its path as given (for the next reload's `previous`). */
+  parts: Map<string, Catalog>;
+  /** The fresh copy the modules were imported from, when `fresh` was given: remove it when done with it. */
+  copy?: string;
+}
+
 /** Loads everything DIR provides. Files that fail are returned as errors; the rest load. */
-export async function loadCatalog(
-  dir: string,
-  options: LoadOptions = {},
-): Promise<{ catalog: Catalog; errors: PluginError[] }> {
+export async function loadCatalog(dir: string, options: LoadOptions = {}): Promise<Loaded> {
   const fs = await files();
   const root = resolvePath(dir);
-  const names = (await fs.list(root)).filter(isPluginFile).sort();
+  const names = options.only !== undefined ? [options.only] : (await fs.list(root)).filter(isPluginFile).sort();
+  const copy = options.fresh === undefined ? undefined : await freshCopy(root, options.fresh);
   const errors: PluginError[] = [];
-  const loaded = await Promise.all(names.map(async (name): Promise<Catalog | undefined> => {
+  const parts = new Map<string, Catalog>();
+  await Promise.all(names.map(async (name) => {
     const file = joinPath(root, name);
     const source = joinPath(dir, name);
     const extension = extensionOf(name);
     const baseName = name.slice(0, name.length - extension.length);
     try {
+      let part: Catalog | undefined;
       if (MODULE_EXTENSIONS.has(extension)) {
-        return moduleCatalog(await importPlugin(file, options.fresh), baseName, source);
+        part = moduleCatalog(await import(fileUrl(copy ? joinPath(copy, name) : file)), baseName, source);
+      } else if (((await fs.mode(file)) & 0o111) !== 0) {
+        // Any other file with an execute bit is a tool, in any language.
+        part = await executableCatalog(fs, root, dir, name, baseName, options);
       }
-      // Any other file with an execute bit is a tool, in any language.
-      if (sys.platform() === "win32" || ((await fs.mode(file)) & 0o111) === 0) return undefined;
-      let meta: unknown = {};
-      try {
-        meta = JSON.parse(await fs.readText(joinPath(root, baseName + ".json")));
-      } catch (error) {
-        if ((error as { code?: string }).code !== "ENOENT") {
-          throw new TypeError(`${joinPath(dir, baseName + ".json")}: ${errorMessage(error)}`);
-        }
-      }
-      if (!isObject(meta)) throw new TypeError(`${joinPath(dir, baseName + ".json")}: not a JSON object`);
-      const maxBytes = options.maxOutputBytes ?? DEFAULT_MAX_LINE_BYTES;
-      const run = (args: JsonObject, ctx: ToolContext) => runExecutable(file, root, args, ctx, maxBytes);
-      return { ...emptyCatalog(), tools: [defineTool({ ...meta, run }, baseName, source)] };
+      if (part) parts.set(source, part);
     } catch (error) {
-      errors.push({ file: source, message: errorMessage(error).split("\n")[0] });
-      return undefined;
+      const previous = options.previous?.get(source);
+      if (previous) parts.set(source, previous);
+      const message = loadFailure(error, file, copy ? [[copy, root]] : []);
+      errors.push({ file: source, message: previous ? `${message}; still serving its last good version` : message });
     }
   }));
   const catalog = emptyCatalog();
-  for (const part of loaded) {
+  // In file order, whatever order the imports finished in.
+  for (const name of names) {
+    const part = parts.get(joinPath(dir, name));
     if (!part) continue;
     catalog.tools.push(...part.tools);
     catalog.resources.push(...part.resources);
     catalog.templates.push(...part.templates);
     catalog.prompts.push(...part.prompts);
   }
-  return { catalog, errors };
+  catalog.failed = errors;
+  return { catalog, errors, parts, copy };
 }
 
 /** Loads the tools of DIR (see {@linkcode loadCatalog} for resources and prompts too). */
@@ -2487,21 +2609,95 @@ export async function loadTools(dir: string): Promise<{ tools: Tool[]; errors: P
   return { tools: catalog.tools, errors };
 }
 
-// Imports a plugin module; `fresh` bypasses the module cache so an edited file is re-read.
-async function importPlugin(file: string, fresh?: number): Promise<JsonObject> {
-  if (fresh === undefined) return await import(fileUrl(file));
-  if (!("Bun" in globalThis)) return await import(`${fileUrl(file)}?reload=${fresh}`);
-  // Bun caches by path and ignores a ?query: import a fresh copy beside the file
-  // (a dot file, so the loader and the watcher skip it), then remove it.
-  const { copyFile, rm } = await import("node:fs/promises");
-  const name = file.slice(Math.max(file.lastIndexOf("/"), file.lastIndexOf("\\")) + 1);
-  const copy = joinPath(dirnameOf(file), `.${name}.reload-${fresh}-${proc().pid}${extensionOf(name)}`);
-  await copyFile(file, copy);
-  try {
-    return await import(fileUrl(copy));
-  } finally {
-    await rm(copy, { force: true });
+async function executableCatalog(
+  fs: Files,
+  root: string,
+  dir: string,
+  name: string,
+  baseName: string,
+  options: LoadOptions,
+): Promise<Catalog> {
+  if (sys.platform() === "win32") {
+    throw new TypeError("executable plugins are not supported on Windows yet; write it as a .ts or .js module");
   }
+  let meta: unknown = {};
+  const sidecar = joinPath(dir, baseName + ".json");
+  try {
+    meta = JSON.parse(await fs.readText(joinPath(root, baseName + ".json")));
+  } catch (error) {
+    if ((error as { code?: string }).code !== "ENOENT") throw new TypeError(`${sidecar}: ${errorMessage(error)}`);
+  }
+  if (!isObject(meta)) throw new TypeError(`${sidecar}: not a JSON object`);
+  const file = joinPath(root, name);
+  const maxBytes = options.maxOutputBytes ?? DEFAULT_MAX_LINE_BYTES;
+  const run = (args: JsonObject, ctx: ToolContext) => runExecutable(file, root, args, ctx, maxBytes);
+  return { ...emptyCatalog(), tools: [defineTool({ ...meta, run }, baseName, joinPath(dir, name))] };
+}
+
+/**
+ * Why a plugin file failed to load, in one line, ending with the line and column
+ * when the runtime gives them: Deno and Node name them in the message or stack,
+ * Bun in a BuildMessage's `position`. `renamed` maps a fresh copy back to DIR.
+ */
+function loadFailure(error: unknown, file: string, renamed: [string, string][]): string {
+  const unrename = (text: string) =>
+    renamed.reduce((result, [from, to]) => result.split(fileUrl(from)).join(fileUrl(to)).split(from).join(to), text);
+  const name = (error as { name?: unknown })?.name;
+  let message = unrename(errorMessage(error).split("\n")[0]);
+  // Deno wraps a parse error in a TypeError whose message starts "SyntaxError:".
+  if ((name === "SyntaxError" || name === "BuildMessage") && !message.startsWith("SyntaxError")) {
+    message = `SyntaxError: ${message}`;
+  }
+  const baseName = file.slice(Math.max(file.lastIndexOf("/"), file.lastIndexOf("\\")) + 1);
+  const position = (error as { position?: { file?: string; line?: number; column?: number } })?.position;
+  let where = "";
+  if (position && typeof position.line === "number" && unrename(String(position.file)) === file) {
+    where = `${position.line}${typeof position.column === "number" ? `:${position.column}` : ""}`;
+  } else {
+    const text = unrename(`${errorMessage(error)}\n${(error as { stack?: unknown })?.stack ?? ""}`);
+    const found = [fileUrl(file), file].map((path) => new RegExp(`${escapeRegExp(path)}:(\\d+)(?::(\\d+))?`).exec(text))
+      .find(Boolean);
+    if (found) where = found[2] ? `${found[1]}:${found[2]}` : found[1];
+  }
+  return where && !message.includes(`${baseName}:${where}`) ? `${message} at ${baseName}:${where}` : message;
+}
+
+/**
+ * Copies DIR to a fresh directory beside it, so that its modules and everything
+ * they import from DIR get new URLs: a module cache (which Bun keys by path,
+ * ignoring a ?query) cannot hand back an edited helper's old code. Beside DIR,
+ * so relative imports out of it (`../lib.ts`) still resolve; node_modules is
+ * linked, not copied. Dot entries are skipped.
+ */
+async function freshCopy(root: string, generation: number): Promise<string> {
+  const { copyFile, mkdir, readdir, rm, symlink } = await import("node:fs/promises");
+  const base = root.replace(/[\\/]+$/, "");
+  const name = base.slice(Math.max(base.lastIndexOf("/"), base.lastIndexOf("\\")) + 1);
+  const copy = joinPath(dirnameOf(base), `.${name}.mcp-reload-${proc().pid}-${generation}`);
+  const copyTree = async (from: string, to: string) => {
+    await mkdir(to, { recursive: true });
+    for (const entry of await readdir(from, { withFileTypes: true })) {
+      if (entry.name.startsWith(".")) continue;
+      const source = joinPath(from, entry.name);
+      const target = joinPath(to, entry.name);
+      if (entry.name === "node_modules") await symlink(source, target);
+      else if (entry.isDirectory()) await copyTree(source, target);
+      else await copyFile(source, target);
+    }
+  };
+  try {
+    await copyTree(base, copy);
+  } catch (error) {
+    await rm(copy, { recursive: true, force: true });
+    throw new Error(`Cannot reload "${root}": cannot make a fresh copy at ${copy}: ${errorMessage(error)}`);
+  }
+  return copy;
+}
+
+/** Removes a fresh copy made by a reload. */
+export async function removeCopy(copy: string): Promise<void> {
+  const { rm } = await import("node:fs/promises");
+  await rm(copy, { recursive: true, force: true }).catch(noop);
 }
 
 function moduleCatalog(module: JsonObject, baseName: string, source: string): Catalog {
@@ -2557,7 +2753,10 @@ async function runExecutable(
     const stop = () => {
       if (killTimer) return;
       killGroup(child, "SIGTERM");
+      // To the whole group even when the tool itself has exited by then: a child
+      // that ignores SIGTERM must not outlive it. Kept after "close" for that reason.
       killTimer = setTimeout(() => killGroup(child, "SIGKILL"), EXEC_KILL_GRACE_MS);
+      (killTimer as { unref?: () => void }).unref?.();
     };
     const onLine = (line: string) => {
       const progress = /^@progress\s+(\d+(?:\.\d+)?)(?:\/(\d+(?:\.\d+)?))?\s*(.*)$/.exec(line);
@@ -2595,7 +2794,6 @@ async function runExecutable(
     });
     child.on("close", (code, signal) => {
       ctx.signal.removeEventListener("abort", stop);
-      clearTimeout(killTimer);
       if (partial) onLine(partial);
       if (ctx.signal.aborted) return reject(ctx.signal.reason);
       if (overflow) return resolve(errorResult(`the tool printed more than ${maxBytes} bytes; its output was dropped`));
@@ -2663,6 +2861,8 @@ export interface ServeHandle {
   done: Promise<void>;
   /** Stops reading, waits up to `graceMs` for calls in flight, then aborts them and finishes. */
   shutdown(graceMs?: number): Promise<void>;
+  /** Whether any input has arrived yet. */
+  readonly heard: boolean;
 }
 
 /** Serves tools over a byte-stream pair (stdin/stdout by default) until the input ends. */
@@ -2726,7 +2926,11 @@ export function serve(options: ServeOptions = {}): ServeHandle {
     // Resolve only once the last bytes are handed to the OS.
     output.write("", () => resolveDone());
   };
-  input.start((chunk) => reader.push(chunk), () => {
+  let heard = false;
+  input.start((chunk) => {
+    heard = true;
+    reader.push(chunk);
+  }, () => {
     reader.end();
     // EOF: answer what is in flight, then finish.
     server.idle().then(() => setImmediate(finish));
@@ -2749,7 +2953,14 @@ export function serve(options: ServeOptions = {}): ServeHandle {
     await done;
   };
 
-  return { server, done, shutdown };
+  return {
+    server,
+    done,
+    shutdown,
+    get heard() {
+      return heard;
+    },
+  };
 }
 
 // === 10. MCP client ==========================================================
@@ -3151,7 +3362,8 @@ export class McpClient {
       return result;
     } catch (error) {
       if (error instanceof RpcError) {
-        throw new ServerError(`the server answered ${method} with error ${error.code}: ${error.message}`, error.code);
+        const message = `the server answered ${method} with error ${error.code}: ${error.message}`;
+        throw new ServerError(message, error.code, false, error.data);
       }
       throw error;
     } finally {
@@ -3196,7 +3408,7 @@ export class McpClient {
       result = await this.request("tools/call", { name, arguments: args }, options);
     } catch (error) {
       if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
-        await this.#throwIfUnknown("tool", name, () => this.listTools(options), "name");
+        await this.#throwIfUnknown(error, "tool", name, () => this.listTools(options), "name");
       }
       throw error;
     }
@@ -3208,15 +3420,23 @@ export class McpClient {
 
   // -32602 means an unknown name or bad params; the list tells which, and names
   // the closest. With `certain`, the server already said "not found".
+  // Returns the listing of `name` when the server has it.
   async #throwIfUnknown(
+    error: ServerError,
     kind: string,
     name: string,
     list: () => Promise<JsonObject[]>,
     field: "name" | "uri",
     certain = false,
-  ): Promise<void> {
-    const known = await list().then((items) => items.map((item) => String(item[field])), () => undefined);
-    if (certain || (known && !known.includes(name))) throw new NotFoundError(kind, name, known ?? []);
+  ): Promise<JsonObject | undefined> {
+    const items = await list().catch(() => undefined);
+    const found = items?.find((item) => item[field] === name);
+    if (certain || (items && !found)) {
+      // Our server says why a name whose plugin file failed to load is missing.
+      const why = isObject(error.data) && typeof error.data.loadError === "string" ? error.data.loadError : undefined;
+      throw new NotFoundError(kind, name, (items ?? []).map((item) => String(item[field])), why);
+    }
+    return found;
   }
 
   /** Every resource of the server, following nextCursor to the end. */
@@ -3237,7 +3457,7 @@ export class McpClient {
     } catch (error) {
       // resources.mdx: -32002 up to 2025-11-25, -32602 from 2026-07-28.
       if (error instanceof ServerError && (error.code === -32002 || error.code === ErrorCode.InvalidParams)) {
-        await this.#throwIfUnknown("resource", uri, () => this.listResources(options), "uri", true);
+        await this.#throwIfUnknown(error, "resource", uri, () => this.listResources(options), "uri", true);
       }
       throw error;
     }
@@ -3259,7 +3479,8 @@ export class McpClient {
       result = await this.request("prompts/get", { name, arguments: args }, options);
     } catch (error) {
       if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
-        await this.#throwIfUnknown("prompt", name, () => this.listPrompts(options), "name");
+        const prompt = await this.#throwIfUnknown(error, "prompt", name, () => this.listPrompts(options), "name");
+        if (prompt) throwIfMissingArguments(prompt, args);
       }
       throw error;
     }
@@ -3299,6 +3520,19 @@ export class McpClient {
       child.kill(signal);
     }
   }
+}
+
+/** A usage error naming the required arguments of a prompt (its prompts/list entry) that `args` lacks. */
+export function throwIfMissingArguments(prompt: JsonObject, args: Record<string, unknown>): void {
+  const declared = Array.isArray(prompt.arguments) ? prompt.arguments.filter(isObject) : [];
+  const missing = declared.filter((arg) => arg.required === true && !(String(arg.name) in args)).map((arg) => arg.name);
+  if (missing.length === 0) return;
+  const example = missing.map((name) => `${name}=…`).join(" ");
+  throw new UsageError(
+    `prompt "${prompt.name}" needs ${missing.join(", ")} (required); give ${
+      missing.length > 1 ? "them" : "it"
+    }: ${example}`,
+  );
 }
 
 function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -3714,6 +3948,14 @@ function parseFlags(
   return { values, positionals };
 }
 
+// How to run this file again: for hints that show a command to copy.
+function selfCommand(): string {
+  const path = decodeURIComponent(new URL(import.meta.url).pathname);
+  const cwd = sys.cwd();
+  const script = path.startsWith(cwd + "/") ? path.slice(cwd.length + 1) : path;
+  return `${deno ? "deno run -A" : bun ? "bun" : "node"} ${script}`;
+}
+
 async function runServe(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(args, {
     name: { type: "string" },
@@ -3723,6 +3965,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     "max-line-bytes": { type: "string" },
     "page-size": { type: "string" },
     trace: { type: "boolean" },
+    verbose: { type: "boolean", short: "v" },
     watch: { type: "boolean" },
     help: { type: "boolean", short: "h" },
   }, "serve");
@@ -3730,8 +3973,10 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     io.stdout.write(HELP.serve);
     return 0;
   }
-  if (positionals.length > 1) throw new UsageError(`serve takes one directory, got ${positionals.length}`);
-  const dir = positionals[0] ?? "./tools";
+  if (positionals.length > 1) {
+    throw new UsageError(`serve takes one directory, got ${positionals.length} arguments (see: mcp.ts help serve)`);
+  }
+  const target = positionals[0] ?? "./tools";
   const timeout = positiveInteger("--timeout", values.timeout as string | undefined, DEFAULT_TOOL_TIMEOUT_MS, true);
   const maxLineBytes = positiveInteger(
     "--max-line-bytes",
@@ -3739,37 +3984,48 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     DEFAULT_MAX_LINE_BYTES,
   );
   const pageSize = positiveInteger("--page-size", values["page-size"] as string | undefined, DEFAULT_PAGE_SIZE);
+  const verbose = values.verbose === true || values.trace === true;
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
 
-  // Plugins run in this process: keep their console output off the protocol stream.
+  // `serve DIR`, or `serve DIR/add.ts` for that one file.
+  const kind = await (await files()).kind(target);
+  if (kind === undefined) throw new UsageError(`Cannot serve "${target}": no such directory`);
+  let dir = target;
+  let only: string | undefined;
+  if (kind === "file") {
+    dir = dirnameOf(target);
+    only = target.slice(dir === "." && !/^\.[\\/]/.test(target) ? 0 : dir.length + 1);
+    if (!isPluginFile(only)) {
+      throw new UsageError(`Cannot serve "${target}": not a plugin file; give its folder: mcp.ts serve ${dir}`);
+    }
+  }
+
+  // Plugins run in this process: keep their console output off the protocol
+  // stream, and their process.exit and stray errors from ending it.
   const redirected = redirectConsoleToStderr(io);
+  const unguard = guardProcess((error) =>
+    log(`a plugin threw outside any request: ${verbose ? describeStack(error) : errorMessage(error)}`)
+  );
+  const copies: string[] = []; // fresh copies made by reloads, newest last
   try {
-    const load = async (fresh?: number) => {
-      try {
-        return await loadCatalog(dir, { fresh, maxOutputBytes: maxLineBytes });
-      } catch (error) {
-        if ((error as { code?: string }).code === "ENOENT") {
-          throw new UsageError(`Cannot serve "${dir}": no such directory`);
-        }
-        throw error;
-      }
-    };
-    const loaded = await load();
+    const loaded = await loadCatalog(dir, { only, maxOutputBytes: maxLineBytes });
     for (const failure of loaded.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
     const duplicate = findCatalogDuplicate(loaded.catalog);
     if (duplicate) {
-      log(`Cannot serve "${dir}": ${duplicate}; rename one of them`);
+      log(`Cannot serve "${target}": ${duplicate}; rename one of them`);
       return 1;
     }
     const { tools, resources, templates, prompts } = loaded.catalog;
+    const served = describeCatalog(loaded.catalog);
     if (tools.length + resources.length + templates.length + prompts.length === 0) {
-      log(`nothing to serve in "${dir}" yet; serving empty lists`);
+      log(`nothing to serve in "${target}" yet; serving empty lists`);
     }
     const watch = values.watch === true;
     const handle = serve({
       tools,
       resources: [...resources, ...templates],
       prompts,
+      failed: loaded.errors,
       input: io.stdin,
       output: redirected.protocol,
       name: values.name as string | undefined,
@@ -3781,11 +4037,24 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
       listChanged: watch,
       trace: values.trace as boolean | undefined,
       log: values.trace ? (line) => void io.stderr.write(line + "\n") : log,
+      onPluginError: verbose ? (error, label) => log(`"${label}" threw: ${describeStack(error)}`) : undefined,
     });
+    if (!io.stdin) {
+      // A person at a terminal gets told what this is. Asked a moment later, and
+      // only if no client has spoken by then: knowing costs ~10-20 ms on Bun.
+      setTimeout(async () => {
+        if (handle.heard || !(await sys.stdinIsTerminal())) return;
+        log(
+          `serving ${served} from "${target}" on stdin/stdout: MCP clients write JSON-RPC lines here; ` +
+            `end with Ctrl-D or Ctrl-C. Try it from another terminal: mcp.ts list "${selfCommand()} serve ${target}"`,
+        );
+      }, 100).unref?.();
+    }
     let stopWatching = () => {};
     if (watch) {
       // One reload at a time; changes during a reload cause one more.
       let generation = 0;
+      let parts = loaded.parts;
       let reloading: Promise<void> | undefined;
       let again = false;
       const reload = async () => {
@@ -3796,20 +4065,24 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
         do {
           again = false;
           reloading = (async () => {
-            const next = await load(++generation);
+            const next = await loadCatalog(dir, {
+              only,
+              fresh: ++generation,
+              previous: parts,
+              maxOutputBytes: maxLineBytes,
+            });
+            if (next.copy) copies.push(next.copy);
             for (const failure of next.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
             try {
               handle.server.setCatalog(next.catalog);
-              const c = next.catalog;
-              log(
-                `reloaded "${dir}": ${c.tools.length} tools, ${
-                  c.resources.length + c.templates.length
-                } resources, ${c.prompts.length} prompts`,
-              );
+              parts = next.parts;
+              log(`reloaded "${target}": ${describeCatalog(next.catalog)}`);
             } catch (error) {
-              log(`Cannot reload "${dir}": ${errorMessage(error)}; still serving the previous set`);
+              log(`Cannot reload "${target}": ${errorMessage(error)}; still serving the previous set`);
             }
-          })().catch((error) => log(`Cannot reload "${dir}": ${errorMessage(error)}`));
+            // Calls in flight may still use the copy before: keep one, remove older ones.
+            while (copies.length > 2) await removeCopy(copies.shift()!);
+          })().catch((error) => log(errorMessage(error)));
           await reloading;
           reloading = undefined;
         } while (again);
@@ -3827,11 +4100,29 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     // flushed by now, so exiting cannot cut it off; executable tools get their
     // SIGTERM-to-SIGKILL grace first.
     io.stdin?.destroy?.();
-    setTimeout(() => sys.exit(), EXEC_KILL_GRACE_MS + 500).unref();
+    setTimeout(() => sys.exit(), EXEC_KILL_GRACE_MS + 500).unref?.();
     return 0;
   } finally {
+    await Promise.all(copies.map(removeCopy));
+    unguard();
     redirected.restore();
   }
+}
+
+// "3 tools, 1 resource, 2 prompts": what a catalog serves, for people.
+function describeCatalog(catalog: Catalog): string {
+  const count = (n: number, one: string) => `${n} ${one}${n === 1 ? "" : "s"}`;
+  const { tools, resources, templates, prompts } = catalog;
+  const parts = [count(tools.length, "tool")];
+  if (resources.length + templates.length > 0) parts.push(count(resources.length + templates.length, "resource"));
+  if (prompts.length > 0) parts.push(count(prompts.length, "prompt"));
+  return parts.join(", ");
+}
+
+// An error with its stack, for --verbose.
+function describeStack(error: unknown): string {
+  const stack = error instanceof Error && typeof error.stack === "string" ? error.stack : "";
+  return stack.includes(errorMessage(error)) ? stack : [errorMessage(error), stack].filter(Boolean).join("\n");
 }
 
 const CLIENT_FLAGS = {

@@ -6,7 +6,16 @@
 
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -1759,6 +1768,146 @@ describe("7. Plugins: --watch with resources and prompts", () => {
       });
     } finally {
       rmSync(dir, { recursive: true });
+    }
+  });
+});
+
+describe("7. Plugins: fault injection, load errors, fresh reloads", () => {
+  test("a plugin's process.exit, a thrown object without toString and errors from its timers are answered, and serving goes on", async () => {
+    await withServer(["testdata/faults"], async (server) => {
+      await server.initialize();
+      server.call(1, "exits");
+      assert.deepEqual((await server.response(1)).result, {
+        content: [{ type: "text", text: "Cannot exit while serving: a plugin called process.exit(3)" }],
+        isError: true,
+      });
+      server.call(2, "null_proto");
+      const thrown = (await server.response(2)).result;
+      assert.equal(thrown.isError, true);
+      assert.equal(text(thrown), "a thrown object with no message");
+      server.call(3, "late_throw");
+      assert.equal(text((await server.response(3)).result), "answered");
+      await server.until(() => server.stderr.includes("thrown from a timer"), "the timer's error reported");
+      assert.match(server.stderr, /mcp: a plugin threw outside any request: rejected and forgotten\n/);
+      assert.deepEqual((await server.request(4, "ping")).result, {});
+      server.call(5, "exits", { code: 0 });
+      assert.equal((await server.response(5)).result.isError, true);
+      assert.deepEqual((await server.request(6, "ping")).result, {}, "still serving");
+    });
+  });
+
+  test("a cancelled executable's process group gets SIGKILL after the grace, even once the tool itself has exited", async () => {
+    let grandchild = 0;
+    await withServer(["testdata/faults"], async (server) => {
+      await server.initialize();
+      server.call(1, "stubborn");
+      await server.until(() => server.messages.some((m) => m.method === "notifications/message"), "the grandchild");
+      grandchild = Number(
+        /grandchild=(\d+)/.exec(server.messages.find((m) => m.method === "notifications/message")!.params.data)![1],
+      );
+      assert.ok(isAlive(grandchild));
+      server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } });
+      const deadline = Date.now() + 5_000;
+      while (isAlive(grandchild) && Date.now() < deadline) await sleep(100);
+      assert.ok(!isAlive(grandchild), `grandchild ${grandchild} ignoring SIGTERM is still running`);
+      assert.deepEqual((await server.request(2, "ping")).result, {});
+    });
+    if (grandchild && isAlive(grandchild)) process.kill(grandchild, "SIGKILL");
+  });
+
+  test("a call to a tool whose file failed to load says why, with its line and column", async () => {
+    await withServer(["testdata/broken"], async (server) => {
+      await server.initialize();
+      server.call(1, "syntax");
+      const { error } = await server.response(1);
+      assert.equal(error.code, ErrorCode.InvalidParams);
+      // Node gives the line only.
+      assert.match(
+        error.data.loadError,
+        /^testdata\/broken\/syntax\.ts failed to load: SyntaxError: .+ at syntax\.ts:2(:31)?$/,
+      );
+      assert.match(error.message, /^Unknown tool: syntax; testdata\/broken\/syntax\.ts failed to load/);
+      server.call(2, "nosuch");
+      assert.equal((await server.response(2)).error.message, "Unknown tool: nosuch");
+    });
+    const run = await runCli(["call", [...RUNTIME, MCP, "serve", "testdata/broken"].map(quote).join(" "), "throws"]);
+    assert.equal(run.code, 2);
+    assert.match(
+      run.stderr,
+      /^mcp: the server has no tool named "throws": testdata\/broken\/throws\.ts failed to load: plugin exploded at import at throws\.ts:2:\d+\n$/,
+    );
+  });
+
+  test("--verbose shows the stack of a tool that throws", async () => {
+    await withServer(["testdata/tools", "--verbose"], async (server) => {
+      await server.initialize();
+      server.call(1, "fail", { message: "boom" });
+      assert.equal(text((await server.response(1)).result), "boom");
+      await server.until(() => /"fail" threw: Error: boom\n\s+at .*fail\.ts/.test(server.stderr), "the stack");
+    });
+  });
+
+  test("--watch reloads the helpers a tool imports, and a file that breaks keeps its last good version", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "mcp-graph-"));
+    const dir = join(parent, "tools");
+    mkdirSync(dir);
+    try {
+      writeFileSync(join(dir, "_helper.ts"), 'export const word = "v1";');
+      writeFileSync(join(dir, "one.ts"), 'import { word } from "./_helper.ts";\nexport default { run: () => word };');
+      await withServer([dir, "--watch"], async (server) => {
+        await server.initialize();
+        const reloads = () => server.stderr.split("reloaded").length - 1;
+        const answer = async (id: string) => {
+          server.call(id, "one");
+          return text((await server.response(id)).result);
+        };
+        assert.equal(await answer("a"), "v1");
+        writeFileSync(join(dir, "_helper.ts"), 'export const word = "v2";');
+        await server.until(() => reloads() >= 1, "a reload after editing the helper");
+        assert.equal(await answer("b"), "v2");
+        assert.match(server.stderr, /reloaded ".+": 1 tool\n/);
+
+        writeFileSync(join(dir, "one.ts"), "export default { run: ( };");
+        await server.until(() => /last good version/.test(server.stderr), "the broken edit reported");
+        assert.match(server.stderr, /Cannot load .+one\.ts: SyntaxError: .+; still serving its last good version/);
+        assert.equal(await answer("c"), "v2");
+        const { result } = await server.request("d", "tools/list");
+        assert.deepEqual(result.tools.map((t: Message) => t.name), ["one"]);
+        await server.end();
+      });
+      assert.deepEqual(readdirSync(parent), ["tools"], "no fresh copy is left beside DIR");
+    } finally {
+      rmSync(parent, { recursive: true });
+    }
+  });
+
+  test("serve FILE serves that one file; a file that is no plugin is a usage error naming its folder", async () => {
+    await withServer(["testdata/tools/add.ts"], async (server) => {
+      await server.initialize();
+      const { result } = await server.request(1, "tools/list");
+      assert.deepEqual(result.tools.map((t: Message) => t.name), ["add"]);
+    });
+    const run = await runCli(["serve", "testdata/tools/wc.json"]);
+    assert.equal(run.code, 2);
+    assert.equal(
+      run.stderr,
+      'mcp: Cannot serve "testdata/tools/wc.json": not a plugin file; give its folder: mcp.ts serve testdata/tools\n',
+    );
+  });
+
+  test("serve on a terminal says what it is and how to try it", async () => {
+    if (spawnSync("script", ["--version"]).status !== 0) return;
+    const command = [...RUNTIME, MCP, "serve", "testdata/tools"].map(quote).join(" ");
+    const child = spawn("script", ["-q", "-c", command, "/dev/null"], { cwd: HERE, stdio: ["pipe", "pipe", "pipe"] });
+    let output = "";
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => output += chunk);
+    try {
+      const deadline = Date.now() + 15_000;
+      while (!output.includes("Ctrl-D") && Date.now() < deadline) await sleep(50);
+      assert.match(output, /mcp: serving 7 tools from "testdata\/tools" on stdin\/stdout: .*Ctrl-D or Ctrl-C/);
+      assert.match(output, /mcp\.ts list ".+ serve testdata\/tools"/);
+    } finally {
+      child.kill("SIGKILL");
     }
   });
 });
