@@ -220,6 +220,7 @@ interface DenoApi {
   readDir(path: string): AsyncIterable<{ name: string; isFile: boolean; isSymlink: boolean }>;
   stat(path: string): Promise<{ mode: number | null; isDirectory: boolean }>;
   readTextFile(path: string): Promise<string>;
+  consoleSize(): { columns: number; rows: number };
   stdin: { read(buffer: Uint8Array): Promise<number | null>; close(): void; isTerminal(): boolean };
   stdout: DenoStdioFile;
   stderr: DenoStdioFile;
@@ -341,7 +342,10 @@ interface Files {
 }
 
 function kindOf(isDirectory: Promise<boolean>): Promise<"file" | "directory" | undefined> {
-  return isDirectory.then((directory) => directory ? "directory" : "file", () => undefined);
+  return isDirectory.then((directory) => directory ? "directory" : "file", (error) => {
+    if ((error as { code?: string }).code === "ENOENT") return undefined;
+    throw error; // e.g. Deno without --allow-read: a hint, not "no such directory"
+  });
 }
 
 async function files(): Promise<Files> {
@@ -415,6 +419,8 @@ export interface OutputSink extends ByteSink {
   once?(event: "drain", listener: () => void): unknown;
   on?(event: "error", listener: (error: Error) => void): unknown;
   readonly isTTY?: boolean;
+  /** The terminal's width, when it is one. */
+  readonly columns?: number;
   /** Set on the runtime's own stdout/stderr, which need no Node stream. */
   readonly native?: boolean;
   /** Resolves once everything written so far has been handed to the OS. */
@@ -434,13 +440,15 @@ export function nativeSink(fd: 1 | 2): OutputSink | undefined {
   const name = fd === 1 ? "stdout" : "stderr";
   let writeNow: (chunk: string | Uint8Array) => unknown;
   let isTerminal: () => boolean;
+  let columns: () => number | undefined;
   if (bun) {
     const writer = bun[name].writer();
     writeNow = (chunk) => {
       writer.write(chunk);
       return writer.flush();
     };
-    isTerminal = () => proc()[name].isTTY === true; // only asked when there is progress to show
+    isTerminal = () => proc()[name].isTTY === true; // only asked when there is something to fit
+    columns = () => proc()[name].columns;
   } else if (deno) {
     const file = deno[name];
     // Bound now: serve points Deno.stdout's methods at stderr to guard the protocol from plugins.
@@ -450,6 +458,13 @@ export function nativeSink(fd: 1 | 2): OutputSink | undefined {
       while (bytes.length > 0) bytes = bytes.subarray(await write(bytes));
     };
     isTerminal = () => file.isTerminal();
+    columns = () => {
+      try {
+        return deno.consoleSize().columns;
+      } catch {
+        return undefined; // not a terminal
+      }
+    };
   } else {
     return undefined;
   }
@@ -462,6 +477,9 @@ export function nativeSink(fd: 1 | 2): OutputSink | undefined {
     native: true,
     get isTTY() {
       return isTerminal();
+    },
+    get columns() {
+      return columns();
     },
     write(chunk, callback) {
       if (failed) {
@@ -2986,6 +3004,7 @@ const DEFAULT_CLIENT_MAX_LINE_BYTES = 64 * 1024 * 1024;
 const STDERR_TAIL_BYTES = 64 * 1024;
 // lifecycle.mdx "Shutdown": close stdin, wait, SIGTERM, wait, SIGKILL.
 const SHUTDOWN_STEP_MS = 2_000;
+const UNRESPONSIVE_STEP_MS = 250;
 const RETRY_BASE_MS = 200;
 const MAX_LIST_PAGES = 10_000;
 
@@ -3128,9 +3147,11 @@ export async function resolveServer(
   }
   if (bareWord && !(await isExecutableOnPath(words[0], env))) {
     const names = configs.flatMap((config) => Object.keys(config.servers));
-    const where = configs.length ? configs.map((config) => config.file).join(", ") : "no MCP config (none found)";
+    const where = configs.length
+      ? `nor a server in ${configs.map((config) => config.file).join(", ")}`
+      : `and no MCP config names it (none found: ./.mcp.json, ${claudeDesktopConfigPath(env)}; see --config)`;
     const known = names.length ? `; servers it knows: ${names.join(", ")}` : "";
-    throw new UsageError(`"${target}" is neither a command nor a server in ${where}${known}`);
+    throw new UsageError(`"${target}" is not a command on PATH ${where}${known}`);
   }
   return { command: words[0], args: words.slice(1) };
 }
@@ -3197,6 +3218,7 @@ export class McpClient {
   #progress = new Map<RequestId, (params: JsonObject) => void>();
   #nextToken = 0;
   #closing: Promise<void> | undefined;
+  #unresponsive = false; // a request timed out: shutdown does not wait for it to notice its stdin closing
 
   constructor(spec: ServerSpec, options: ConnectOptions = {}) {
     this.spec = spec;
@@ -3361,6 +3383,7 @@ export class McpClient {
       if (!isObject(result)) throw new ServerError(`the server sent an invalid ${method} result: not an object`);
       return result;
     } catch (error) {
+      if (error instanceof TimeoutError) this.#unresponsive = true;
       if (error instanceof RpcError) {
         const message = `the server answered ${method} with error ${error.code}: ${error.message}`;
         throw new ServerError(message, error.code, false, error.data);
@@ -3494,7 +3517,7 @@ export class McpClient {
   async ping(options: RequestOptions = {}): Promise<number> {
     const started = performance.now();
     await this.request("ping", undefined, options);
-    return performance.now() - started;
+    return Math.round((performance.now() - started) * 1000) / 1000; // µs: the timer's noise below that
   }
 
   /** Shuts the server down: close its stdin, wait, SIGTERM, wait, SIGKILL. */
@@ -3509,12 +3532,16 @@ export class McpClient {
     const child = this.#child;
     if (!child || this.#hasExited) return;
     child.end();
+    // A server that let a request time out has had its chance: a moment to read
+    // the cancellation and its closed stdin, not the whole first step.
+    let wait = this.#unresponsive ? UNRESPONSIVE_STEP_MS : SHUTDOWN_STEP_MS;
     for (const signal of ["SIGTERM", "SIGKILL", undefined] as const) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const exited = await Promise.race([
         this.#exited.then(() => true),
-        new Promise<boolean>((resolve) => timer = setTimeout(() => resolve(false), SHUTDOWN_STEP_MS)),
+        new Promise<boolean>((resolve) => timer = setTimeout(() => resolve(false), wait)),
       ]);
+      wait = SHUTDOWN_STEP_MS;
       clearTimeout(timer);
       if (exited || signal === undefined) return;
       child.kill(signal);
@@ -3587,11 +3614,27 @@ export function splitPair(pair: string): [string, string] {
 export function argsFromPairs(pairs: string[], inputSchema?: unknown): JsonObject {
   const properties = isObject(inputSchema) && isObject(inputSchema.properties) ? inputSchema.properties : {};
   const args: JsonObject = {};
-  for (const [key, text] of pairs.map(splitPair)) {
-    const property = properties[key];
-    const declared = isObject(property) ? property.type : undefined;
+  const typesOf = (schema: unknown) => {
+    const declared = isObject(schema) ? schema.type : undefined;
     const types = Array.isArray(declared) ? declared : declared === undefined ? [] : [declared];
-    args[key] = typedValue(key, text, types.filter((type) => type !== "null") as string[]);
+    return types.filter((type) => type !== "null") as string[];
+  };
+  const split = pairs.map(splitPair);
+  const counts = new Map<string, number>();
+  for (const [key] of split) counts.set(key, (counts.get(key) ?? 0) + 1);
+  for (const [key, text] of split) {
+    const property = properties[key];
+    const types = typesOf(property);
+    if (counts.get(key) === 1) {
+      args[key] = typedValue(key, text, types);
+      continue;
+    }
+    // A key given more than once makes an array when the schema says so (tags=a tags=b); else it is a mistake.
+    const items = isObject(property) ? property.items : undefined;
+    if (!types.includes("array")) {
+      throw new UsageError(`Cannot read ${key}=${text}: ${key} is given ${counts.get(key)} times but is not an array`);
+    }
+    args[key] = [...(Array.isArray(args[key]) ? args[key] : []), typedValue(key, text, typesOf(items))];
   }
   return args;
 }
@@ -3658,34 +3701,160 @@ function editDistance(a: string, b: string): number {
 // === 11. Output ==============================================================
 // What the client commands print, as pure functions of what the server sent.
 
+/** How output is shaped for where it goes. */
+export interface RenderOptions {
+  /** Output is a terminal: binary items become one-line summaries. */
+  terminal?: boolean;
+  /** Lines are cut to this many columns (a terminal's width). */
+  width?: number;
+}
+
 /** What `call` prints for a CallToolResult: stdout text, and stderr text for isError. */
-export function renderCallResult(result: JsonObject): { stdout: string; stderr: string } {
+export function renderCallResult(result: JsonObject, options: RenderOptions = {}): { stdout: string; stderr: string } {
   const content = Array.isArray(result.content) ? result.content : [];
   let out = "";
   let hasText = false;
+  const binaries: string[] = [];
   for (const item of content) {
     if (isObject(item) && item.type === "text" && typeof item.text === "string") {
       out += item.text + "\n";
       hasText = true;
-    } else {
-      out += JSON.stringify(item) + "\n";
+      continue;
     }
+    const data = binaryData(item);
+    if (data !== undefined) binaries.push(data);
+    const line = options.terminal && data !== undefined
+      ? summarizeBinary(item as JsonObject, data)
+      : JSON.stringify(item);
+    out += line + "\n";
   }
-  if (!hasText && result.structuredContent !== undefined) out = JSON.stringify(result.structuredContent) + "\n" + out;
+  // Structured content that only repeats a binary item (a tool returning its image twice) is not printed again.
+  if (!hasText && result.structuredContent !== undefined) {
+    const structured = JSON.stringify(result.structuredContent);
+    if (!binaries.some((data) => data.length > 0 && structured.includes(data))) out = structured + "\n" + out;
+  }
   return result.isError === true ? { stdout: "", stderr: out } : { stdout: out, stderr: "" };
 }
 
-/** One line per tool: its name and the first line of its description. */
-export function renderToolList(tools: JsonObject[]): string {
-  const width = Math.min(40, Math.max(0, ...tools.map((tool) => String(tool.name).length)));
-  return tools.map((tool) => {
-    const description = typeof tool.description === "string" ? tool.description.trim().split("\n")[0] : "";
-    return description ? `${String(tool.name).padEnd(width)}  ${description}\n` : `${tool.name}\n`;
+// The base64 data of an image, audio or blob resource item.
+function binaryData(item: unknown): string | undefined {
+  if (!isObject(item)) return undefined;
+  if ((item.type === "image" || item.type === "audio") && typeof item.data === "string") return item.data;
+  if (item.type === "resource" && isObject(item.resource) && typeof item.resource.blob === "string") {
+    return item.resource.blob;
+  }
+  return undefined;
+}
+
+/** The bytes of a result's binary item (image, audio or blob resource), or undefined for other items. */
+export function binaryBytes(item: unknown): Uint8Array | undefined {
+  const data = binaryData(item);
+  return data === undefined ? undefined : base64ToBytes(data);
+}
+
+function base64ToBytes(data: string): Uint8Array {
+  return Uint8Array.from(atob(data), (ch) => ch.charCodeAt(0));
+}
+
+// "[image image/png, 26.7 KB]": a binary item for a terminal.
+function summarizeBinary(item: JsonObject, data: string): string {
+  const resource = isObject(item.resource) ? item.resource : undefined;
+  const mimeType = resource?.mimeType ?? item.mimeType;
+  const size = formatBytes(Math.floor(data.replace(/=+$/, "").length * 3 / 4));
+  return `[${[item.type, resource?.uri, mimeType].filter((part) => typeof part === "string").join(" ")}, ${size}]`;
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
+
+// One line, cut to `width` columns when given.
+function fitLine(line: string, width?: number): string {
+  return width !== undefined && width > 1 && line.length > width ? line.slice(0, width - 1) + "…" : line;
+}
+
+/** A JSON Schema's type for people: `string`, `integer[]`, `"a"|"b"`, `number|null`. */
+export function describeSchemaType(schema: unknown): string {
+  if (!isObject(schema)) return "any";
+  if (Array.isArray(schema.enum)) return schema.enum.map((value) => JSON.stringify(value)).join("|");
+  if (schema.const !== undefined) return JSON.stringify(schema.const);
+  const variants = schema.anyOf ?? schema.oneOf;
+  if (Array.isArray(variants)) return variants.map(describeSchemaType).join("|");
+  const types = Array.isArray(schema.type) ? schema.type : schema.type === undefined ? [] : [schema.type];
+  if (types.length === 0) return "any";
+  return types.map((type) => {
+    if (type !== "array") return String(type);
+    const items = describeSchemaType(schema.items);
+    return items.includes("|") ? `(${items})[]` : `${items}[]`;
+  }).join("|");
+}
+
+// "city*: string, days: integer" from an inputSchema.
+function describeArguments(inputSchema: unknown): string {
+  const properties = isObject(inputSchema) && isObject(inputSchema.properties) ? inputSchema.properties : {};
+  const required = isObject(inputSchema) && Array.isArray(inputSchema.required) ? inputSchema.required : [];
+  return Object.entries(properties)
+    .map(([name, schema]) => `${name}${required.includes(name) ? "*" : ""}: ${describeSchemaType(schema)}`)
+    .join(", ");
+}
+
+function firstLine(text: unknown): string {
+  return typeof text === "string" ? text.trim().split("\n")[0] : "";
+}
+
+// Columns two spaces apart, each but the last padded to line up (up to 40 wide).
+function renderRows(rows: string[][], options: RenderOptions): string {
+  const widths = rows[0]?.map((_, i) => Math.min(40, Math.max(...rows.map((row) => row[i].length)))) ?? [];
+  const last = widths.length - 1;
+  return rows.map((row) => {
+    // A column empty in every row takes no room.
+    const cells = row.map((cell, i) => i < last ? cell.padEnd(widths[i]) : cell).filter((_, i) => widths[i] > 0);
+    const line = cells.join("  ").trimEnd();
+    return fitLine(line, options.width) + "\n";
   }).join("");
 }
 
+/** One line per tool: its name, its arguments (`city*: string`; * = required) and the first line of its description. */
+export function renderToolList(tools: JsonObject[], options: RenderOptions = {}): string {
+  return renderRows(
+    tools.map((tool) => [String(tool.name), describeArguments(tool.inputSchema), firstLine(tool.description)]),
+    options,
+  );
+}
+
+/** One tool in full: title, description, each argument with its type and description, output schema, annotations. */
+export function renderToolDetail(tool: JsonObject): string {
+  const lines = [typeof tool.title === "string" ? `${tool.name} — ${tool.title}` : String(tool.name)];
+  if (typeof tool.description === "string" && tool.description.trim()) lines.push(tool.description.trim());
+  const schema = isObject(tool.inputSchema) ? tool.inputSchema : {};
+  const properties = isObject(schema.properties) ? Object.entries(schema.properties) : [];
+  const required = Array.isArray(schema.required) ? schema.required : [];
+  lines.push("", properties.length ? "arguments (* = required):" : "arguments: none");
+  const width = Math.max(0, ...properties.map(([name]) => name.length + 1));
+  for (const [name, property] of properties) {
+    const about = isObject(property) ? property : {};
+    const notes = [describeSchemaType(property), firstLine(about.description)];
+    if (about.default !== undefined) notes.push(`default ${JSON.stringify(about.default)}`);
+    const label = `${name}${required.includes(name) ? "*" : ""}`.padEnd(width);
+    lines.push(`  ${label}  ${notes.filter(Boolean).join("  ")}`);
+  }
+  if (tool.outputSchema !== undefined) lines.push(`output: ${JSON.stringify(tool.outputSchema)}`);
+  if (isObject(tool.annotations)) {
+    const hints = Object.entries(tool.annotations)
+      .map(([key, value]) => value === true ? key : `${key}=${JSON.stringify(value)}`);
+    if (hints.length) lines.push(`annotations: ${hints.join(", ")}`);
+  }
+  return lines.join("\n") + "\n";
+}
+
 /** One line per resource or template: its URI (or template), then its name and description. */
-export function renderResourceList(resources: JsonObject[], templates: JsonObject[]): string {
+export function renderResourceList(
+  resources: JsonObject[],
+  templates: JsonObject[],
+  options: RenderOptions = {},
+): string {
   const rows = [
     ...resources.map((item) => [String(item.uri), item]),
     ...templates.map((item) => [String(item.uriTemplate), item]),
@@ -3694,19 +3863,22 @@ export function renderResourceList(resources: JsonObject[], templates: JsonObjec
   return rows.map(([key, item]) => {
     const description = typeof item.description === "string" ? item.description.trim().split("\n")[0] : "";
     const label = [item.title ?? item.name, description].filter(Boolean).join(" — ");
-    return label ? `${key.padEnd(width)}  ${label}\n` : `${key}\n`;
+    return fitLine(label ? `${key.padEnd(width)}  ${label}` : key, options.width) + "\n";
   }).join("");
 }
 
 /** One line per prompt: its name, its arguments (* = required) and the first line of its description. */
-export function renderPromptList(prompts: JsonObject[]): string {
-  return renderToolList(prompts.map((prompt) => {
-    const args = Array.isArray(prompt.arguments)
-      ? prompt.arguments.map((arg: JsonObject) => `${arg.name}${arg.required ? "*" : ""}`).join(" ")
-      : "";
-    const description = typeof prompt.description === "string" ? prompt.description.trim().split("\n")[0] : "";
-    return { name: prompt.name, description: [args && `(${args})`, description].filter(Boolean).join(" ") };
-  }));
+export function renderPromptList(prompts: JsonObject[], options: RenderOptions = {}): string {
+  return renderRows(
+    prompts.map((prompt) => [
+      String(prompt.name),
+      Array.isArray(prompt.arguments)
+        ? prompt.arguments.filter(isObject).map((arg) => `${arg.name}${arg.required ? "*" : ""}`).join(", ")
+        : "",
+      firstLine(prompt.description),
+    ]),
+    options,
+  );
 }
 
 /** A resource's contents: text as it is, binary as raw bytes. */
@@ -3717,7 +3889,7 @@ export function renderResourceContents(result: JsonObject): Uint8Array[] {
     if (typeof item.text === "string") {
       parts.push(encoder.encode(item.text.endsWith("\n") || item.text === "" ? item.text : item.text + "\n"));
     } else if (typeof item.blob === "string") {
-      parts.push(Uint8Array.from(atob(item.blob), (ch) => ch.charCodeAt(0)));
+      parts.push(base64ToBytes(item.blob));
     }
   }
   return parts;
@@ -3758,8 +3930,9 @@ export function renderInfo(result: JsonObject): string {
 // streams and signals, and keeps plugins' output off the protocol stream.
 
 const CLIENT_OPTIONS_HELP = `
-<server> is a command line ("deno run -A mcp.ts serve ./tools", split with shell quoting and run
-without a shell) or a server name from --config FILE, ./.mcp.json, or Claude Desktop's config.
+<server> is ONE argument: a command line in quotes ("deno run -A mcp.ts serve ./tools", split
+with shell quoting and run without a shell) or a server name from --config FILE, ./.mcp.json,
+or Claude Desktop's config.
 
 Options:
   --timeout MS             idle timeout per request (default ${DEFAULT_REQUEST_TIMEOUT_MS}), restarted by progress
@@ -3774,9 +3947,13 @@ Options:
                            (and a call the server died under, if the tool is idempotentHint)
   --protocol VERSION       the protocol version to ask for (default ${LATEST_PROTOCOL_VERSION})
   --max-line-bytes N       longest line accepted from the server (default ${DEFAULT_CLIENT_MAX_LINE_BYTES})
+  -o, --output FILE        call, read: write the binary result or contents to FILE
 
+Errors are one "mcp: ..." line on stderr; with --json, one JSON object {"error", "exitCode", ...}.
 Exit codes: 0 success, 1 the tool reported an error, 2 usage error or unknown tool,
 3 the server failed (could not start, died, error answer, timeout), 130 interrupted.
+A list the server does not offer (no tools, resources or prompts) prints nothing, says so on
+stderr and exits 0; reading a resource or prompt it does not offer is exit 2.
 `;
 
 const HELP: Record<string, string> = {
@@ -3785,12 +3962,12 @@ const HELP: Record<string, string> = {
 Usage:
   mcp.ts serve [DIR] [options]       serve the tool plugins in DIR (default ./tools) on stdin/stdout
   mcp.ts call <server> <tool> [ARGS] call one tool and print its result
-  mcp.ts list <server>               the server's tools, one per line
+  mcp.ts list <server> [TOOL]        the server's tools with their arguments, or one tool in full
   mcp.ts info <server>               protocol version, serverInfo, capabilities, instructions
   mcp.ts ping <server>               round-trip time
   mcp.ts batch <server>              many calls on one server: NDJSON in, NDJSON out
   mcp.ts resources <server>          resources and resource templates
-  mcp.ts read <server> <uri>         a resource's contents (binary raw to stdout; --json for base64)
+  mcp.ts read <server> <uri>         a resource's contents (binary: -o FILE, or --json for base64)
   mcp.ts prompts <server>            prompts
   mcp.ts prompt <server> <name> [ARGS]
                                      a prompt's messages
@@ -3804,13 +3981,17 @@ Run it with:  deno run -A mcp.ts …   |   bun mcp.ts …   |   node mcp.ts … 
 Starts the server, calls one tool, prints the result, stops the server.
 ARGS: a JSON object ('{"a":1}'), - (JSON from stdin), @file.json, or key=value pairs
 typed by the tool's inputSchema (zip=007 stays "007" when zip is a string). Default {}.
-Prints each text item on its own line; structured content (when there is no text) and
-other content as one JSON line each; --json prints the whole result.
+Prints each text item on its own line; structured content (when there is no text, and
+unless it only repeats an image) and other content as one JSON line each; on a terminal,
+images and audio as one summary line ([image image/png, 26.7 KB]). --json prints the whole
+result. -o FILE writes the result's one binary item (an image, say) to FILE.
 ${CLIENT_OPTIONS_HELP}`,
-  list: `Usage: mcp.ts list <server> [options]
+  list: `Usage: mcp.ts list <server> [TOOL] [options]
 
-Prints every tool of the server (all pages): its name and the first line of its description.
---json prints {"tools": [...]}.
+Prints every tool of the server (all pages), one per line: its name, its arguments
+(city*: string, days: integer; * = required) and the first line of its description, cut to
+the terminal's width on a terminal. --json prints {"tools": [...]}.
+With TOOL: that tool's description, arguments and output schema; --json prints its entry.
 ${CLIENT_OPTIONS_HELP}`,
   info: `Usage: mcp.ts info <server> [options]
 
@@ -3828,8 +4009,9 @@ Prints every resource (all pages), then every resource template: its URI, name a
 ${CLIENT_OPTIONS_HELP}`,
   read: `Usage: mcp.ts read <server> <uri> [options]
 
-Prints a resource's contents: text as it is, binary contents as raw bytes (redirect them to a
-file). --json prints the ReadResourceResult, binary contents in base64.
+Prints a resource's contents: text as it is, binary contents as raw bytes when stdout is
+not a terminal (on one it refuses: exit 2). -o FILE writes the contents to FILE. --json prints
+the ReadResourceResult, binary contents in base64.
 ${CLIENT_OPTIONS_HELP}`,
   prompts: `Usage: mcp.ts prompts <server> [options]
 
@@ -3849,9 +4031,9 @@ each gets one stdout line, in input order: the CallToolResult as JSON, or {"erro
 --concurrency N runs N calls at once (default 1); the output order does not change.
 Exit code: the worst line's, 3 (server failed) > 2 (bad input line) > 1 (isError) > 0.
 ${CLIENT_OPTIONS_HELP}`,
-  serve: `Usage: mcp.ts serve [DIR] [options]
+  serve: `Usage: mcp.ts serve [DIR | FILE] [options]
 
-Serves the plugins in DIR (default ./tools) as an MCP server on stdin/stdout
+Serves the plugins in DIR (default ./tools), or the one plugin FILE, as an MCP server on stdin/stdout
 (newline-delimited JSON-RPC; Content-Length framing is recognised too): modules (*.ts, *.js,
 *.mjs) exporting tools, resources and prompts, and executable files in any language.
 
@@ -3863,7 +4045,8 @@ Options:
   --max-line-bytes N       longest message accepted (default ${DEFAULT_MAX_LINE_BYTES})
   --page-size N            items per list page (default ${DEFAULT_PAGE_SIZE})
   --watch                  reload DIR when its files change; tell the client the lists changed
-  --trace                  every frame in (<) and out (>) on stderr
+  -v, --verbose            the stack of plugin code that throws, on stderr
+  --trace                  every frame in (<) and out (>) on stderr (and what --verbose shows)
   -h, --help               this text
 `,
 };
@@ -4138,6 +4321,7 @@ const CLIENT_FLAGS = {
   protocol: { type: "string" },
   "max-line-bytes": { type: "string" },
   concurrency: { type: "string" },
+  output: { type: "string", short: "o" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -4148,10 +4332,10 @@ async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
   if (words.length === 0) return { kind: "object", value: {} };
   const [first] = words;
   let text: string | undefined;
-  let from = "ARGS";
+  let from = "";
   if (words.length === 1 && first === "-") {
     text = await readAll(io.stdin ?? proc().stdin);
-    from = "stdin";
+    from = " from stdin";
   } else if (words.length === 1 && first.startsWith("@")) {
     try {
       const { readFile } = await import("node:fs/promises");
@@ -4159,7 +4343,7 @@ async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
     } catch (error) {
       throw new UsageError(`Cannot read ARGS from ${first}: ${errorMessage(error)}`);
     }
-    from = first;
+    from = ` from ${first}`;
   } else if (words.length === 1 && /^\s*[[{"\d-]/.test(first) && !/^[A-Za-z_][\w.-]*=/.test(first)) {
     text = first;
   }
@@ -4168,10 +4352,10 @@ async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
     try {
       value = JSON.parse(text.trim() === "" ? "{}" : text);
     } catch (error) {
-      throw new UsageError(`Cannot read ARGS from ${from}: not JSON (${errorMessage(error)})`);
+      throw new UsageError(`Cannot read ARGS${from}: not JSON (${errorMessage(error)})`);
     }
     if (!isObject(value)) {
-      throw new UsageError(`Cannot use ARGS from ${from}: a JSON object is needed, got ${jsonType(value)}`);
+      throw new UsageError(`Cannot use ARGS${from}: a JSON object is needed, got ${jsonType(value)}`);
     }
     return { kind: "object", value };
   }
@@ -4192,25 +4376,33 @@ async function readAll(stream: Readable): Promise<string> {
 }
 
 /** Shows progress as one updating line on a terminal, or as lines with --verbose. */
-function progressReporter(io: CliIo, verbose: boolean): { update(params: JsonObject): void; clear(): void } {
+function progressReporter(io: CliIo, verbose: boolean) {
   let tty: boolean | undefined; // asked on the first progress: on Bun the answer costs start-up time
-  let shown = false;
+  let shown = ""; // the progress line on the terminal now
   return {
-    update(params) {
+    update(params: JsonObject): void {
       tty ??= io.stderr.isTTY === true;
       const total = typeof params.total === "number" ? `/${params.total}` : "";
       const message = typeof params.message === "string" ? ` ${params.message}` : "";
       const line = `progress ${params.progress}${total}${message}`;
       if (tty) {
-        io.stderr.write(`\r\x1b[K${line.slice(0, 200)}`);
-        shown = true;
+        shown = line.slice(0, 200);
+        io.stderr.write(`\r\x1b[K${shown}`);
       } else if (verbose) {
         io.stderr.write(`mcp: ${line}\n`);
       }
     },
-    clear() {
+    /** Writes text to stderr above the progress line (cleared first, then drawn again). */
+    note(text: string): void {
+      if (!shown) {
+        io.stderr.write(text);
+        return;
+      }
+      io.stderr.write(`\r\x1b[K${text}${text.endsWith("\n") ? "" : "\n"}${shown}`);
+    },
+    clear(): void {
       if (shown) io.stderr.write("\r\x1b[K");
-      shown = false;
+      shown = "";
     },
   };
 }
@@ -4228,34 +4420,100 @@ function exitCodeOf(error: unknown): number {
   return 1;
 }
 
-async function runClient(command: string, args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags(args, CLIENT_FLAGS, command);
-  if (values.help) {
-    io.stdout.write(HELP[command]);
-    return 0;
+/** Says what failed on stderr: one `mcp: …` line, or with --json one JSON object. Returns the exit code. */
+function reportFailure(io: CliIo, error: unknown, json: boolean, serverStderr = ""): number {
+  const code = exitCodeOf(error);
+  if (json) {
+    const report: JsonObject = { error: describeFailure(error), exitCode: code };
+    if (error instanceof ServerError && error.code !== undefined) report.code = error.code;
+    if (error instanceof NotFoundError) report.suggestions = error.suggestions;
+    if (serverStderr) report.stderr = serverStderr;
+    io.stderr.write(JSON.stringify(report) + "\n");
+    return code;
   }
-  const [target, ...rest] = positionals as string[];
-  if (target === undefined) throw new UsageError(`${command} needs a <server> (see: mcp.ts help ${command})`);
-  const wanted: Record<string, [number, number]> = {
-    call: [1, Infinity],
-    prompt: [1, Infinity],
-    read: [1, 1],
-    list: [0, 0],
-    info: [0, 0],
-    ping: [0, 0],
-    batch: [0, 0],
-    resources: [0, 0],
-    prompts: [0, 0],
-  };
-  const [least, most] = wanted[command];
-  if (rest.length < least || rest.length > most) {
-    const usage = HELP[command].split("\n")[0].replace(/^Usage: mcp\.ts \w+ /, "").replace(/ \[options\].*$/, "");
-    throw new UsageError(
-      `${command} takes ${usage}, got ${positionals.length} arguments (see: mcp.ts help ${command})`,
-    );
+  io.stderr.write(`mcp: ${describeFailure(error)}\n`);
+  if (serverStderr) {
+    io.stderr.write(`mcp: the server's stderr ends with:\n${serverStderr}${serverStderr.endsWith("\n") ? "" : "\n"}`);
+  }
+  return code;
+}
+
+// Words that look like ARGS of call/prompt: key=value, JSON, - or @file.
+function looksLikeArgs(word: string): boolean {
+  return /^[A-Za-z_][\w.-]*=/.test(word) || /^[[{]/.test(word) || word === "-" || word.startsWith("@");
+}
+
+/**
+ * `call deno run -A mcp.ts serve ./tools add a=2`: a usage mistake whose first
+ * word is a program (on PATH, or a path) was most likely an unquoted server
+ * command. Returns the command line to use instead.
+ */
+async function unquotedServerHint(command: string, args: string[]): Promise<string | undefined> {
+  const [first] = args;
+  if (!first || args.length < 2 || /\s/.test(first) || first.startsWith("-")) return undefined;
+  if (!/[\\/]/.test(first) && !(await isExecutableOnPath(first, sys.env()).catch(() => false))) return undefined;
+  // The server command runs up to the first of our own long options.
+  const end = args.findIndex((word, i) =>
+    i > 0 && word.startsWith("--") && word.slice(2).split("=")[0] in CLIENT_FLAGS
+  );
+  const words = end < 0 ? args : args.slice(0, end);
+  let split = words.length;
+  if (command === "call" || command === "prompt") {
+    while (split > 1 && looksLikeArgs(words[split - 1])) split--;
+    split--; // the tool or prompt name
+  } else if (command === "read") {
+    split--;
+  }
+  if (split < 1) return undefined;
+  const server = words.slice(0, split).join(" ");
+  const quoted = server.includes('"') ? `'${server}'` : `"${server}"`;
+  return ["mcp.ts", command, quoted, ...words.slice(split), ...(end < 0 ? [] : args.slice(end))].join(" ");
+}
+
+// How many words each command takes after <server>.
+const CLIENT_ARITY: Record<string, [number, number]> = {
+  call: [1, Infinity],
+  prompt: [1, Infinity],
+  read: [1, 1],
+  list: [0, 1],
+  info: [0, 0],
+  ping: [0, 0],
+  batch: [0, 0],
+  resources: [0, 0],
+  prompts: [0, 0],
+};
+
+async function runClient(command: string, args: string[], io: CliIo): Promise<number> {
+  let values: Record<string, string | boolean | string[] | undefined>;
+  let target: string;
+  let rest: string[];
+  let callArgs: CallArgs | undefined;
+  try {
+    let positionals: string[];
+    ({ values, positionals } = parseFlags(args, CLIENT_FLAGS, command));
+    if (values.help) {
+      io.stdout.write(HELP[command]);
+      return 0;
+    }
+    [target, ...rest] = positionals;
+    if (target === undefined) throw new UsageError(`${command} needs a <server> (see: mcp.ts help ${command})`);
+    const [least, most] = CLIENT_ARITY[command];
+    if (rest.length < least || rest.length > most) {
+      const usage = HELP[command].split("\n")[0].replace(/^Usage: mcp\.ts \w+ /, "").replace(/ \[options\].*$/, "");
+      throw new UsageError(
+        `${command} takes ${usage}, got ${positionals.length} arguments (see: mcp.ts help ${command})`,
+      );
+    }
+    // Bad ARGS are a usage error before anything is spawned.
+    if (command === "call" || command === "prompt") callArgs = await readCallArgs(rest.slice(1), io);
+  } catch (error) {
+    const hint = error instanceof UsageError ? await unquotedServerHint(command, args) : undefined;
+    if (hint) throw new UsageError(`the server command must be one argument: quote it, as in ${hint}`);
+    throw error;
   }
   const verbose = values.verbose === true;
   const json = values.json === true;
+  const output = values.output as string | undefined;
   const env: Record<string, string> = {};
   for (const pair of (values.env ?? []) as string[]) {
     const equals = pair.indexOf("=");
@@ -4266,10 +4524,11 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   if (protocol !== undefined && !(SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(protocol)) {
     throw new UsageError(`--protocol ${protocol} is not one mcp.ts speaks (${SUPPORTED_PROTOCOL_VERSIONS.join(", ")})`);
   }
+  if (output !== undefined && command !== "call" && command !== "read") {
+    throw new UsageError(`-o/--output goes with call and read, not ${command}`);
+  }
   const concurrency = positiveInteger("--concurrency", values.concurrency as string | undefined, 1);
-  const toolName = rest[0];
-  // Bad ARGS are a usage error before anything is spawned.
-  const callArgs = command === "call" || command === "prompt" ? await readCallArgs(rest.slice(1), io) : undefined;
+  const name = rest[0];
 
   const interrupt = new AbortController();
   const onSigint = () => interrupt.abort(new InterruptedError());
@@ -4289,28 +4548,40 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
       DEFAULT_CLIENT_MAX_LINE_BYTES,
     ),
     signal: interrupt.signal,
-    onStderr: verbose ? (text) => void io.stderr.write(text) : undefined,
+    onStderr: verbose ? (text) => progress.note(text) : undefined,
     onLog: verbose
       ? (params) => {
         const data = typeof params.data === "string" ? params.data : JSON.stringify(params.data);
-        io.stderr.write(`mcp: [${params.level}]${params.logger ? ` ${params.logger}:` : ""} ${data}\n`);
+        progress.note(`mcp: [${params.level}]${params.logger ? ` ${params.logger}:` : ""} ${data}\n`);
       }
       : undefined,
-    onInvalidLine: verbose
-      ? (text) => void io.stderr.write(`mcp: not JSON-RPC on the server's stdout: ${text}\n`)
-      : undefined,
-    onTrace: values.trace ? (line) => void io.stderr.write(line + "\n") : undefined,
+    onInvalidLine: verbose ? (text) => progress.note(`mcp: not JSON-RPC on the server's stdout: ${text}\n`) : undefined,
+    onTrace: values.trace ? (line) => progress.note(line + "\n") : undefined,
   };
 
   let client: McpClient | undefined;
   let code = 0;
   try {
     client = await connect(target, options);
-    const capabilities = client.initializeResult.capabilities;
-    if (verbose && isObject(capabilities) && isObject(capabilities.logging)) {
+    const capabilities = isObject(client.initializeResult.capabilities) ? client.initializeResult.capabilities : {};
+    const offers = (capability: string) => isObject(capabilities[capability]);
+    if (verbose && offers("logging")) {
       // --verbose wants every log message, not just what the server sends by default.
       await client.request("logging/setLevel", { level: "debug" }).catch(() => {});
     }
+    // A list the server does not offer is an empty list (and a line saying so).
+    const listOrNone = async (capability: string, list: () => Promise<JsonObject[]>) => {
+      if (!offers(capability)) return [];
+      return await list().catch((error) => {
+        if (error instanceof ServerError && error.code === ErrorCode.MethodNotFound) return [];
+        throw error;
+      });
+    };
+    const sayNone = (what: string) => {
+      if (!json) progress.note(`mcp: the server offers no ${what}\n`);
+    };
+    // Lines are cut to the terminal's width; asked only where it matters (on Bun it costs start-up time).
+    const fit = (): RenderOptions => io.stdout.isTTY ? { terminal: true, width: io.stdout.columns } : {};
     switch (command) {
       case "call": {
         let args: JsonObject = callArgs!.kind === "object" ? callArgs!.value : {};
@@ -4320,33 +4591,35 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
         // and --retries needs its annotations: only then is the tool list worth a round trip.
         if (callArgs!.kind === "pairs" || retries > 0) {
           const tools = await client.listTools();
-          tool = tools.find((candidate) => candidate.name === toolName);
-          if (!tool) throw new NotFoundError("tool", toolName, tools.map((candidate) => String(candidate.name)));
+          tool = tools.find((candidate) => candidate.name === name);
+          if (!tool) throw new NotFoundError("tool", name, tools.map((candidate) => String(candidate.name)));
           if (callArgs!.kind === "pairs") args = argsFromPairs(callArgs!.pairs, tool.inputSchema);
         }
         const idempotent = isObject(tool?.annotations) && tool.annotations.idempotentHint === true;
         let result: JsonObject;
         for (let attempt = 0;; attempt++) {
           try {
-            result = await client.callTool(toolName, args, { onProgress: (params) => progress.update(params) });
+            result = await client.callTool(name, args, { onProgress: (params) => progress.update(params) });
             break;
           } catch (error) {
             // A call already sent is repeated only when the server died under it and
             // the tool says a second call does no harm (annotations.idempotentHint).
             const died = error instanceof ServerError && error.code === undefined && !(error instanceof TimeoutError);
             if (!died || !idempotent || attempt >= retries) throw error;
-            io.stderr.write(
-              `mcp: ${error.message}; calling idempotent "${toolName}" again (${attempt + 1} of ${retries})\n`,
+            progress.note(
+              `mcp: ${error.message}; calling idempotent "${name}" again (${attempt + 1} of ${retries})\n`,
             );
             await client.close();
             client = await connect(target, options);
           }
         }
         progress.clear();
+        if (output !== undefined) result = await writeBinaryItem(result, output);
         if (json) {
           io.stdout.write(JSON.stringify(result) + "\n");
         } else {
-          const rendered = renderCallResult(result);
+          const hasBinary = Array.isArray(result.content) && result.content.some((item) => binaryData(item));
+          const rendered = renderCallResult(result, { terminal: hasBinary && io.stdout.isTTY === true });
           if (rendered.stdout) io.stdout.write(rendered.stdout);
           if (rendered.stderr) io.stderr.write(rendered.stderr);
         }
@@ -4354,8 +4627,15 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
         break;
       }
       case "list": {
-        const tools = await client.listTools();
-        io.stdout.write(json ? JSON.stringify({ tools }) + "\n" : renderToolList(tools));
+        const tools = await listOrNone("tools", () => client!.listTools());
+        if (name !== undefined) {
+          const tool = tools.find((candidate) => candidate.name === name);
+          if (!tool) throw new NotFoundError("tool", name, tools.map((candidate) => String(candidate.name)));
+          io.stdout.write(json ? JSON.stringify(tool) + "\n" : renderToolDetail(tool));
+          break;
+        }
+        if (tools.length === 0) sayNone("tools");
+        io.stdout.write(json ? JSON.stringify({ tools }) + "\n" : renderToolList(tools, fit()));
         break;
       }
       case "info":
@@ -4363,56 +4643,78 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
         break;
       case "ping": {
         const ms = await client.ping();
-        io.stdout.write(json ? JSON.stringify({ ms: Number(ms.toFixed(3)) }) + "\n" : `${ms.toFixed(1)} ms\n`);
+        io.stdout.write(json ? JSON.stringify({ ms }) + "\n" : `${ms.toFixed(1)} ms\n`);
         break;
       }
       case "batch":
         code = await runBatch(client, io, concurrency, options.maxLineBytes!);
         break;
       case "resources": {
-        const capabilities = client.initializeResult.capabilities;
-        if (!isObject(capabilities) || !isObject(capabilities.resources)) {
-          throw new ServerError("the server offers no resources (no resources capability)");
-        }
-        const [resources, templates] = await Promise.all([client.listResources(), client.listResourceTemplates()]);
+        const [resources, templates] = await Promise.all([
+          listOrNone("resources", () => client!.listResources()),
+          listOrNone("resources", () => client!.listResourceTemplates()),
+        ]);
+        if (resources.length + templates.length === 0) sayNone("resources");
         io.stdout.write(
           json
             ? JSON.stringify({ resources, resourceTemplates: templates }) + "\n"
-            : renderResourceList(resources, templates),
+            : renderResourceList(resources, templates, fit()),
         );
         break;
       }
       case "read": {
-        const result = await client.readResource(rest[0]);
-        if (json) io.stdout.write(JSON.stringify(result) + "\n");
-        else for (const part of renderResourceContents(result)) io.stdout.write(part);
+        if (!offers("resources")) throw new UsageError(`Cannot read ${name}: the server offers no resources`);
+        const result = await client.readResource(name);
+        if (json) {
+          io.stdout.write(JSON.stringify(result) + "\n");
+          break;
+        }
+        const parts = renderResourceContents(result);
+        if (output !== undefined) {
+          await writeFileBytes(output, parts);
+          break;
+        }
+        const blobs = (result.contents as unknown[]).filter((item) => isObject(item) && typeof item.blob === "string");
+        if (blobs.length > 0 && io.stdout.isTTY) {
+          const what = blobs.map((item) =>
+            summarizeBinary({ type: "resource", resource: item }, (item as JsonObject).blob as string)
+          );
+          throw new UsageError(
+            `Cannot print binary contents ${what.join(", ")} to a terminal: write them to a file with -o FILE, ` +
+              `or print them as base64 with --json`,
+          );
+        }
+        for (const part of parts) io.stdout.write(part);
         break;
       }
       case "prompts": {
-        const prompts = await client.listPrompts();
-        io.stdout.write(json ? JSON.stringify({ prompts }) + "\n" : renderPromptList(prompts));
+        const prompts = await listOrNone("prompts", () => client!.listPrompts());
+        if (prompts.length === 0) sayNone("prompts");
+        io.stdout.write(json ? JSON.stringify({ prompts }) + "\n" : renderPromptList(prompts, fit()));
         break;
       }
       case "prompt": {
+        if (!offers("prompts")) throw new UsageError(`Cannot get prompt "${name}": the server offers no prompts`);
         // Prompt arguments are strings, whatever they look like.
         const args = callArgs!.kind === "pairs" ? Object.fromEntries(callArgs!.pairs.map(splitPair)) : callArgs!.value;
         const bad = Object.entries(args).find(([, value]) => typeof value !== "string");
         if (bad) throw new UsageError(`Cannot use prompt argument ${bad[0]}: prompt arguments are strings`);
-        const result = await client.getPrompt(rest[0], args as Record<string, string>);
+        // Its arguments are known from the list: a missing one is our mistake, said before asking.
+        const prompts = await client.listPrompts();
+        const prompt = prompts.find((candidate) => candidate.name === name);
+        if (!prompt) throw new NotFoundError("prompt", name, prompts.map((candidate) => String(candidate.name)));
+        throwIfMissingArguments(prompt, args);
+        const result = await client.getPrompt(name, args as Record<string, string>);
         io.stdout.write(json ? JSON.stringify(result) + "\n" : renderPromptMessages(result));
         break;
       }
     }
   } catch (error) {
     progress.clear();
-    code = exitCodeOf(error);
-    io.stderr.write(`mcp: ${describeFailure(error)}\n`);
     // After shutdown, so the tail holds what the server said while it was stopped.
     await client?.close();
     const stderr = error instanceof ServerError ? client?.stderr ?? error.stderr : "";
-    if (code === 3 && stderr && !verbose) {
-      io.stderr.write(`mcp: the server's stderr ends with:\n${stderr}${stderr.endsWith("\n") ? "" : "\n"}`);
-    }
+    code = reportFailure(io, error, json, exitCodeOf(error) === 3 && !verbose ? stderr : "");
   } finally {
     stopSigint();
     await client?.close();
@@ -4424,6 +4726,32 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
     );
   }
   return code;
+}
+
+// `call -o FILE`: writes the result's one binary item to FILE and returns the result without it.
+async function writeBinaryItem(result: JsonObject, file: string): Promise<JsonObject> {
+  const content = Array.isArray(result.content) ? result.content : [];
+  const binary = content.filter((item) => binaryData(item) !== undefined);
+  if (binary.length !== 1) {
+    throw new UsageError(
+      `Cannot write the result to ${file}: -o takes a result with one binary item, this one has ${binary.length}` +
+        " (see it all with --json)",
+    );
+  }
+  await writeFileBytes(file, [binaryBytes(binary[0])!]);
+  const rest: JsonObject = { ...result, content: content.filter((item) => item !== binary[0]) };
+  // Structured content that only repeats the item went to the file with it.
+  if (JSON.stringify(rest.structuredContent ?? null).includes(binaryData(binary[0])!)) delete rest.structuredContent;
+  return rest;
+}
+
+async function writeFileBytes(file: string, parts: Uint8Array[]): Promise<void> {
+  const { writeFile } = await import("node:fs/promises");
+  try {
+    await writeFile(file, concatBytes(parts, parts.reduce((sum, part) => sum + part.length, 0)));
+  } catch (error) {
+    throw new UsageError(`Cannot write ${file}: ${errorMessage(error)}`);
+  }
 }
 
 /** The non-blank lines of a stream; null stands for a line over `maxBytes`, which is skipped. */
@@ -4580,7 +4908,8 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
         const topic = command === "help" ? rest[0] : undefined;
         if (topic !== undefined && !(topic in HELP)) throw new UsageError(`no help for "${topic}"`);
         if (command === undefined) {
-          cli.stderr.write(HELP.main);
+          // No command is a usage mistake (exit 2) in a script; `mcp.ts help` is not.
+          cli.stderr.write(`${HELP.main}\nmcp: no command given (exit code 2; mcp.ts help prints this and exits 0)\n`);
           return 2;
         }
         cli.stdout.write(HELP[topic ?? "main"]);
@@ -4596,8 +4925,7 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
         );
     }
   } catch (error) {
-    cli.stderr.write(`mcp: ${describeFailure(error)}\n`);
-    return exitCodeOf(error);
+    return reportFailure(cli, error, rest.includes("--json"));
   }
 }
 

@@ -932,7 +932,10 @@ describe("9. MCP client", () => {
         cwd: join(dir, "sub"),
         name: "fake",
       });
-      await assert.rejects(resolveServer("nope", { cwd: dir, env }), /"nope" is neither a command nor a server.*fake/);
+      await assert.rejects(
+        resolveServer("nope", { cwd: dir, env }),
+        /"nope" is not a command on PATH nor a server in .*; servers it knows: fake/,
+      );
       await assert.rejects(resolveServer("web", { cwd: dir, env, config: "other.json" }), /HTTP server/);
       assert.deepEqual(await resolveServer("node server.js", { cwd: dir, env }), {
         command: "node",
@@ -970,6 +973,16 @@ describe("9. MCP client", () => {
     assert.throws(() => argsFromPairs(["=x"], schema), /key=value/);
   });
 
+  test("argsFromPairs() makes an array of a key given again when the schema says array, and refuses it otherwise", () => {
+    const schema = {
+      type: "object",
+      properties: { tags: { type: "array", items: { type: "integer" } }, text: { type: "string" } },
+    };
+    assert.deepEqual(argsFromPairs(["tags=1", "text=a", "tags=2"], schema), { tags: [1, 2], text: "a" });
+    assert.throws(() => argsFromPairs(["text=a", "text=b"], schema), /text is given 2 times but is not an array/);
+    assert.throws(() => argsFromPairs(["free=a", "free=b"], schema), /free is given 2 times/);
+  });
+
   test("closestNames() suggests near misses first", () => {
     assert.deepEqual(closestNames("ad", ["add", "echo", "read_file"]), ["add", "read_file"]);
     assert.deepEqual(closestNames("reed_file", ["read_file", "write_file", "zzz"]), ["read_file"]);
@@ -981,6 +994,8 @@ describe("9. MCP client", () => {
     const client = await connect(FAKE, { env: { FAKE_MODE: "pages" } });
     try {
       assert.equal(client.protocolVersion, LATEST_PROTOCOL_VERSION);
+      const ms = await client.ping();
+      assert.ok(ms >= 0 && Math.abs(ms * 1000 - Math.round(ms * 1000)) < 1e-6, `ping() in ms, to the µs: ${ms}`);
       assert.equal((await client.listTools()).length, 11);
       const progress: unknown[] = [];
       const result = await client.callTool("slow", { ms: 10 }, {
@@ -1043,6 +1058,20 @@ const TOOL_SCHEMA_FOR_PAIRS = {
 // --- 10. Output -----------------------------------------------------------------------
 
 describe("10. Output", () => {
+  test("renderCallResult() on a terminal sums up binary items, and never prints structured content that repeats them", () => {
+    const png = btoa("x".repeat(27_340));
+    const image = { type: "image", data: png, mimeType: "image/png" };
+    const audio = { type: "audio", data: "AAAA", mimeType: "audio/wav" };
+    const blob = { type: "resource", resource: { uri: "test://b", mimeType: "image/png", blob: "AAA=" } };
+    assert.deepEqual(renderCallResult({ content: [image, audio, blob] }, { terminal: true }), {
+      stdout: "[image image/png, 26.7 KB]\n[audio audio/wav, 3 B]\n[resource test://b image/png, 2 B]\n",
+      stderr: "",
+    });
+    const repeated = { content: [image], structuredContent: { image: { ...image } } };
+    assert.equal(renderCallResult(repeated, { terminal: true }).stdout, "[image image/png, 26.7 KB]\n");
+    assert.equal(renderCallResult(repeated).stdout, JSON.stringify(image) + "\n", "piped: the item once, as JSON");
+  });
+
   test("renderCallResult() prints text items, then other content as JSON lines", () => {
     const image = { type: "image", data: "AA==", mimeType: "image/png" };
     assert.deepEqual(renderCallResult({ content: [{ type: "text", text: "a" }, image, { type: "text", text: "b" }] }), {
@@ -1071,6 +1100,32 @@ describe("10. Output", () => {
       }]),
       "a          First\nlong_name\nb          B\n",
     );
+    const tools = [
+      {
+        name: "weather",
+        description: "Weather",
+        inputSchema: {
+          type: "object",
+          properties: {
+            city: { type: "string" },
+            days: { type: "integer" },
+            tags: { type: "array", items: { enum: ["a", "b"] } },
+          },
+          required: ["city"],
+        },
+      },
+      {
+        name: "add",
+        description: "Add",
+        inputSchema: { type: "object", properties: { a: { type: ["number", "null"] } } },
+      },
+    ];
+    assert.equal(
+      renderToolList(tools),
+      'weather  city*: string, days: integer, tags: ("a"|"b")[]  Weather\n' +
+        `add      ${"a: number|null".padEnd(40)}  Add\n`,
+    );
+    assert.equal(renderToolList(tools, { width: 24 }), "weather  city*: string,…\nadd      a: number|null…\n");
     const info = renderInfo({
       protocolVersion: "2025-11-25",
       serverInfo: { name: "s", version: "1" },
@@ -1193,7 +1248,9 @@ describe("11. CLI", () => {
     assert.match(run.stderr, /fake: ignoring SIGTERM/);
     const pid = Number(/fake: pid (\d+)/.exec(run.stderr)![1]);
     assert.ok(!isAlive(pid), `fake server ${pid} is still running`);
-    assert.ok(Date.now() - started > 4000, "it waited 2 s after closing stdin and 2 s after SIGTERM");
+    // A server that let a request time out gets SIGTERM 250 ms after its stdin closes, SIGKILL 2 s later.
+    const took = Date.now() - started;
+    assert.ok(took > 2000 && took < 4000, `it waited 2 s after SIGTERM, not also 2 s after closing stdin: ${took} ms`);
   });
 
   test("SIGINT cancels the request and exits 130", async () => {
@@ -1243,7 +1300,7 @@ describe("11. CLI", () => {
     assert.equal(pages.code, 0);
     const lines = pages.stdout.trimEnd().split("\n");
     assert.equal(lines.length, 11);
-    assert.match(lines[1], /^add +Add numbers$/);
+    assert.match(lines[1], /^add +a: number, b: integer +Add numbers$/);
     assert.equal(stuck.code, 3);
     assert.match(stuck.stderr, /repeated the tools\/list cursor "same"/);
     assert.deepEqual(JSON.parse(json.stdout).tools.map((tool: Message) => tool.name), [
@@ -1365,7 +1422,7 @@ describe("11. CLI", () => {
       assert.equal(unknown.code, 2);
       assert.match(
         unknown.stderr,
-        /"fakr" is neither a command nor a server in .*\.mcp\.json.*; servers it knows: fake/,
+        /"fakr" is not a command on PATH nor a server in .*\.mcp\.json.*; servers it knows: fake/,
       );
     } finally {
       rmSync(dir, { recursive: true });
@@ -1443,7 +1500,7 @@ describe("11. CLI", () => {
       const args of [
         ["call"],
         ["call", SERVE],
-        ["list", SERVE, "extra"],
+        ["list", SERVE, "add", "extra"],
         ["ping", SERVE, "--bogus"],
         ["ping", SERVE, "--json=yes"],
         ["ping", SERVE, "--timeout"],
@@ -1459,6 +1516,83 @@ describe("11. CLI", () => {
     const help = await runCli(["help", "call"]);
     assert.equal(help.code, 0);
     assert.match(help.stdout, /^Usage: mcp\.ts call <server> <tool> \[ARGS\]/);
+    const bare = await runCli([]);
+    assert.equal(bare.code, 2);
+    assert.match(
+      bare.stderr,
+      /^mcp\.ts .+ the Model Context Protocol[\s\S]+\nmcp: no command given \(exit code 2; mcp\.ts help prints this and exits 0\)\n$/,
+    );
+  });
+
+  test("an unquoted server command is answered with the quoted command line to use", async () => {
+    const server = [...RUNTIME, MCP, "serve", "testdata/tools"];
+    const [call, list, quoted] = await Promise.all([
+      runCli(["call", ...server, "add", "a=2", "--json"]),
+      runCli(["list", ...server]),
+      runCli(["call", "my-tools", "add", "a=2", "--bogus"]),
+    ]);
+    const expected = (command: string, tail: string) =>
+      `mcp: the server command must be one argument: quote it, as in mcp.ts ${command} "${server.join(" ")}"${tail}\n`;
+    assert.equal(call.code, 2);
+    assert.equal(JSON.parse(call.stderr).error, expected("call", " add a=2 --json").slice(5, -1));
+    assert.equal(list.stderr, expected("list", ""));
+    assert.equal(quoted.stderr, "mcp: Unknown option '--bogus' (see: mcp.ts help call)\n", "not a program: no hint");
+  });
+
+  test("list shows each tool's arguments; list TOOL shows one tool in full", async () => {
+    const [all, one, json, missing] = await Promise.all([
+      runCli(["list", SERVE]),
+      runCli(["list", SERVE, "weather"]),
+      runCli(["list", SERVE, "add", "--json"]),
+      runCli(["list", SERVE, "wether"]),
+    ]);
+    assert.match(all.stdout, /^add +a\*: number, b\*: number +Add two numbers$/m);
+    assert.match(all.stdout, /^fail +Always fails/m);
+    assert.match(
+      one.stdout,
+      /^weather — Weather\nMade-up weather for a city[^\n]*\n\narguments \(\* = required\):\n {2}city\* +string\n/,
+    );
+    assert.match(one.stdout, /\noutput: \{"type":"object"/);
+    assert.equal(JSON.parse(json.stdout).name, "add");
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /no tool named "wether"; did you mean weather/);
+  });
+
+  test("with --json a failure is one JSON object on stderr", async () => {
+    const [unknown, died, usage] = await Promise.all([
+      runCli(["call", FAKE, "ech", "--json"]),
+      runCli(["call", FAKE, "echo", "--json", "-e", "FAKE_MODE=crash-after"]),
+      runCli(["ping", SERVE, "--json", "--bogus"]),
+    ]);
+    assert.deepEqual(JSON.parse(unknown.stderr), {
+      error: 'the server has no tool named "ech"; did you mean echo?',
+      exitCode: 2,
+      suggestions: ["echo"],
+    });
+    const failure = JSON.parse(died.stderr);
+    assert.equal(failure.exitCode, 3);
+    assert.match(failure.error, /the server exited with code 3/);
+    assert.match(failure.stderr, /fake: crashing on tools\/call/);
+    assert.deepEqual(JSON.parse(usage.stderr), {
+      error: "Unknown option '--bogus' (see: mcp.ts help ping)",
+      exitCode: 2,
+    });
+  });
+
+  test("--verbose on a terminal clears the progress line before a log line, then draws it again", () => {
+    if (spawnSync("script", ["--version"]).status !== 0) return;
+    const command = [...RUNTIME, MCP, "call", SERVE, "slow", "steps=2", "ms=50", "--verbose"].map(quote).join(" ");
+    const run = spawnSync("script", ["-q", "-c", command, "/dev/null"], {
+      cwd: HERE,
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    const clear = "\r\u001b[K";
+    assert.doesNotMatch(run.stdout, /of 2mcp:/, "a log line glued onto the progress line");
+    assert.ok(
+      run.stdout.includes(`${clear}mcp: [debug] slow: step 1\r\nprogress 1/2 step 1 of 2`),
+      JSON.stringify(run.stdout),
+    );
   });
 });
 
@@ -1934,13 +2068,85 @@ describe("11. CLI: resources and prompts", () => {
     assert.match(missing.stderr, /no resource named "test:\/\/static-txt"; did you mean test:\/\/static-text/);
   });
 
+  test("a list the server does not offer prints nothing and says so; asking for one of its items is exit 2", async () => {
+    const empty = mkdtempSync(join(tmpdir(), "mcp-empty-"));
+    try {
+      const NOTHING = [...RUNTIME, MCP, "serve", empty].map(quote).join(" ");
+      const [tools, prompts, resources, json, prompt, read] = await Promise.all([
+        runCli(["list", NOTHING]),
+        runCli(["prompts", SERVE]),
+        runCli(["resources", SERVE]),
+        runCli(["prompts", SERVE, "--json"]),
+        runCli(["prompt", SERVE, "review"]),
+        runCli(["read", SERVE, "docs://readme"]),
+      ]);
+      assert.deepEqual([tools.code, tools.stdout, tools.stderr], [0, "", "mcp: the server offers no tools\n"]);
+      assert.deepEqual([prompts.code, prompts.stdout, prompts.stderr], [0, "", "mcp: the server offers no prompts\n"]);
+      assert.deepEqual([resources.code, resources.stderr], [0, "mcp: the server offers no resources\n"]);
+      assert.deepEqual([json.code, json.stdout, json.stderr], [0, '{"prompts":[]}\n', ""]);
+      assert.deepEqual([prompt.code, prompt.stderr], [
+        2,
+        'mcp: Cannot get prompt "review": the server offers no prompts\n',
+      ]);
+      assert.deepEqual([read.code, read.stderr], [
+        2,
+        "mcp: Cannot read docs://readme: the server offers no resources\n",
+      ]);
+    } finally {
+      rmSync(empty, { recursive: true });
+    }
+  });
+
+  test("a missing required prompt argument is a usage error naming it, before the prompt is asked for", async () => {
+    const run = await runCli(["prompt", CONFORMANCE, "test_prompt_with_arguments", "arg1=a", "--trace"]);
+    assert.equal(run.code, 2);
+    assert.match(run.stderr, /mcp: prompt "test_prompt_with_arguments" needs arg2 \(required\); give it: arg2=…\n$/);
+    assert.doesNotMatch(run.stderr, /prompts\/get/, "nothing was asked");
+  });
+
+  test("binary contents: -o FILE writes them; read refuses to print them on a terminal", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-out-"));
+    try {
+      const file = join(dir, "px.png");
+      const [read, json] = await Promise.all([
+        runCli(["read", CONFORMANCE, "test://static-binary", "-o", file]),
+        runCli(["read", CONFORMANCE, "test://static-binary", "--json"]),
+      ]);
+      assert.deepEqual([read.code, read.stdout, read.stderr], [0, "", ""]);
+      const blob = JSON.parse(json.stdout).contents[0].blob;
+      assert.deepEqual(readFileSync(file), Buffer.from(blob, "base64"));
+
+      const photo = join(dir, "photo.png");
+      const call = await runCli(["call", FAKE, "photo", "{}", "-o", photo]);
+      assert.deepEqual([call.code, call.stdout, call.stderr], [0, "", ""]);
+      assert.equal(readFileSync(photo, "latin1"), "\x89PNG fake image bytes");
+      const two = await runCli(["call", FAKE, "echo", "{}", "-o", photo]);
+      assert.equal(two.code, 2);
+      assert.match(two.stderr, /-o takes a result with one binary item, this one has 0/);
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+    if (spawnSync("script", ["--version"]).status !== 0) return;
+    const command = [...RUNTIME, MCP, "read", CONFORMANCE, "test://static-binary"].map(quote).join(" ");
+    const run = spawnSync("script", ["-q", "-c", command, "/dev/null"], {
+      cwd: HERE,
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    assert.match(
+      run.stdout,
+      /mcp: Cannot print binary contents \[resource test:\/\/static-binary image\/png, \d+ B\] to a terminal: write them to a file with -o FILE/,
+    );
+    assert.doesNotMatch(run.stdout, /PNG/);
+  });
+
   test("prompts lists prompts with their arguments; prompt prints messages", async () => {
     const [list, got, unknown] = await Promise.all([
       runCli(["prompts", CONFORMANCE]),
       runCli(["prompt", CONFORMANCE, "test_prompt_with_arguments", "arg1=007", "arg2=true"]),
       runCli(["prompt", CONFORMANCE, "test_simple_promt"]),
     ]);
-    assert.match(list.stdout, /^test_prompt_with_arguments +\(arg1\* arg2\*\) A prompt with two required arguments$/m);
+    assert.match(list.stdout, /^test_prompt_with_arguments +arg1\*, arg2\* +A prompt with two required arguments$/m);
     assert.equal(got.stdout, "[user] Prompt with arguments: arg1='007', arg2='true'\n");
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /did you mean test_simple_prompt/);

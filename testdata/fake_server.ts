@@ -2,7 +2,8 @@
 // mcp.ts, so a bug in our server cannot hide a bug in our client. FAKE_MODE
 // switches it into each behaviour a client must survive:
 //
-//   ok               well-behaved (the default); tools: echo, add, zip, fail, image, structured, env, cwd, slow, huge
+//   ok               well-behaved (the default); tools: echo, add, zip, fail, image, structured, env, cwd, slow, huge,
+//                    and unlisted "photo" (an image repeated in structuredContent, as some servers do)
 //   garbage          non-JSON lines on stdout before and between answers
 //   crash-before     exits 1 before answering initialize, saying why on stderr
 //   crash-after      answers initialize, dies on the first tools/call
@@ -109,6 +110,10 @@ async function callTool(name: string, args: Record<string, unknown>, token: unkn
       return {
         content: [{ type: "text", text: "a pixel:" }, { type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" }],
       };
+    case "photo": {
+      const image = { type: "image", data: btoa("\x89PNG fake image bytes"), mimeType: "image/png" };
+      return { content: [image], structuredContent: { image } };
+    }
     case "structured":
       return { content: [], structuredContent: { temperature: 21, unit: "celsius" } };
     case "env":
