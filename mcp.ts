@@ -1,3 +1,4 @@
+#!/usr/bin/env -S deno run -A
 // mcp.ts — the Model Context Protocol from a terminal, in one file, no dependencies.
 //
 //   deno run -A mcp.ts serve ./tools        an MCP server on stdio; tools are plugin files in ./tools
@@ -221,6 +222,7 @@ interface DenoApi {
   stat(path: string): Promise<{ mode: number | null; isDirectory: boolean }>;
   readTextFile(path: string): Promise<string>;
   consoleSize(): { columns: number; rows: number };
+  version: { deno: string };
   stdin: { read(buffer: Uint8Array): Promise<number | null>; close(): void; isTerminal(): boolean };
   stdout: DenoStdioFile;
   stderr: DenoStdioFile;
@@ -235,6 +237,7 @@ interface DenoStdioFile {
 
 // Bun's own API, as far as mcp.ts uses it.
 interface BunApi {
+  version: string;
   stdin: { stream(): ReadableStream<Uint8Array> };
   stdout: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
   stderr: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
@@ -681,6 +684,57 @@ async function pump(stream: AsyncIterable<Uint8Array>, onChunk: (chunk: Uint8Arr
   }
 }
 
+/** Where `command` is on PATH: a file with an execute bit, or on Windows one with a PATHEXT extension. */
+async function findOnPath(
+  command: string,
+  env: Record<string, string | undefined>,
+  platform = sys.platform(),
+): Promise<string | undefined> {
+  const fs = await files();
+  const windows = platform === "win32";
+  const dirs = (env.PATH ?? env.Path ?? "").split(windows ? ";" : ":").filter(Boolean);
+  const pathExt = (env.PATHEXT ?? ".COM;.EXE;.BAT;.CMD").split(";").filter(Boolean);
+  // `npx` on Windows is npx.cmd (the extensionless npx beside it is a shell script).
+  const extensions = !windows
+    ? [""]
+    : pathExt.some((ext) => command.toLowerCase().endsWith(ext.toLowerCase()))
+    ? [""]
+    : pathExt.map((ext) => ext.toLowerCase());
+  for (const dir of dirs) {
+    for (const extension of extensions) {
+      const path = joinPath(dir, command + extension);
+      try {
+        // An execute bit (Windows has none: there the extension says it).
+        if (windows ? (await fs.kind(path)) === "file" : ((await fs.mode(path)) & 0o111) !== 0) return path;
+      } catch {
+        // not here
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * What to spawn on Windows for a command line: Bun's and Deno's spawn do not
+ * look `npx` up as npx.cmd, and a .cmd or .bat file runs only under cmd.exe.
+ * Words are quoted for cmd.exe; the caller passes them verbatim.
+ * @internal
+ */
+export async function windowsCommand(
+  command: string,
+  args: string[],
+  env: Record<string, string | undefined>,
+): Promise<{ command: string; args: string[]; verbatim: boolean }> {
+  const path = /[\\/]/.test(command) ? command : await findOnPath(command, env, "win32") ?? command;
+  if (!/\.(cmd|bat)$/i.test(path)) return { command: path, args, verbatim: false };
+  const quote = (word: string) => /^[\w\-.:\\/=@+,]+$/.test(word) ? word : `"${word.replace(/"/g, '""')}"`;
+  return {
+    command: env.ComSpec ?? env.COMSPEC ?? "cmd.exe",
+    args: ["/d", "/s", "/c", `"${[path, ...args].map(quote).join(" ")}"`],
+    verbatim: true,
+  };
+}
+
 /**
  * Spawns a command with piped stdio, without a shell; throws (code ENOENT) when
  * it does not exist. On Bun and Deno their own spawn is used: node:child_process
@@ -694,8 +748,16 @@ async function spawnChild(
   options: { cwd?: string; env: Record<string, string> },
   events: ChildEvents,
 ): Promise<ChildHandle> {
+  let verbatim = false;
+  if (sys.platform() === "win32") ({ command, args, verbatim } = await windowsCommand(command, args, options.env));
   if (bun) {
-    const child = bun.spawn([command, ...args], { ...options, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const child = bun.spawn([command, ...args], {
+      ...options,
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+      windowsVerbatimArguments: verbatim,
+    });
     Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.exited])
       .then(() => events.exit(child.signalCode ? null : child.exitCode, child.signalCode));
     return {
@@ -724,6 +786,7 @@ async function spawnChild(
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",
+      windowsRawArguments: verbatim,
     })
       .spawn();
     const writer = child.stdin.getWriter();
@@ -747,6 +810,7 @@ async function spawnChild(
     stdio: ["pipe", "pipe", "pipe"],
     // Its own process group, so shutdown reaches what it spawned (npx → node).
     detached: sys.platform() !== "win32",
+    windowsVerbatimArguments: verbatim,
   });
   await new Promise<void>((resolve, reject) => {
     child.once("spawn", resolve);
@@ -2595,6 +2659,11 @@ export async function loadCatalog(dir: string, options: LoadOptions = {}): Promi
       let part: Catalog | undefined;
       if (MODULE_EXTENSIONS.has(extension)) {
         part = moduleCatalog(await import(fileUrl(copy ? joinPath(copy, name) : file)), baseName, source);
+      } else if (sys.platform() === "win32") {
+        // Windows has no execute bit to say which files are programs: say what is skipped.
+        if (/\.(sh|py|rb|pl|php|exe|cmd|bat|ps1)$|^[^.]+$/i.test(name)) {
+          throw new TypeError("executable plugins are not supported on Windows yet; write it as a .ts or .js module");
+        }
       } else if (((await fs.mode(file)) & 0o111) !== 0) {
         // Any other file with an execute bit is a tool, in any language.
         part = await executableCatalog(fs, root, dir, name, baseName, options);
@@ -2635,9 +2704,6 @@ async function executableCatalog(
   baseName: string,
   options: LoadOptions,
 ): Promise<Catalog> {
-  if (sys.platform() === "win32") {
-    throw new TypeError("executable plugins are not supported on Windows yet; write it as a .ts or .js module");
-  }
   let meta: unknown = {};
   const sidecar = joinPath(dir, baseName + ".json");
   try {
@@ -3104,24 +3170,6 @@ function specFromConfig(name: string, entry: unknown, file: string): ServerSpec 
   return spec;
 }
 
-async function isExecutableOnPath(command: string, env: Record<string, string | undefined>): Promise<boolean> {
-  const fs = await files();
-  const windows = sys.platform() === "win32";
-  const dirs = (env.PATH ?? "").split(windows ? ";" : ":").filter(Boolean);
-  const extensions = windows ? (env.PATHEXT ?? ".EXE;.CMD;.BAT").split(";") : [""];
-  for (const dir of dirs) {
-    for (const extension of extensions) {
-      try {
-        // An execute bit (Windows has none: there the extension says it).
-        if (windows || ((await fs.mode(joinPath(dir, command + extension))) & 0o111) !== 0) return true;
-      } catch {
-        // not here
-      }
-    }
-  }
-  return false;
-}
-
 /**
  * Turns a `<server>` argument into a command to spawn: a config name (from
  * `config`, else ./.mcp.json, else Claude Desktop's config) or a command line.
@@ -3145,7 +3193,7 @@ export async function resolveServer(
   for (const { file, servers } of configs) {
     if (Object.hasOwn(servers, target)) return specFromConfig(target, servers[target], file);
   }
-  if (bareWord && !(await isExecutableOnPath(words[0], env))) {
+  if (bareWord && (await findOnPath(words[0], env)) === undefined) {
     const names = configs.flatMap((config) => Object.keys(config.servers));
     const where = configs.length
       ? `nor a server in ${configs.map((config) => config.file).join(", ")}`
@@ -4451,7 +4499,9 @@ function looksLikeArgs(word: string): boolean {
 async function unquotedServerHint(command: string, args: string[]): Promise<string | undefined> {
   const [first] = args;
   if (!first || args.length < 2 || /\s/.test(first) || first.startsWith("-")) return undefined;
-  if (!/[\\/]/.test(first) && !(await isExecutableOnPath(first, sys.env()).catch(() => false))) return undefined;
+  if (!/[\\/]/.test(first) && (await findOnPath(first, sys.env()).catch(() => undefined)) === undefined) {
+    return undefined;
+  }
   // The server command runs up to the first of our own long options.
   const end = args.findIndex((word, i) =>
     i > 0 && word.startsWith("--") && word.slice(2).split("=")[0] in CLIENT_FLAGS
@@ -4877,6 +4927,12 @@ function redirectConsoleToStderr(io: CliIo): { protocol: OutputSink; restore(): 
 export async function main(argv: string[], io?: CliIo): Promise<number> {
   const own = io ? undefined : processIo();
   const cli: CliIo = io ?? own!;
+  const unsupported = unsupportedRuntime(runtimeVersions());
+  if (unsupported) {
+    cli.stderr.write(`mcp: ${unsupported}\n`);
+    await own?.drained();
+    return 2;
+  }
   try {
     return await run(argv, cli);
   } finally {
@@ -4929,6 +4985,40 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
   }
 }
 
+/** The oldest runtimes mcp.ts runs on (CONTRACT: Deno >= 2.0, Bun >= 1.2, Node >= 22.18). */
+const MINIMUM_RUNTIMES = { deno: "2.0.0", bun: "1.2.0", node: "22.18.0" } as const;
+
+/**
+ * Why this runtime cannot run mcp.ts, in one line with the way out, or
+ * undefined when it can. Takes the runtime's name and version.
+ * @internal
+ */
+export function unsupportedRuntime(versions: { deno?: string; bun?: string; node?: string }): string | undefined {
+  const older = (a: string, b: string) => {
+    const [x, y] = [a, b].map((version) => version.split(/[.-]/).slice(0, 3).map(Number));
+    for (let i = 0; i < 3; i++) if ((x[i] || 0) !== (y[i] || 0)) return (x[i] || 0) < (y[i] || 0);
+    return false;
+  };
+  const name = versions.deno ? "deno" : versions.bun ? "bun" : "node";
+  const version = versions[name];
+  if (version === undefined || !older(version, MINIMUM_RUNTIMES[name])) return undefined;
+  const runtime = { deno: "Deno", bun: "Bun", node: "Node" }[name];
+  return `Cannot run on ${runtime} ${version}: mcp.ts needs ${runtime} >= ${MINIMUM_RUNTIMES[name]}; ` +
+    `upgrade it, or run mcp.ts with nothing but npm: npx -y deno run -A mcp.ts …`;
+}
+
+function runtimeVersions(): { deno?: string; bun?: string; node?: string } {
+  if (deno) return { deno: deno.version.deno };
+  if (bun) return { bun: bun.version };
+  return { node: proc().versions.node };
+}
+
+// Whether this file is the script the runtime was started with (for runtimes without import.meta.main).
+function isEntryScript(): boolean {
+  const script = proc().argv[1];
+  return typeof script === "string" && resolvePath(script) === decodeURIComponent(new URL(import.meta.url).pathname);
+}
+
 // Deno without -A: it cannot prompt when stdio is not a terminal.
 function isPermissionError(error: unknown): boolean {
   const name = (error as { name?: string })?.name;
@@ -4942,4 +5032,10 @@ function describeFailure(error: unknown): string {
   return errorMessage(error);
 }
 
+// Node before 22.18 has no import.meta.main; run as a script there, say so instead of doing nothing.
+// (Node before 22.6 cannot load a .ts file at all, and fails before this line.)
 if (import.meta.main) sys.setExitCode(await main(sys.args()));
+else if (import.meta.main === undefined && isEntryScript()) {
+  proc().stderr.write(`mcp: ${unsupportedRuntime({ node: proc().versions.node })}\n`);
+  sys.setExitCode(2);
+}

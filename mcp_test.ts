@@ -45,7 +45,9 @@ import {
   splitCommand,
   TimeoutError,
   toCallToolResult,
+  unsupportedRuntime,
   validate,
+  windowsCommand,
 } from "./mcp.ts";
 
 // --- helpers ------------------------------------------------------------------
@@ -1522,6 +1524,45 @@ describe("11. CLI", () => {
       bare.stderr,
       /^mcp\.ts .+ the Model Context Protocol[\s\S]+\nmcp: no command given \(exit code 2; mcp\.ts help prints this and exits 0\)\n$/,
     );
+  });
+
+  test("unsupportedRuntime() names a runtime that is too old and the way out", () => {
+    assert.equal(
+      unsupportedRuntime({ node: "22.11.0" }),
+      "Cannot run on Node 22.11.0: mcp.ts needs Node >= 22.18.0; upgrade it, or run mcp.ts with nothing but npm: " +
+        "npx -y deno run -A mcp.ts …",
+    );
+    assert.match(
+      unsupportedRuntime({ deno: "1.46.3" })!,
+      /^Cannot run on Deno 1\.46\.3: mcp\.ts needs Deno >= 2\.0\.0/,
+    );
+    assert.match(unsupportedRuntime({ bun: "1.1.38" })!, /needs Bun >= 1\.2\.0/);
+    for (const ok of [{ node: "22.18.0" }, { node: "24.1.0" }, { deno: "2.0.0" }, { bun: "1.2.0-canary.3" }]) {
+      assert.equal(unsupportedRuntime(ok), undefined, JSON.stringify(ok));
+    }
+  });
+
+  test("windowsCommand() finds npx as npx.cmd through PATHEXT and runs it under cmd.exe", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-win-"));
+    try {
+      writeFileSync(join(dir, "npx"), "#!/bin/sh\n"); // npm puts a shell script beside npx.cmd
+      writeFileSync(join(dir, "npx.cmd"), "@echo off\n");
+      writeFileSync(join(dir, "deno.exe"), "");
+      const env = { PATH: `C:\\nowhere;${dir}`, PATHEXT: ".COM;.EXE;.BAT;.CMD", ComSpec: "C:\\Windows\\cmd.exe" };
+      assert.deepEqual(await windowsCommand("npx", ["-y", "@scope/server", "a b", 'say "hi"'], env), {
+        command: "C:\\Windows\\cmd.exe",
+        args: ["/d", "/s", "/c", `"${join(dir, "npx.cmd")} -y @scope/server "a b" "say ""hi"""\"`],
+        verbatim: true,
+      });
+      assert.deepEqual(await windowsCommand("deno", ["run"], env), {
+        command: join(dir, "deno.exe"),
+        args: ["run"],
+        verbatim: false,
+      });
+      assert.deepEqual(await windowsCommand("missing", [], env), { command: "missing", args: [], verbatim: false });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
   });
 
   test("an unquoted server command is answered with the quoted command line to use", async () => {
