@@ -1619,11 +1619,22 @@ export interface ToolContext {
   /** Sends a log notification when `level` is at or above the client's level. */
   log(level: LogLevel, data: unknown): void;
   /** Asks the client to sample its LLM (sampling/createMessage). */
-  sample(params: JsonObject): Promise<JsonObject>;
+  sample(params: JsonObject, options?: AskOptions): Promise<JsonObject>;
   /** Asks the client to ask its user (elicitation/create). */
-  elicit(params: JsonObject): Promise<JsonObject>;
+  elicit(params: JsonObject, options?: AskOptions): Promise<JsonObject>;
   /** Asks the client for its roots (roots/list). */
-  roots(): Promise<{ uri: string; name?: string }[]>;
+  roots(options?: AskOptions): Promise<{ uri: string; name?: string }[]>;
+}
+
+/**
+ * How a plugin names a question to the client. In the 2026-07-28 era a question
+ * ends the call with an `input_required` result keyed by it, and the retry runs
+ * `run` again from the start with the answers: each question already answered
+ * resolves at once. Without a key: the kind and the order of asking
+ * (`elicit-1`, `sample-1`, `roots-1`, …).
+ */
+export interface AskOptions {
+  key?: string;
 }
 
 /** A tool as a plugin writes it. */
