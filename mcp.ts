@@ -13,15 +13,18 @@
 //   3. Runtime            what Deno, Bun and Node do differently: process facts, files and
 //                         paths, stdio, spawning; each native path with its measured reason
 //   4. Framing            bytes in, lines out (NDJSON or Content-Length), batched writes
-//   5. JSON-RPC peer      message checks, request/response matching, notifications
-//   6. Schema validation  the JSON Schema keywords tool schemas use
-//   7. MCP server         lifecycle; tools, resources, prompts, completion; cancellation,
-//                         progress, logging, timeouts
-//   8. Plugins            module and executable plugins, --watch: the server's only plugin I/O
-//   9. Serving streams    a server on a byte stream pair, with shutdown
-//  10. MCP client         find, spawn, handshake, request, shut down a server
-//  11. Output             what the client commands print (pure)
-//  12. CLI                argv → exit code; `if (import.meta.main)` is the last line
+//   5. JSON-RPC peer      message checks, request/response matching, notifications; each
+//                         outgoing message says which request it belongs to
+//   6. Protocol eras      legacy (initialize) and 2026-07-28 (per-request _meta): one object each
+//   7. Schema validation  the JSON Schema keywords tool schemas use
+//   8. MCP server         a core shared by all connections (catalog, timer, state key) and one
+//                         session per connection: tools, resources, prompts, completion,
+//                         cancellation, progress, logging, timeouts, input-required, listen
+//   9. Plugins            module and executable plugins, --watch: the server's only plugin I/O
+//  10. Serving streams    a server on a byte stream pair, with shutdown
+//  11. MCP client         find, spawn, handshake, request, shut down a server
+//  12. Output             what the client commands print (pure)
+//  13. CLI                argv → exit code; `if (import.meta.main)` is the last line
 
 // No built-in is imported here for its code: each costs start-up time (node:fs
 // ~45 ms on Deno), so each is imported where it is used.
@@ -55,6 +58,12 @@ export const ErrorCode = {
   MethodNotFound: -32601,
   InvalidParams: -32602,
   InternalError: -32603,
+  /** 2026-07-28: an HTTP header disagrees with the body, or a required one is missing. */
+  HeaderMismatch: -32020,
+  /** 2026-07-28: the request needs a client capability the client did not declare. */
+  MissingRequiredClientCapability: -32021,
+  /** 2026-07-28: a protocol version the server does not speak (data: supported, requested). */
+  UnsupportedProtocolVersion: -32022,
 } as const;
 
 /** Logging levels of RFC 5424, least severe first, as MCP names them. */
@@ -1162,10 +1171,19 @@ export type JsonObject = Record<string, unknown>;
 /** Returned by a request handler that must not be answered (a cancelled request). */
 export const NO_RESPONSE: unique symbol = Symbol("no response");
 
+/**
+ * Where an outgoing message belongs: the request it answers, or on whose behalf
+ * it is sent (a call's progress, a server→client request made by a tool). Over
+ * HTTP it picks the response stream; stdio has one stream and ignores it.
+ */
+export interface SendContext {
+  requestId?: RequestId;
+}
+
 /** What a {@linkcode JsonRpcPeer} needs from its owner. */
 export interface PeerHandlers {
-  /** Writes one message text. */
-  send(text: string): void;
+  /** Writes one message text; `context` says which request it belongs to, if any. */
+  send(text: string, context?: SendContext): void;
   /** Handles a request; returns its result (or a promise of it), or throws an RpcError. */
   request(method: string, params: JsonObject, id: RequestId): unknown;
   /** Handles a notification; never answered. */
@@ -1285,7 +1303,7 @@ export class JsonRpcPeer {
       this.#sendFailure(id, error);
       return;
     }
-    this.#handlers.send(text);
+    this.#handlers.send(text, { requestId: id });
   }
 
   #sendFailure(id: RequestId, error: unknown): void {
@@ -1303,7 +1321,7 @@ export class JsonRpcPeer {
   #sendError(id: RequestId | null, code: number, message: string, data?: unknown): void {
     if (this.#closed) return;
     const error = data === undefined ? { code, message } : { code, message, data };
-    this.#handlers.send(JSON.stringify({ jsonrpc: "2.0", id, error }));
+    this.#handlers.send(JSON.stringify({ jsonrpc: "2.0", id, error }), id === null ? undefined : { requestId: id });
   }
 
   /** Reports a message that was dropped before parsing (an over-long line). */
@@ -1331,6 +1349,7 @@ export class JsonRpcPeer {
     params: JsonObject | undefined,
     signal?: AbortSignal,
     cancelOnAbort = true,
+    context?: SendContext,
   ): Promise<unknown> {
     if (this.#closed) return Promise.reject(this.#closed);
     if (signal?.aborted) return Promise.reject(signal.reason);
@@ -1339,7 +1358,7 @@ export class JsonRpcPeer {
       const onAbort = () => {
         this.#pending.delete(id);
         if (cancelOnAbort) {
-          this.notify("notifications/cancelled", { requestId: id, reason: errorMessage(signal?.reason) });
+          this.notify("notifications/cancelled", { requestId: id, reason: errorMessage(signal?.reason) }, context);
         }
         reject(signal?.reason);
       };
@@ -1356,14 +1375,18 @@ export class JsonRpcPeer {
       });
       this.#handlers.send(
         JSON.stringify(params ? { jsonrpc: "2.0", id, method, params } : { jsonrpc: "2.0", id, method }),
+        context,
       );
     });
   }
 
-  /** Sends a notification. */
-  notify(method: string, params?: JsonObject): void {
+  /** Sends a notification; `context` names the request it belongs to, if any. */
+  notify(method: string, params?: JsonObject, context?: SendContext): void {
     if (this.#closed) return;
-    this.#handlers.send(JSON.stringify(params ? { jsonrpc: "2.0", method, params } : { jsonrpc: "2.0", method }));
+    this.#handlers.send(
+      JSON.stringify(params ? { jsonrpc: "2.0", method, params } : { jsonrpc: "2.0", method }),
+      context,
+    );
   }
 
   /** Ends the conversation: pending requests fail with `reason`, later sends are dropped. */
@@ -1375,7 +1398,148 @@ export class JsonRpcPeer {
   }
 }
 
-// === 6. Schema validation ====================================================
+// === 6. Protocol eras ========================================================
+// The two ways a request can be spoken. Legacy (2024-11-05 … 2025-11-25): an
+// `initialize` handshake fixes the client's version and capabilities for the
+// connection. 2026-07-28: stateless, every request carries them in its `_meta`
+// envelope (basic/index.mdx, basic/versioning.mdx):
+//
+//   {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1},
+//    "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+//             "io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"}}}
+//
+// One object per era says which methods it lacks, builds the view of the client
+// a request is served for, and encodes results and errors. Servers ask the era;
+// nothing else branches on it. Pure: no I/O.
+
+/** Versions of the stateless era this file speaks. */
+export const MODERN_PROTOCOL_VERSIONS = ["2026-07-28"] as const;
+
+/** The `_meta` keys of the 2026-07-28 envelope. */
+export const META = {
+  protocolVersion: "io.modelcontextprotocol/protocolVersion",
+  clientCapabilities: "io.modelcontextprotocol/clientCapabilities",
+  clientInfo: "io.modelcontextprotocol/clientInfo",
+  logLevel: "io.modelcontextprotocol/logLevel",
+  serverInfo: "io.modelcontextprotocol/serverInfo",
+  subscriptionId: "io.modelcontextprotocol/subscriptionId",
+} as const;
+
+/** What a request is served for: the client's protocol version, capabilities and log level. */
+export interface ClientView {
+  protocolVersion: string;
+  capabilities: JsonObject;
+  /** Index in LOG_LEVELS of the least severe level sent; LOG_LEVELS.length sends none. */
+  logLevel: number;
+}
+
+/** How a server describes itself in results: serverInfo and the cache hints of the stateless era. */
+export interface ServerFacts {
+  serverInfo: JsonObject;
+  /** ttlMs of list and discover results (0 while the lists may change, e.g. under --watch). */
+  listTtlMs: number;
+  cacheScope: "public" | "private";
+}
+
+/** One protocol era, as the server uses it. */
+export interface Era {
+  readonly modern: boolean;
+  /** Methods of the other era, answered -32601 in this one. */
+  readonly removed: ReadonlySet<string>;
+  /** The error for a resource the server does not have. */
+  resourceNotFound(uri: unknown): RpcError;
+  /** What a result looks like on the wire in this era. */
+  encode(method: string, result: unknown, facts: ServerFacts): unknown;
+}
+
+// server/utilities/caching.mdx (2026-07-28): these complete results carry ttlMs and cacheScope.
+const CACHEABLE_METHODS = new Set([
+  "server/discover",
+  "tools/list",
+  "prompts/list",
+  "resources/list",
+  "resources/templates/list",
+  "resources/read",
+]);
+
+/** The handshake era, 2024-11-05 … 2025-11-25. */
+export const LEGACY_ERA: Era = {
+  modern: false,
+  removed: new Set(["server/discover", "subscriptions/listen"]),
+  // -32002 is resource-not-found up to 2025-11-25 (server/resources.mdx).
+  resourceNotFound: (uri) => new RpcError(-32002, `Resource not found: ${uri}`, { uri }),
+  encode: (_method, result) => result,
+};
+
+/** The stateless era, 2026-07-28. */
+export const MODERN_ERA: Era = {
+  modern: true,
+  removed: new Set([
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+  ]),
+  // basic/index.mdx (2026-07-28): -32002 is not used any more; not found is -32602.
+  resourceNotFound: (uri) => new RpcError(ErrorCode.InvalidParams, `Resource not found: ${uri}`, { uri }),
+  encode(method, result, facts) {
+    if (!isObject(result)) return result;
+    const encoded: JsonObject = { ...result };
+    encoded.resultType ??= "complete";
+    if (encoded.resultType === "complete" && CACHEABLE_METHODS.has(method)) {
+      encoded.ttlMs ??= method === "resources/read" ? 0 : facts.listTtlMs;
+      encoded.cacheScope ??= facts.cacheScope;
+    }
+    encoded._meta = { ...(isObject(result._meta) ? result._meta : {}), [META.serverInfo]: facts.serverInfo };
+    return encoded;
+  },
+};
+
+/** Whether a request's params carry the 2026-07-28 envelope (its protocol version claim). */
+export function isModernRequest(params: JsonObject): boolean {
+  const meta = params._meta;
+  return meta !== undefined && isObject(meta) && META.protocolVersion in meta;
+}
+
+/**
+ * The client view of a 2026-07-28 request, from its `_meta`: -32602 for a
+ * missing or malformed field, -32022 for a version this file does not speak.
+ */
+export function modernClientView(params: JsonObject): ClientView {
+  const meta = isObject(params._meta) ? params._meta : {};
+  const version = meta[META.protocolVersion];
+  if (typeof version !== "string") {
+    throw new RpcError(ErrorCode.InvalidParams, `Invalid params: _meta["${META.protocolVersion}"] must be a string`);
+  }
+  if (!(MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(version)) {
+    throw new RpcError(ErrorCode.UnsupportedProtocolVersion, "Unsupported protocol version", {
+      supported: [...MODERN_PROTOCOL_VERSIONS],
+      requested: version,
+    });
+  }
+  const capabilities = meta[META.clientCapabilities];
+  if (!isObject(capabilities)) {
+    throw new RpcError(
+      ErrorCode.InvalidParams,
+      `Invalid params: _meta["${META.clientCapabilities}"] must be an object`,
+    );
+  }
+  const level = meta[META.logLevel];
+  let logLevel: number = LOG_LEVELS.length; // logging.mdx: no logLevel, no log messages
+  if (level !== undefined) {
+    logLevel = LOG_LEVELS.indexOf(level as LogLevel);
+    if (logLevel < 0) {
+      throw new RpcError(
+        ErrorCode.InvalidParams,
+        `Invalid params: _meta["${META.logLevel}"] must be one of ${LOG_LEVELS.join(", ")}`,
+      );
+    }
+  }
+  return { protocolVersion: version, capabilities, logLevel };
+}
+
+// === 7. Schema validation ====================================================
 // The JSON Schema keywords tool input schemas use, checked without compiling.
 // Returns every violation as "<path> <rule> (<keyword>)"; never throws on a
 // schema it does not understand (unknown keywords are ignored, as the spec says).
@@ -1602,7 +1766,7 @@ function validatesAgainst(schema: unknown, value: unknown): boolean {
   return errors.length === 0;
 }
 
-// === 7. MCP server ===========================================================
+// === 8. MCP server ===========================================================
 // The server role over a JSON-RPC peer: lifecycle; tools (with validation),
 // resources, prompts and completion; cancellation, progress, logging and
 // timeouts for all plugin code. Pure protocol: it is handed a catalog and a send
@@ -1906,16 +2070,15 @@ export interface ServerOptions {
   log?: (line: string) => void;
   /** Files that failed to load: a call to a tool of one of them says why. */
   failed?: PluginError[];
+  /**
+   * Signs the requestState of 2026-07-28 input-required results (HMAC-SHA256).
+   * Instances sharing it continue each other's calls (default: random per process).
+   */
+  stateKey?: string;
+  /** Cache hints say "private" (the server checks credentials: results may differ per caller). */
+  privateCache?: boolean;
   /** Called with what plugin code threw and what it was running (a tool name, a URI), e.g. to show its stack. */
   onPluginError?: (error: unknown, label: string) => void;
-}
-
-// Per-request view of the client: for the legacy era, what initialize
-// negotiated; the stateless 2026-07-28 era will build one from each request's _meta.
-interface ClientView {
-  protocolVersion: string;
-  capabilities: JsonObject;
-  logLevel: number; // index in LOG_LEVELS
 }
 
 // A request in flight that runs plugin code (tools/call, resources/read, prompts/get, completion/complete).
@@ -1927,8 +2090,20 @@ interface Work {
   done: boolean; // answered, cancelled or timed out: nothing more may be sent for it
   progressToken: RequestId | undefined;
   lastProgress: number;
+  client: ClientView; // whom it is served for (legacy: the connection's view, which logging/setLevel changes)
+  era: Era;
+  questions: Questions | undefined; // 2026-07-28 tools/call, prompts/get, resources/read: may end input_required
   fail(message: string): unknown; // what a throw or a timeout answers: a result, or an RpcError
   resolve(result: unknown): void; // answers the request (or, with NO_RESPONSE, drops it)
+}
+
+// The questions of one 2026-07-28 call to the client (basic/patterns/mrtr.mdx).
+interface Questions {
+  method: string; // the call and what it names, bound into requestState
+  name: string;
+  answers: JsonObject; // key → answer, from requestState and inputResponses
+  asked: JsonObject | undefined; // key → { method, params } asked in this run and not answered
+  counts: Record<string, number>; // questions asked per kind, for generated keys
 }
 
 /** Turns what a tool's run returned into a CallToolResult. */
@@ -1978,11 +2153,10 @@ function errorResult(text: string): JsonObject {
   return { content: [{ type: "text", text }], isError: true };
 }
 
-// What a context needs from its server: one per server, shared by its contexts.
+// What a context needs from its session: one per session, shared by its contexts.
 interface ContextHost {
-  notify(method: string, params: JsonObject): void;
-  logLevel(): number;
-  clientRequest(work: Work, capability: string, method: string, params: JsonObject): Promise<unknown>;
+  notify(work: Work, method: string, params: JsonObject): void;
+  ask(work: Work, capability: string, method: string, params: JsonObject, key?: string): Promise<unknown>;
 }
 
 /**
@@ -2020,7 +2194,7 @@ class RequestContext implements ToolContext {
       const params: JsonObject = { progressToken: work.progressToken, progress };
       if (total !== undefined) params.total = total;
       if (message !== undefined) params.message = message;
-      host.notify("notifications/progress", params);
+      host.notify(work, "notifications/progress", params);
     };
   }
 
@@ -2029,71 +2203,60 @@ class RequestContext implements ToolContext {
     const host = this.#host;
     return this.#log ??= (level: LogLevel, data: unknown) => {
       const index = LOG_LEVELS.indexOf(level);
-      if (work.done || (index < 0 ? 1 : index) < host.logLevel()) return;
-      host.notify("notifications/message", { level: index < 0 ? "info" : level, logger: work.label, data });
+      if (work.done || (index < 0 ? 1 : index) < work.client.logLevel) return;
+      host.notify(work, "notifications/message", { level: index < 0 ? "info" : level, logger: work.label, data });
     };
   }
 
   get sample(): ToolContext["sample"] {
-    return (params) =>
-      this.#host.clientRequest(this.#work, "sampling", "sampling/createMessage", params) as Promise<JsonObject>;
+    return (params, options) =>
+      this.#host.ask(this.#work, "sampling", "sampling/createMessage", params, options?.key) as Promise<JsonObject>;
   }
 
   get elicit(): ToolContext["elicit"] {
-    return (params) =>
-      this.#host.clientRequest(this.#work, "elicitation", "elicitation/create", params) as Promise<JsonObject>;
+    return (params, options) =>
+      this.#host.ask(this.#work, "elicitation", "elicitation/create", params, options?.key) as Promise<JsonObject>;
   }
 
   get roots(): ToolContext["roots"] {
-    return async () => {
-      const result = await this.#host.clientRequest(this.#work, "roots", "roots/list", {});
+    return async (options) => {
+      const result = await this.#host.ask(this.#work, "roots", "roots/list", {}, options?.key);
       return (isObject(result) && Array.isArray(result.roots) ? result.roots : []) as { uri: string; name?: string }[];
     };
   }
 }
 
+// How long an input-required requestState stays good.
+const REQUEST_STATE_TTL_MS = 60 * 60 * 1000;
+
 /**
- * The server side of one MCP connection. Feed it message texts with
- * `receive`; it answers through the `send` function it was made with.
+ * What every connection of one server shares: options, the catalog, the one
+ * timer that enforces every deadline, the key that signs requestState. Sessions
+ * ({@linkcode McpServer}) come and go on it: a stdio process has one, an HTTP
+ * server one per legacy session and one per 2026-07-28 request.
  */
-export class McpServer {
-  #options: ServerOptions;
-  #peer: JsonRpcPeer;
-  #catalog: Catalog = emptyCatalog();
-  #toolsByName = new Map<string, Tool>();
-  #resourcesByUri = new Map<string, Resource>();
-  #promptsByName = new Map<string, Prompt>();
-  #subscriptions = new Map<string, () => void>(); // uri → stop watching
-  #client: ClientView = {
-    protocolVersion: LATEST_PROTOCOL_VERSION,
-    capabilities: {},
-    logLevel: LOG_LEVELS.indexOf(DEFAULT_LOG_LEVEL),
-  };
-  #initialized = false;
-  #work = new Map<RequestId, Work>();
+export class ServerCore {
+  /** The options it was made with. */
+  readonly options: ServerOptions;
+  /** Everything served now. */
+  catalog: Catalog = emptyCatalog();
+  toolsByName: Map<string, Tool> = new Map();
+  resourcesByUri: Map<string, Resource> = new Map();
+  promptsByName: Map<string, Prompt> = new Map();
+  /** Per request that runs plugin code, in ms (0: none). */
+  readonly timeout: number;
+  readonly pageSize: number;
+  /** The connections open on it. */
+  readonly sessions: Set<McpServer> = new Set();
   #sweepTimer: ReturnType<typeof setTimeout> | undefined;
   #sweepAt = Infinity;
-  #idle: (() => void)[] = [];
-  #timeout: number;
-  #pageSize: number;
-  #whenWritten: (callback: () => void) => void;
-  #host: ContextHost;
+  #facts: ServerFacts | undefined;
+  #stateKey: Promise<CryptoKey> | undefined;
 
-  constructor(options: ServerOptions, send: (text: string) => void, whenWritten?: (callback: () => void) => void) {
-    this.#options = options;
-    this.#whenWritten = whenWritten ?? setImmediate;
-    this.#timeout = options.timeout ?? DEFAULT_TOOL_TIMEOUT_MS;
-    this.#pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
-    this.#peer = new JsonRpcPeer({
-      send,
-      request: (method, params, id) => this.#request(method, params, id),
-      notification: (method, params) => this.#notification(method, params),
-    });
-    this.#host = {
-      notify: (method, params) => this.#peer.notify(method, params),
-      logLevel: () => this.#client.logLevel,
-      clientRequest: (work, capability, method, params) => this.#clientRequest(work, capability, method, params),
-    };
+  constructor(options: ServerOptions) {
+    this.options = options;
+    this.timeout = options.timeout ?? DEFAULT_TOOL_TIMEOUT_MS;
+    this.pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
     const catalog = emptyCatalog();
     catalog.tools = (options.tools ?? []).map((item) => "listing" in item ? item as Tool : defineTool(item));
     for (const item of options.resources ?? []) {
@@ -2104,34 +2267,222 @@ export class McpServer {
     this.setCatalog(catalog);
   }
 
-  /** Replaces the served tools, keeping resources and prompts. */
-  setTools(tools: (Tool | ToolDefinition)[]): void {
-    this.setCatalog({
-      ...this.#catalog,
-      tools: tools.map((item) => "listing" in item ? item as Tool : defineTool(item)),
-    });
-  }
-
   /**
-   * Replaces everything served; with listChanged, tells the client which lists
-   * changed. Requests in flight finish on the code they started with.
+   * Replaces everything served; with listChanged, every session tells its
+   * client which lists changed. Requests in flight finish on the code they started with.
    */
   setCatalog(catalog: Catalog): void {
     const duplicate = findCatalogDuplicate(catalog);
     if (duplicate) throw new TypeError(duplicate);
-    const before = this.#catalog;
-    this.#catalog = catalog;
-    this.#toolsByName = new Map(catalog.tools.map((tool) => [tool.name, tool]));
-    this.#resourcesByUri = new Map(catalog.resources.map((resource) => [resource.key, resource]));
-    this.#promptsByName = new Map(catalog.prompts.map((prompt) => [prompt.key, prompt]));
-    if (!this.#options.listChanged || !this.#initialized) return;
-    const changed = (a: { listing: JsonObject }[], b: { listing: JsonObject }[]) =>
+    const before = this.catalog;
+    this.catalog = catalog;
+    this.toolsByName = new Map(catalog.tools.map((tool) => [tool.name, tool]));
+    this.resourcesByUri = new Map(catalog.resources.map((resource) => [resource.key, resource]));
+    this.promptsByName = new Map(catalog.prompts.map((prompt) => [prompt.key, prompt]));
+    if (!this.options.listChanged || this.sessions.size === 0) return;
+    const differ = (a: { listing: JsonObject }[], b: { listing: JsonObject }[]) =>
       a.length !== b.length || a.some((entry, i) => JSON.stringify(entry.listing) !== JSON.stringify(b[i].listing));
-    if (changed(before.tools, catalog.tools)) this.#peer.notify("notifications/tools/list_changed");
-    if (changed([...before.resources, ...before.templates], [...catalog.resources, ...catalog.templates])) {
-      this.#peer.notify("notifications/resources/list_changed");
+    const changed = {
+      tools: differ(before.tools, catalog.tools),
+      resources: differ([...before.resources, ...before.templates], [...catalog.resources, ...catalog.templates]),
+      prompts: differ(before.prompts, catalog.prompts),
+    };
+    for (const session of this.sessions) session.catalogChanged(changed);
+  }
+
+  /** The capabilities this server declares: only what it really serves. */
+  capabilities(): JsonObject {
+    const listChanged = this.options.listChanged === true;
+    const { tools, resources, templates, prompts } = this.catalog;
+    const capabilities: JsonObject = {};
+    if (tools.length > 0 || listChanged) capabilities.tools = { listChanged };
+    if (resources.length + templates.length > 0) {
+      const subscribe = resources.some((resource) => typeof resource.definition.watch === "function");
+      capabilities.resources = { subscribe, listChanged };
     }
-    if (changed(before.prompts, catalog.prompts)) this.#peer.notify("notifications/prompts/list_changed");
+    if (prompts.length > 0) capabilities.prompts = { listChanged };
+    if (this.completes()) capabilities.completions = {};
+    capabilities.logging = {};
+    return capabilities;
+  }
+
+  completes(): boolean {
+    const { templates, prompts } = this.catalog;
+    return [...templates, ...prompts].some((entry) => typeof entry.definition.complete === "function");
+  }
+
+  /** serverInfo and cache hints for 2026-07-28 results. */
+  facts(): ServerFacts {
+    return this.#facts ??= {
+      serverInfo: { name: this.options.name ?? "mcp.ts", version: this.options.version ?? VERSION },
+      // Lists that --watch may change are not to be cached; a listen stream says when they change.
+      listTtlMs: this.options.listChanged ? 0 : 5 * 60_000,
+      cacheScope: this.options.privateCache ? "private" : "public",
+    };
+  }
+
+  /** The key that signs requestState: `stateKey` (shared by instances), else random for this process. */
+  stateKey(): Promise<CryptoKey> {
+    const secret = this.options.stateKey;
+    return this.#stateKey ??= crypto.subtle.importKey(
+      "raw",
+      secret ? encoder.encode(secret) : crypto.getRandomValues(new Uint8Array(32)),
+      { name: "HMAC", hash: "SHA-256" },
+      false,
+      ["sign", "verify"],
+    );
+  }
+
+  // One timer for all deadlines of all sessions: a timer per call costs a third of throughput.
+  scheduleSweep(deadline: number): void {
+    if (deadline >= this.#sweepAt) return;
+    clearTimeout(this.#sweepTimer);
+    this.#sweepAt = deadline;
+    this.#sweepTimer = setTimeout(() => this.#sweep(), Math.max(0, deadline - Date.now()));
+  }
+
+  #sweep(): void {
+    this.#sweepAt = Infinity;
+    this.#sweepTimer = undefined;
+    const now = Date.now();
+    let next = Infinity;
+    for (const session of this.sessions) next = Math.min(next, session.sweep(now));
+    if (next !== Infinity) this.scheduleSweep(next);
+  }
+
+  /** Stops the timer (the sessions close themselves). */
+  close(): void {
+    clearTimeout(this.#sweepTimer);
+    this.#sweepAt = Infinity;
+  }
+}
+
+/** Signs what a 2026-07-28 call has been told so far: `body.mac`, both base64url. */
+async function signRequestState(key: CryptoKey, payload: JsonObject): Promise<string> {
+  const body = base64Url(encoder.encode(JSON.stringify(payload)));
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, encoder.encode(body)));
+  return `${body}.${base64Url(mac)}`;
+}
+
+/** The answers a requestState carries, once its signature, its call and its age check out; else -32602. */
+async function openRequestState(key: CryptoKey, state: unknown, method: string, name: string): Promise<JsonObject> {
+  const refused = new RpcError(
+    ErrorCode.InvalidParams,
+    "Invalid params: requestState was not issued by this server for this request, or has expired",
+  );
+  if (typeof state !== "string") throw refused;
+  const [body, mac, extra] = state.split(".");
+  let payload: unknown;
+  try {
+    if (extra !== undefined || !body || !mac) throw refused;
+    const valid = await crypto.subtle.verify("HMAC", key, fromBase64Url(mac), encoder.encode(body));
+    if (!valid) throw refused;
+    payload = JSON.parse(new TextDecoder().decode(fromBase64Url(body)));
+  } catch {
+    throw refused;
+  }
+  if (!isObject(payload) || payload.m !== method || payload.n !== name || !(Number(payload.x) > Date.now())) {
+    throw refused;
+  }
+  return isObject(payload.a) ? payload.a : {};
+}
+
+function base64Url(bytes: Uint8Array): string {
+  return bytesToBase64(bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function fromBase64Url(text: string): Uint8Array<ArrayBuffer> {
+  const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/"));
+  return Uint8Array.from(binary, (ch) => ch.charCodeAt(0));
+}
+
+// A 2026-07-28 subscriptions/listen in progress.
+interface Listen {
+  honored: JsonObject; // the filter as acknowledged
+  stamp: JsonObject; // _meta for every notification: the subscription id
+  context: SendContext;
+  end(result: unknown): void; // stops its watches and answers (or drops, with NO_RESPONSE) the listen request
+}
+
+/** What plugin code runs for one request: see {@linkcode McpServer}'s #track. */
+interface Job<T> {
+  label: string;
+  run: (input: T, ctx: ToolContext) => unknown;
+  input: T;
+  map: (value: unknown) => unknown;
+  fail: (message: string) => unknown;
+}
+
+/**
+ * One connection of an MCP server (a stdio process, a legacy HTTP session, or
+ * one 2026-07-28 HTTP request). Feed it message texts with `receive`; it
+ * answers through the `send` function it was made with, telling which request
+ * each message belongs to. Made from options it has a core of its own; made
+ * from a {@linkcode ServerCore} it shares that core's catalog and timer.
+ */
+export class McpServer {
+  #core: ServerCore;
+  #ownCore: boolean;
+  #peer: JsonRpcPeer;
+  // The connection's view of the client, from initialize (legacy); logging/setLevel changes it.
+  #client: ClientView = {
+    protocolVersion: LATEST_PROTOCOL_VERSION,
+    capabilities: {},
+    logLevel: LOG_LEVELS.indexOf(DEFAULT_LOG_LEVEL),
+  };
+  #pinned = false; // initialize was received: every request is legacy from now on (versioning.mdx)
+  #initialized = false;
+  #work = new Map<RequestId, Work>();
+  #subscriptions = new Map<string, () => void>(); // legacy resources/subscribe: uri → stop watching
+  #listens = new Map<RequestId, Listen>(); // 2026-07-28 subscriptions/listen
+  #idle: (() => void)[] = [];
+  #whenWritten: (callback: () => void) => void;
+  #host: ContextHost;
+  #closed = false;
+  /** Server→client requests are not possible here (HTTP --stateless): why, for the plugin's error. */
+  noClientRequests: string | undefined;
+
+  constructor(
+    options: ServerOptions | ServerCore,
+    send: (text: string, context?: SendContext) => void,
+    whenWritten?: (callback: () => void) => void,
+  ) {
+    this.#ownCore = !(options instanceof ServerCore);
+    this.#core = options instanceof ServerCore ? options : new ServerCore(options);
+    this.#whenWritten = whenWritten ?? setImmediate;
+    this.#peer = new JsonRpcPeer({
+      send,
+      request: (method, params, id) => this.#request(method, params, id),
+      notification: (method, params) => this.#notification(method, params),
+    });
+    this.#host = {
+      notify: (work, method, params) => this.#peer.notify(method, params, { requestId: work.id }),
+      ask: (work, capability, method, params, key) => this.#ask(work, capability, method, params, key),
+    };
+    this.#core.sessions.add(this);
+  }
+
+  /** The shared part: catalog, options, timer. */
+  get core(): ServerCore {
+    return this.#core;
+  }
+
+  /** Replaces the served tools, keeping resources and prompts. */
+  setTools(tools: (Tool | ToolDefinition)[]): void {
+    this.setCatalog({
+      ...this.#core.catalog,
+      tools: tools.map((item) => "listing" in item ? item as Tool : defineTool(item)),
+    });
+  }
+
+  /** Replaces everything served (for every session of the core); see {@linkcode ServerCore.setCatalog}. */
+  setCatalog(catalog: Catalog): void {
+    this.#core.setCatalog(catalog);
+  }
+
+  /** The capabilities this server declares: only what it really serves. */
+  capabilities(): JsonObject {
+    return this.#core.capabilities();
   }
 
   /** Handles one incoming message text. */
@@ -2142,6 +2493,17 @@ export class McpServer {
   /** Answers a message that was dropped before parsing (e.g. an over-long line). */
   reject(code: number, message: string): void {
     this.#peer.reject(code, message);
+  }
+
+  /** Ends request `id` as a client cancellation would: its plugin code is aborted and it gets no response. */
+  cancel(id: RequestId, reason = "cancelled by the client"): void {
+    const listen = this.#listens.get(id);
+    if (listen) return listen.end(NO_RESPONSE);
+    const work = this.#work.get(id);
+    if (!work) return; // unknown or finished: MAY be ignored (cancellation.mdx)
+    // cancellation.mdx: the cancelled request gets no response.
+    this.#finish(work, NO_RESPONSE);
+    work.controller?.abort(new Error(reason));
   }
 
   /** The number of requests running plugin code. */
@@ -2155,8 +2517,13 @@ export class McpServer {
     return new Promise((resolve) => this.#idle.push(resolve));
   }
 
-  /** Aborts everything in flight (no response is sent for it), stops watching, and stops the peer. */
+  /**
+   * Aborts everything in flight (no response is sent for it), ends listen
+   * streams with their closing result, stops watching, and stops the peer.
+   */
   close(reason: Error = new Error("server shut down")): void {
+    if (this.#closed) return;
+    this.#closed = true;
     for (const work of this.#work.values()) {
       work.done = true;
       work.controller?.abort(reason);
@@ -2164,29 +2531,84 @@ export class McpServer {
     }
     this.#work.clear();
     this.#settleIdle();
-    clearTimeout(this.#sweepTimer);
+    // subscriptions.mdx: the server ends a subscription with an empty result.
+    for (const listen of [...this.#listens.values()]) {
+      listen.end({ resultType: "complete", _meta: listen.stamp });
+    }
     for (const stop of this.#subscriptions.values()) stop();
     this.#subscriptions.clear();
     this.#peer.close(reason);
+    this.#core.sessions.delete(this);
+    if (this.#ownCore) this.#core.close();
+  }
+
+  /** Tells this session's client that lists changed (called by the core). @internal */
+  catalogChanged(changed: { tools: boolean; resources: boolean; prompts: boolean }): void {
+    const kinds = [
+      ["tools", "toolsListChanged"],
+      ["resources", "resourcesListChanged"],
+      ["prompts", "promptsListChanged"],
+    ] as const;
+    for (const [kind, filter] of kinds) {
+      if (!changed[kind]) continue;
+      const method = `notifications/${kind}/list_changed`;
+      if (this.#initialized) this.#peer.notify(method);
+      for (const listen of this.#listens.values()) {
+        if (listen.honored[filter] === true) this.#peer.notify(method, { _meta: listen.stamp }, listen.context);
+      }
+    }
+  }
+
+  /** Times out what is due; returns the next deadline (called by the core's timer). @internal */
+  sweep(now: number): number {
+    let next = Infinity;
+    for (const work of this.#work.values()) {
+      if (work.done) continue;
+      if (work.deadline <= now) {
+        const reason = new DOMException(`"${work.label}" timed out after ${this.#core.timeout} ms`, "TimeoutError");
+        this.#finish(work, work.fail(reason.message));
+        work.controller?.abort(reason);
+      } else if (work.deadline < next) {
+        next = work.deadline;
+      }
+    }
+    return next;
   }
 
   // --- dispatch -------------------------------------------------------------
 
   #request(method: string, params: JsonObject, id: RequestId): unknown {
+    if (this.#pinned || !isModernRequest(params)) return this.#dispatch(method, params, id, LEGACY_ERA, this.#client);
+    // versioning.mdx (2026-07-28): a request with the envelope is served on its own terms.
+    const client = modernClientView(params);
+    const result = this.#dispatch(method, params, id, MODERN_ERA, client);
+    const facts = this.#core.facts();
+    return result instanceof Promise
+      ? result.then((value) => MODERN_ERA.encode(method, value, facts))
+      : MODERN_ERA.encode(method, result, facts);
+  }
+
+  #dispatch(method: string, params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
+    if (era.removed.has(method)) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
+    const core = this.#core;
     switch (method) {
       case "initialize":
         return this.#initialize(params);
+      case "server/discover":
+        return this.#discover();
       case "ping":
         return {};
       case "tools/list":
-        return this.#page(this.#catalog.tools, params, "tools");
+        return this.#page(core.catalog.tools, params, "tools");
       case "tools/call":
-        return this.#callTool(params, id);
+        return this.#callTool(params, id, era, client);
       case "logging/setLevel":
         return this.#setLogLevel(params);
+      case "subscriptions/listen":
+        return this.#listen(params, id);
     }
     // Methods of the capabilities DIR provides; the others are not found (completion.mdx).
-    const { resources, templates, prompts } = this.#catalog;
+    const { resources, templates, prompts } = core.catalog;
     const hasResources = resources.length + templates.length > 0;
     switch (method) {
       case "resources/list":
@@ -2196,7 +2618,7 @@ export class McpServer {
         if (hasResources) return this.#page(templates, params, "resourceTemplates");
         break;
       case "resources/read":
-        if (hasResources) return this.#readResource(params, id);
+        if (hasResources) return this.#readResource(params, id, era, client);
         break;
       case "resources/subscribe":
         if (hasResources) return this.#subscribe(params);
@@ -2208,10 +2630,10 @@ export class McpServer {
         if (prompts.length > 0) return this.#page(prompts, params, "prompts");
         break;
       case "prompts/get":
-        if (prompts.length > 0) return this.#getPrompt(params, id);
+        if (prompts.length > 0) return this.#getPrompt(params, id, era, client);
         break;
       case "completion/complete":
-        if (this.#completes()) return this.#complete(params, id);
+        if (core.completes()) return this.#complete(params, id, era, client);
         break;
     }
     throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
@@ -2222,16 +2644,11 @@ export class McpServer {
       case "notifications/initialized":
         this.#initialized = true;
         return;
-      case "notifications/cancelled": {
-        const work = this.#work.get(params.requestId as RequestId);
-        if (!work) return; // unknown or finished: MAY be ignored (cancellation.mdx)
-        // cancellation.mdx: the cancelled request gets no response.
-        this.#finish(work, NO_RESPONSE);
-        work.controller?.abort(
-          new Error(typeof params.reason === "string" ? params.reason : "cancelled by the client"),
-        );
+      case "notifications/cancelled":
+        if (isRequestId(params.requestId)) {
+          this.cancel(params.requestId, typeof params.reason === "string" ? params.reason : undefined);
+        }
         return;
-      }
     }
     // Other notifications (roots/list_changed, progress, ...) need nothing from us.
   }
@@ -2247,36 +2664,27 @@ export class McpServer {
     const version = (SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(requested)
       ? requested
       : LATEST_PROTOCOL_VERSION;
+    this.#pinned = true;
     this.#client.protocolVersion = version;
     this.#client.capabilities = isObject(params.capabilities) ? params.capabilities : {};
+    const { options } = this.#core;
     const result: JsonObject = {
       protocolVersion: version,
-      capabilities: this.capabilities(),
-      serverInfo: { name: this.#options.name ?? "mcp.ts", version: this.#options.version ?? VERSION },
+      capabilities: this.#core.capabilities(),
+      serverInfo: this.#core.facts().serverInfo,
     };
-    if (this.#options.instructions) result.instructions = this.#options.instructions;
+    if (options.instructions) result.instructions = options.instructions;
     return result;
   }
 
-  #completes(): boolean {
-    const { templates, prompts } = this.#catalog;
-    return [...templates, ...prompts].some((entry) => typeof entry.definition.complete === "function");
-  }
-
-  /** The capabilities this server declares: only what it really serves. */
-  capabilities(): JsonObject {
-    const listChanged = this.#options.listChanged === true;
-    const { tools, resources, templates, prompts } = this.#catalog;
-    const capabilities: JsonObject = {};
-    if (tools.length > 0 || listChanged) capabilities.tools = { listChanged };
-    if (resources.length + templates.length > 0) {
-      const subscribe = resources.some((resource) => typeof resource.definition.watch === "function");
-      capabilities.resources = { subscribe, listChanged };
-    }
-    if (prompts.length > 0) capabilities.prompts = { listChanged };
-    if (this.#completes()) capabilities.completions = {};
-    capabilities.logging = {};
-    return capabilities;
+  // server/discover.mdx (2026-07-28).
+  #discover(): JsonObject {
+    const result: JsonObject = {
+      supportedVersions: [...MODERN_PROTOCOL_VERSIONS],
+      capabilities: this.#core.capabilities(),
+    };
+    if (this.#core.options.instructions) result.instructions = this.#core.options.instructions;
+    return result;
   }
 
   #setLogLevel(params: JsonObject): JsonObject {
@@ -2291,35 +2699,16 @@ export class McpServer {
   // pagination.mdx: an opaque cursor; an invalid one is -32602.
   #page(items: { listing: JsonObject }[], params: JsonObject, key: string): JsonObject {
     const start = params.cursor === undefined ? 0 : decodeCursor(params.cursor, items.length);
-    const end = start + this.#pageSize;
+    const end = start + this.#core.pageSize;
     const result: JsonObject = { [key]: items.slice(start, end).map((item) => item.listing) };
     if (end < items.length) result.nextCursor = encodeCursor(end);
     return result;
   }
 
-  // --- tools ----------------------------------------------------------------
-
-  #callTool(params: JsonObject, id: RequestId): unknown {
-    const { name } = params;
-    if (typeof name !== "string") {
-      throw new RpcError(ErrorCode.InvalidParams, "Invalid params: tools/call needs a name");
-    }
-    const tool = this.#toolsByName.get(name);
-    if (!tool) throw this.#unknown("tool", name);
-    const args = params.arguments ?? {};
-    if (!isObject(args)) throw new RpcError(ErrorCode.InvalidParams, "Invalid params: arguments must be an object");
-    // spec 2025-11-25 (SEP-1303): input validation errors are tool execution errors.
-    const violations = validate(tool.listing.inputSchema, args);
-    if (violations.length > 0) {
-      return errorResult(`Invalid arguments for tool "${name}": ${violations.join("; ")}`);
-    }
-    return this.#track(id, params, name, tool.run, args, toCallToolResult, errorResult);
-  }
-
   // An unknown name whose file failed to load says why (data.loadError), so that
   // the caller sees the plugin author's mistake, not just "unknown".
   #unknown(kind: string, name: string): RpcError {
-    const failed = this.#catalog.failed?.find((failure) => {
+    const failed = this.#core.catalog.failed?.find((failure) => {
       const file = failure.file.slice(Math.max(failure.file.lastIndexOf("/"), failure.file.lastIndexOf("\\")) + 1);
       return file.slice(0, file.length - extensionOf(file).length) === name;
     });
@@ -2328,22 +2717,42 @@ export class McpServer {
     return new RpcError(ErrorCode.InvalidParams, `Unknown ${kind}: ${name}; ${loadError}`, { loadError });
   }
 
+  // --- tools ----------------------------------------------------------------
+
+  #callTool(params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
+    const { name } = params;
+    if (typeof name !== "string") {
+      throw new RpcError(ErrorCode.InvalidParams, "Invalid params: tools/call needs a name");
+    }
+    const tool = this.#core.toolsByName.get(name);
+    if (!tool) throw this.#unknown("tool", name);
+    const args = params.arguments ?? {};
+    if (!isObject(args)) throw new RpcError(ErrorCode.InvalidParams, "Invalid params: arguments must be an object");
+    // spec 2025-11-25 (SEP-1303): input validation errors are tool execution errors.
+    const violations = validate(tool.listing.inputSchema, args);
+    if (violations.length > 0) {
+      return errorResult(`Invalid arguments for tool "${name}": ${violations.join("; ")}`);
+    }
+    const job = { label: name, run: tool.run, input: args, map: toCallToolResult, fail: errorResult };
+    return this.#answering(params, id, era, client, "tools/call", name, job);
+  }
+
   // --- resources ------------------------------------------------------------
 
-  #readResource(params: JsonObject, id: RequestId): unknown {
+  #readResource(params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
     const { uri } = params;
     if (typeof uri !== "string") {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: resources/read needs a uri");
     }
     let read: ((ctx: ToolContext) => unknown) | undefined;
     let mimeType: string | undefined;
-    const resource = this.#resourcesByUri.get(uri);
+    const resource = this.#core.resourcesByUri.get(uri);
     if (resource) {
       const { definition } = resource;
       read = (ctx) => definition.read(uri, ctx);
       mimeType = definition.mimeType;
     } else {
-      for (const { match, variables, definition } of this.#catalog.templates) {
+      for (const { match, variables, definition } of this.#core.catalog.templates) {
         const found = match.exec(uri);
         if (!found) continue;
         const values: Record<string, string> = {};
@@ -2353,22 +2762,20 @@ export class McpServer {
         break;
       }
     }
-    if (!read) throw resourceNotFound(uri);
-    return this.#track(
-      id,
-      params,
-      uri,
-      (_, ctx) => read(ctx),
-      undefined,
-      (value) => toReadResourceResult(value, uri, mimeType),
-      (message) => new RpcError(ErrorCode.InternalError, `Cannot read ${uri}: ${message}`),
-    );
+    if (!read) throw era.resourceNotFound(uri);
+    return this.#answering(params, id, era, client, "resources/read", uri, {
+      label: uri,
+      run: (_, ctx) => read(ctx),
+      input: undefined,
+      map: (value) => toReadResourceResult(value, uri, mimeType),
+      fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot read ${uri}: ${message}`),
+    });
   }
 
   #subscribe(params: JsonObject): JsonObject {
     const { uri } = params;
-    const resource = typeof uri === "string" ? this.#resourcesByUri.get(uri) : undefined;
-    if (!resource) throw resourceNotFound(uri);
+    const resource = typeof uri === "string" ? this.#core.resourcesByUri.get(uri) : undefined;
+    if (!resource) throw LEGACY_ERA.resourceNotFound(uri);
     const { watch } = resource.definition;
     if (typeof watch !== "function") {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid params: resource ${uri} cannot be watched`);
@@ -2391,11 +2798,52 @@ export class McpServer {
     return {};
   }
 
+  // subscriptions.mdx (2026-07-28): acknowledged first, every notification stamped,
+  // only the kinds asked for; open until the client cancels it or the server closes.
+  #listen(params: JsonObject, id: RequestId): Promise<unknown> {
+    const asked = params.notifications;
+    if (!isObject(asked)) {
+      throw new RpcError(ErrorCode.InvalidParams, "Invalid params: subscriptions/listen needs notifications");
+    }
+    const honored: JsonObject = {};
+    if (this.#core.options.listChanged) {
+      for (const kind of ["toolsListChanged", "promptsListChanged", "resourcesListChanged"]) {
+        if (asked[kind] === true) honored[kind] = true;
+      }
+    }
+    const watched = (Array.isArray(asked.resourceSubscriptions) ? asked.resourceSubscriptions : [])
+      .map((uri) => typeof uri === "string" ? this.#core.resourcesByUri.get(uri) : undefined)
+      .filter((resource): resource is Resource => typeof resource?.definition.watch === "function");
+    if (watched.length > 0) honored.resourceSubscriptions = watched.map((resource) => resource.key);
+    const stamp = { [META.subscriptionId]: id };
+    const context = { requestId: id };
+    this.#peer.notify("notifications/subscriptions/acknowledged", { _meta: stamp, notifications: honored }, context);
+    return new Promise((resolve) => {
+      const stops = watched.map((resource) =>
+        resource.definition.watch!.call(resource.definition, resource.key, () => {
+          if (this.#listens.has(id)) {
+            this.#peer.notify("notifications/resources/updated", { _meta: stamp, uri: resource.key }, context);
+          }
+        })
+      );
+      this.#listens.set(id, {
+        honored,
+        stamp,
+        context,
+        end: (result) => {
+          if (!this.#listens.delete(id)) return;
+          for (const stop of stops) if (typeof stop === "function") stop();
+          resolve(result);
+        },
+      });
+    });
+  }
+
   // --- prompts and completion -------------------------------------------------
 
-  #getPrompt(params: JsonObject, id: RequestId): unknown {
+  #getPrompt(params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
     const { name } = params;
-    const prompt = typeof name === "string" ? this.#promptsByName.get(name) : undefined;
+    const prompt = typeof name === "string" ? this.#core.promptsByName.get(name) : undefined;
     if (!prompt) throw this.#unknown("prompt", String(name));
     const args = params.arguments ?? {};
     if (!isObject(args) || Object.values(args).some((value) => typeof value !== "string")) {
@@ -2407,25 +2855,25 @@ export class McpServer {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid params: prompt "${name}" needs ${names}`);
     }
     const { definition } = prompt;
-    return this.#track(
-      id,
-      params,
-      String(name),
-      (_, ctx) => definition.get(args as Record<string, string>, ctx),
-      undefined,
-      (value) => toGetPromptResult(value, definition.description),
-      (message) => new RpcError(ErrorCode.InternalError, `Cannot get prompt "${name}": ${message}`),
-    );
+    return this.#answering(params, id, era, client, "prompts/get", String(name), {
+      label: String(name),
+      run: (_, ctx) => definition.get(args as Record<string, string>, ctx),
+      input: undefined,
+      map: (value) => toGetPromptResult(value, definition.description),
+      fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot get prompt "${name}": ${message}`),
+    });
   }
 
-  #complete(params: JsonObject, id: RequestId): unknown {
+  #complete(params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
     const { ref, argument } = params;
     if (!isObject(ref) || !isObject(argument) || typeof argument.name !== "string") {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: completion/complete needs ref and argument.name");
     }
     let entry: Prompt | ResourceTemplate | undefined;
-    if (ref.type === "ref/prompt") entry = this.#promptsByName.get(String(ref.name));
-    else if (ref.type === "ref/resource") entry = this.#catalog.templates.find((template) => template.key === ref.uri);
+    if (ref.type === "ref/prompt") entry = this.#core.promptsByName.get(String(ref.name));
+    else if (ref.type === "ref/resource") {
+      entry = this.#core.catalog.templates.find((template) => template.key === ref.uri);
+    }
     if (!entry) {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid params: unknown ${ref.type} ${brief(ref.name ?? ref.uri)}`);
     }
@@ -2438,18 +2886,45 @@ export class McpServer {
     };
     if (typeof complete !== "function") return toCompletion([]);
     const definition = entry.definition;
-    return this.#track(
-      id,
-      params,
-      entry.key,
-      (_, ctx) => complete.call(definition, argument.name as string, value, ctx),
-      undefined,
-      toCompletion,
-      (message) => new RpcError(ErrorCode.InternalError, `Cannot complete: ${message}`),
-    );
+    return this.#track(id, params, era, client, undefined, {
+      label: entry.key,
+      run: (_, ctx) => complete.call(definition, argument.name as string, value, ctx),
+      input: undefined,
+      map: toCompletion,
+      fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot complete: ${message}`),
+    });
   }
 
   // --- plugin code in flight ------------------------------------------------------
+
+  /**
+   * Runs a job that may ask the client questions: in the 2026-07-28 era with
+   * the answers the retry brings (mrtr.mdx: `inputResponses`, and a verified
+   * `requestState`); in the legacy era as any job.
+   */
+  #answering<T>(
+    params: JsonObject,
+    id: RequestId,
+    era: Era,
+    client: ClientView,
+    method: string,
+    name: string,
+    job: Job<T>,
+  ): unknown {
+    if (!era.modern) return this.#track(id, params, era, client, undefined, job);
+    const responses = isObject(params.inputResponses) ? params.inputResponses : {};
+    const questions = (answers: JsonObject): Questions => ({
+      method,
+      name,
+      answers: { ...answers, ...responses },
+      asked: undefined,
+      counts: {},
+    });
+    if (params.requestState === undefined) return this.#track(id, params, era, client, questions({}), job);
+    return this.#core.stateKey()
+      .then((key) => openRequestState(key, params.requestState, method, name))
+      .then((answers) => this.#track(id, params, era, client, questions(answers), job));
+  }
 
   /**
    * Runs plugin code for request `id` with a context, a deadline and
@@ -2458,16 +2933,16 @@ export class McpServer {
   #track<T>(
     id: RequestId,
     params: JsonObject,
-    label: string,
-    run: (input: T, ctx: ToolContext) => unknown,
-    input: T,
-    map: (value: unknown) => unknown,
-    fail: (message: string) => unknown,
+    era: Era,
+    client: ClientView,
+    questions: Questions | undefined,
+    job: Job<T>,
   ): unknown {
     if (this.#work.has(id)) {
       // A reused id would make cancellation ambiguous; the spec forbids it.
       throw new RpcError(ErrorCode.InvalidRequest, `Invalid request: id ${JSON.stringify(id)} is already in use`);
     }
+    const { label, map, fail } = job;
     const token = isObject(params._meta) ? params._meta.progressToken : undefined;
     const work: Work = {
       id,
@@ -2477,21 +2952,30 @@ export class McpServer {
       done: false,
       progressToken: isRequestId(token) ? token : undefined,
       lastProgress: -Infinity,
+      client,
+      era,
+      questions,
       fail,
       resolve: noop,
     };
+    // A protocol error raised for the plugin (a capability the client lacks) answers the request as such.
+    const failWith = (error: unknown) => {
+      if (error instanceof RpcError && error.code === ErrorCode.MissingRequiredClientCapability) return error;
+      if (!work.done) this.#core.options.onPluginError?.(error, label); // not for a call already cancelled
+      return fail(errorMessage(error));
+    };
     let value: unknown;
     try {
-      value = run(input, new RequestContext(work, this.#host));
+      value = job.run(job.input, new RequestContext(work, this.#host));
       if (!(value instanceof Promise)) {
         // A synchronous answer: no promise, no bookkeeping.
         work.done = true;
         return map(value);
       }
     } catch (error) {
+      const answer = failWith(error);
       work.done = true;
-      this.#options.onPluginError?.(error, label);
-      return rethrow(fail(errorMessage(error)));
+      return rethrow(answer);
     }
     const settle = (value: unknown) => {
       try {
@@ -2500,15 +2984,12 @@ export class McpServer {
         return fail(errorMessage(error));
       }
     };
-    const failWith = (error: unknown) => {
-      if (!work.done) this.#options.onPluginError?.(error, label); // not for a call already cancelled
-      return fail(errorMessage(error));
-    };
     return new Promise((resolve, reject) => {
       work.resolve = (result) => result instanceof RpcError ? reject(result) : resolve(result);
-      if (this.#timeout > 0) work.deadline = Date.now() + this.#timeout;
+      const timeout = this.#core.timeout;
+      if (timeout > 0) work.deadline = Date.now() + timeout;
       this.#work.set(id, work);
-      this.#scheduleSweep(work.deadline);
+      this.#core.scheduleSweep(work.deadline);
       value.then(
         (settled) => this.#finish(work, settle(settled)),
         (error) => this.#finish(work, failWith(error)),
@@ -2541,46 +3022,69 @@ export class McpServer {
     for (const resolve of waiting) resolve();
   }
 
-  // Server→client requests made on behalf of plugin code; they end with it.
-  async #clientRequest(work: Work, capability: string, method: string, params: JsonObject): Promise<unknown> {
-    if (!isObject(this.#client.capabilities[capability])) {
-      throw new Error(`Cannot send ${method}: the client did not declare the "${capability}" capability`);
-    }
-    if (work.done) throw new Error(`Cannot send ${method}: the request has ended`);
-    work.controller ??= new AbortController();
-    return await this.#peer.request(method, params, work.controller.signal);
-  }
-
-  // One timer for all deadlines: a timer per call costs a third of throughput.
-  #scheduleSweep(deadline: number): void {
-    if (deadline >= this.#sweepAt) return;
-    clearTimeout(this.#sweepTimer);
-    this.#sweepAt = deadline;
-    this.#sweepTimer = setTimeout(() => this.#sweep(), Math.max(0, deadline - Date.now()));
-  }
-
-  #sweep(): void {
-    this.#sweepAt = Infinity;
-    this.#sweepTimer = undefined;
-    const now = Date.now();
-    let next = Infinity;
-    for (const work of this.#work.values()) {
-      if (work.done) continue;
-      if (work.deadline <= now) {
-        const reason = new DOMException(`"${work.label}" timed out after ${this.#timeout} ms`, "TimeoutError");
-        this.#finish(work, work.fail(reason.message));
-        work.controller?.abort(reason);
-      } else if (work.deadline < next) {
-        next = work.deadline;
+  // A question from plugin code to the client. Legacy: a server→client request
+  // that ends with the call. 2026-07-28: servers send no requests (mrtr.mdx), so
+  // an unanswered question ends the call with input_required; the retry runs
+  // the plugin again and the answer resolves at once.
+  #ask(work: Work, capability: string, method: string, params: JsonObject, key?: string): Promise<unknown> {
+    if (!isObject(work.client.capabilities[capability])) {
+      if (work.era.modern) {
+        // basic/index.mdx (2026-07-28): a needed capability the client did not declare is -32021.
+        return Promise.reject(
+          new RpcError(
+            ErrorCode.MissingRequiredClientCapability,
+            `Missing required client capability: ${capability}`,
+            { requiredCapabilities: { [capability]: {} } },
+          ),
+        );
       }
+      return Promise.reject(
+        new Error(`Cannot send ${method}: the client did not declare the "${capability}" capability`),
+      );
     }
-    if (next !== Infinity) this.#scheduleSweep(next);
+    if (work.done) return Promise.reject(new Error(`Cannot send ${method}: the request has ended`));
+    if (!work.era.modern) {
+      if (this.noClientRequests) return Promise.reject(new Error(`Cannot send ${method}: ${this.noClientRequests}`));
+      work.controller ??= new AbortController();
+      return this.#peer.request(method, params, work.controller.signal, true, { requestId: work.id });
+    }
+    const questions = work.questions;
+    if (!questions) {
+      return Promise.reject(
+        new Error(`Cannot send ${method}: only tools/call, prompts/get and resources/read can ask the client`),
+      );
+    }
+    const kind = method === "elicitation/create" ? "elicit" : method === "sampling/createMessage" ? "sample" : "roots";
+    const name = key ?? `${kind}-${questions.counts[kind] = (questions.counts[kind] ?? 0) + 1}`;
+    if (Object.hasOwn(questions.answers, name)) return Promise.resolve(questions.answers[name]);
+    if (!questions.asked) {
+      questions.asked = {};
+      // Questions asked before the call awaits any of them go out together.
+      queueMicrotask(() => void this.#inputRequired(work));
+    }
+    questions.asked[name] = { method, params };
+    return new Promise(noop); // this run ends here; the retry runs it again with the answer
   }
-}
 
-// -32002 is resource-not-found up to 2025-11-25 (server/resources.mdx).
-function resourceNotFound(uri: unknown): RpcError {
-  return new RpcError(-32002, `Resource not found: ${uri}`, { uri });
+  // Ends a 2026-07-28 call with the questions it asked and a signed requestState.
+  async #inputRequired(work: Work): Promise<void> {
+    const questions = work.questions!;
+    let result: unknown;
+    try {
+      const key = await this.#core.stateKey();
+      const requestState = await signRequestState(key, {
+        m: questions.method,
+        n: questions.name,
+        a: questions.answers,
+        x: Date.now() + REQUEST_STATE_TTL_MS,
+      });
+      result = { resultType: "input_required", inputRequests: questions.asked, requestState };
+    } catch (error) {
+      result = work.fail(errorMessage(error));
+    }
+    this.#finish(work, result);
+    work.controller?.abort(new Error("input required: the call ends here and runs again with the answers"));
+  }
 }
 
 function rethrow(result: unknown): unknown {
@@ -2608,7 +3112,7 @@ function decodeCursor(cursor: unknown, total: number): number {
   return offset;
 }
 
-// === 8. Plugins ==============================================================
+// === 9. Plugins ==============================================================
 // Turns a directory into a catalog: which files count, importing modules,
 // running executables, watching for changes. The only file-system, import()
 // and process I/O of the server.
@@ -2932,7 +3436,7 @@ export async function watchDirectory(dir: string, onChange: () => void): Promise
   };
 }
 
-// === 9. Serving streams ======================================================
+// === 10. Serving streams =====================================================
 // A server on a byte-stream pair: framing in both directions, backpressure,
 // tracing, and the end of the conversation (EOF, a closed output, shutdown).
 
@@ -3058,7 +3562,7 @@ export function serve(options: ServeOptions = {}): ServeHandle {
   };
 }
 
-// === 10. MCP client ==========================================================
+// === 11. MCP client ==========================================================
 // The client role: find the server (a command line or a config name), spawn
 // it, handshake, make requests with timeouts and cancellation, and shut it down
 // without leaving a process behind. Prints nothing: it reports through callbacks.
@@ -3757,7 +4261,7 @@ function editDistance(a: string, b: string): number {
   return previous[b.length];
 }
 
-// === 11. Output ==============================================================
+// === 12. Output ==============================================================
 // What the client commands print, as pure functions of what the server sent.
 
 /** How output is shaped for where it goes. */
@@ -3984,7 +4488,7 @@ export function renderInfo(result: JsonObject): string {
   return lines.join("\n") + "\n";
 }
 
-// === 12. CLI =================================================================
+// === 13. CLI =================================================================
 // argv in, exit code out. Parses flags, loads plugins, wires the process's
 // streams and signals, and keeps plugins' output off the protocol stream.
 

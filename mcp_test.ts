@@ -45,8 +45,10 @@ import {
   splitCommand,
   TimeoutError,
   toCallToolResult,
+  type ToolContext,
   unsupportedRuntime,
   validate,
+  VERSION,
   windowsCommand,
 } from "./mcp.ts";
 
@@ -1653,6 +1655,290 @@ function inProcess(options: ConstructorParameters<typeof McpServer>[0]) {
   server.receive(JSON.stringify(INIT));
   return { server, sent, ask };
 }
+
+/** The 2026-07-28 envelope for a request's params. */
+function modern(params: Message = {}, meta: Message = {}): Message {
+  return {
+    ...params,
+    _meta: {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientCapabilities": { elicitation: {}, sampling: {}, roots: {} },
+      ...meta,
+    },
+  };
+}
+
+/** An in-process server spoken to only in the 2026-07-28 era (no initialize). */
+function stateless(options: ConstructorParameters<typeof McpServer>[0]) {
+  const sent: Message[] = [];
+  const server = new McpServer(options, (line) => sent.push(JSON.parse(line)));
+  let nextId = 0;
+  const ask = async (method: string, params: Message = {}, meta: Message = {}) => {
+    const id = ++nextId;
+    server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params: modern(params, meta) }));
+    for (let i = 0; i < 200 && !sent.some((m) => m.id === id && !("method" in m)); i++) await sleep(5);
+    return sent.find((m) => m.id === id && !("method" in m))!;
+  };
+  return { server, sent, ask };
+}
+
+const SERVER_INFO = { "io.modelcontextprotocol/serverInfo": { name: "mcp.ts", version: VERSION } };
+
+describe("8. MCP server: the 2026-07-28 era", () => {
+  test("server/discover, resultType, cache hints and serverInfo on every result", async () => {
+    const { server, ask } = stateless({ instructions: "Be kind.", tools: [{ name: "hi", run: () => "hello" }] });
+    try {
+      assert.deepEqual((await ask("server/discover")).result, {
+        supportedVersions: ["2026-07-28"],
+        capabilities: { tools: { listChanged: false }, logging: {} },
+        instructions: "Be kind.",
+        resultType: "complete",
+        ttlMs: 300000,
+        cacheScope: "public",
+        _meta: SERVER_INFO,
+      });
+      const listed = (await ask("tools/list")).result;
+      assert.deepEqual([listed.resultType, listed.ttlMs, listed.cacheScope, listed._meta], [
+        "complete",
+        300000,
+        "public",
+        SERVER_INFO,
+      ]);
+      assert.deepEqual((await ask("tools/call", { name: "hi" })).result, {
+        content: [{ type: "text", text: "hello" }],
+        resultType: "complete",
+        _meta: SERVER_INFO,
+      });
+    } finally {
+      server.close();
+    }
+  });
+
+  test("the envelope is checked on every request: -32602, -32022, and -32601 for methods of the old era", async () => {
+    const { server, ask } = stateless({ tools: [{ name: "hi", run: () => "hello" }] });
+    try {
+      const missing = await ask("tools/list", {}, { "io.modelcontextprotocol/clientCapabilities": undefined });
+      assert.equal(missing.error.code, -32602);
+      assert.match(missing.error.message, /clientCapabilities/);
+      const version = await ask("tools/list", {}, { "io.modelcontextprotocol/protocolVersion": "v999.0.0" });
+      assert.deepEqual(version.error, {
+        code: -32022,
+        message: "Unsupported protocol version",
+        data: { supported: ["2026-07-28"], requested: "v999.0.0" },
+      });
+      const level = await ask("tools/list", {}, { "io.modelcontextprotocol/logLevel": "loud" });
+      assert.equal(level.error.code, -32602);
+      for (const method of ["initialize", "ping", "logging/setLevel", "resources/subscribe", "unknown/method"]) {
+        assert.equal((await ask(method)).error.code, -32601, method);
+      }
+    } finally {
+      server.close();
+    }
+  });
+
+  test("log messages only for a request that asks with logLevel; resources not found are -32602", async () => {
+    const tool = {
+      name: "chatty",
+      run: (_: unknown, ctx: ToolContext) => {
+        ctx.log("info", "hello");
+        ctx.log("debug", "details");
+        return "done";
+      },
+    };
+    const resources = [{ uri: "mem://a", name: "a", read: () => "a" }];
+    const { server, sent, ask } = stateless({ tools: [tool], resources });
+    try {
+      await ask("tools/call", { name: "chatty" });
+      assert.equal(sent.filter((m) => m.method === "notifications/message").length, 0);
+      await ask("tools/call", { name: "chatty" }, { "io.modelcontextprotocol/logLevel": "info" });
+      assert.deepEqual(sent.filter((m) => m.method === "notifications/message").map((m) => m.params.data), ["hello"]);
+      const read = await ask("resources/read", { uri: "mem://nope" });
+      assert.equal(read.error.code, -32602);
+      assert.equal((await ask("resources/read", { uri: "mem://a" })).result.ttlMs, 0);
+    } finally {
+      server.close();
+    }
+  });
+
+  test("input-required: a question ends the call, the retry with the answers runs it again", async () => {
+    const runs: string[] = [];
+    const tool = {
+      name: "greet",
+      run: async (_: unknown, ctx: ToolContext) => {
+        runs.push("run");
+        const [who, roots] = await Promise.all([
+          ctx.elicit({ message: "Who?", requestedSchema: { type: "object" } }, { key: "who" }),
+          ctx.roots({ key: "where" }),
+        ]);
+        const more = await ctx.sample({ messages: [], maxTokens: 5 }); // key sample-1
+        return `hi ${(who.content as Message).name} in ${roots[0].uri}, ${(more.content as Message).text}`;
+      },
+    };
+    const { server, ask } = stateless({ tools: [tool], stateKey: "test key" });
+    try {
+      const first = (await ask("tools/call", { name: "greet" })).result;
+      assert.equal(first.resultType, "input_required");
+      assert.deepEqual(Object.keys(first.inputRequests), ["who", "where"], "asked together");
+      assert.equal(first.inputRequests.who.method, "elicitation/create");
+      assert.equal(first.inputRequests.where.method, "roots/list");
+      assert.equal(first.ttlMs, undefined, "no cache hints on input_required");
+      const answers = {
+        who: { action: "accept", content: { name: "Ada" } },
+        where: { roots: [{ uri: "file:///home/ada" }] },
+        extra: { ignored: true },
+      };
+      const second = (await ask("tools/call", {
+        name: "greet",
+        inputResponses: answers,
+        requestState: first.requestState,
+      })).result;
+      assert.equal(second.resultType, "input_required", "a new question");
+      assert.deepEqual(Object.keys(second.inputRequests), ["sample-1"]);
+      const third = (await ask("tools/call", {
+        name: "greet",
+        inputResponses: { "sample-1": { role: "assistant", content: { type: "text", text: "welcome" } } },
+        requestState: second.requestState, // carries who and where
+      })).result;
+      assert.deepEqual(third.content, [{ type: "text", text: "hi Ada in file:///home/ada, welcome" }]);
+      assert.equal(runs.length, 3);
+
+      const [body, mac] = second.requestState.split(".");
+      const tampered = await ask("tools/call", { name: "greet", requestState: `${body}x.${mac}` });
+      assert.equal(tampered.error.code, -32602);
+      const elsewhere = await stateless({ tools: [tool], stateKey: "another key" }).ask("tools/call", {
+        name: "greet",
+        requestState: second.requestState,
+      });
+      assert.equal(elsewhere.error.code, -32602, "a state signed under another key");
+      const shared = stateless({ tools: [tool], stateKey: "test key" });
+      const resumed = await shared.ask("tools/call", {
+        name: "greet",
+        inputResponses: { "sample-1": { role: "assistant", content: { type: "text", text: "again" } } },
+        requestState: second.requestState,
+      });
+      assert.equal(resumed.result.content[0].text, "hi Ada in file:///home/ada, again", "another instance, one key");
+      shared.server.close();
+    } finally {
+      server.close();
+    }
+  });
+
+  test("a question needing an undeclared capability is -32021 naming it", async () => {
+    const tool = { name: "needs_sampling", run: (_: unknown, ctx: ToolContext) => ctx.sample({ messages: [] }) };
+    const { server, ask } = stateless({ tools: [tool] });
+    try {
+      const answer = await ask("tools/call", { name: "needs_sampling" }, {
+        "io.modelcontextprotocol/clientCapabilities": {},
+      });
+      assert.equal(answer.error.code, -32021);
+      assert.deepEqual(answer.error.data, { requiredCapabilities: { sampling: {} } });
+    } finally {
+      server.close();
+    }
+  });
+
+  test("subscriptions/listen: acknowledged first, stamped, only the kinds asked for, until cancelled", async () => {
+    const { server, sent } = stateless({ listChanged: true, tools: [{ name: "a", run: () => "a" }] });
+    try {
+      server.receive(JSON.stringify({
+        jsonrpc: "2.0",
+        id: "sub",
+        method: "subscriptions/listen",
+        params: modern({ notifications: { toolsListChanged: true, resourceSubscriptions: ["mem://none"] } }),
+      }));
+      const stamp = { "io.modelcontextprotocol/subscriptionId": "sub" };
+      assert.deepEqual(sent[0], {
+        jsonrpc: "2.0",
+        method: "notifications/subscriptions/acknowledged",
+        params: { _meta: stamp, notifications: { toolsListChanged: true } },
+      });
+      server.setTools([{ name: "b", run: () => "b" }]);
+      server.setCatalog({ ...server.core.catalog, prompts: [] });
+      assert.deepEqual(sent.slice(1), [
+        { jsonrpc: "2.0", method: "notifications/tools/list_changed", params: { _meta: stamp } },
+      ]);
+      server.receive(
+        JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "sub" } }),
+      );
+      server.setTools([{ name: "c", run: () => "c" }]);
+      await sleep(10);
+      assert.equal(sent.length, 2, "nothing after the cancel, not even a response");
+    } finally {
+      server.close();
+    }
+  });
+
+  test("over stdio: discover, a call with progress, an input-required round trip, cancelling a listen", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-modern-"));
+    try {
+      writeFileSync(
+        join(dir, "ask.ts"),
+        `export default { run: async (_a: unknown, ctx: any) => {
+          ctx.progress(1, 2);
+          const answer = await ctx.elicit({ message: "name?", requestedSchema: { type: "object" } }, { key: "name" });
+          return "hello " + answer.content.name;
+        } };`,
+      );
+      await withServer([dir, "--watch"], async (server) => {
+        const discover = await server.request(1, "server/discover", modern());
+        assert.deepEqual(discover.result.supportedVersions, ["2026-07-28"]);
+        server.send({
+          jsonrpc: "2.0",
+          id: 2,
+          method: "tools/call",
+          params: modern({ name: "ask" }, { progressToken: "p" }),
+        });
+        const first = (await server.response(2)).result;
+        assert.equal(first.resultType, "input_required");
+        assert.ok(server.messages.some((m) => m.method === "notifications/progress" && m.params.progressToken === "p"));
+        const retry = await server.request(
+          3,
+          "tools/call",
+          modern({
+            name: "ask",
+            inputResponses: { name: { action: "accept", content: { name: "Ada" } } },
+            requestState: first.requestState,
+          }),
+        );
+        assert.equal(retry.result.content[0].text, "hello Ada");
+        server.send({
+          jsonrpc: "2.0",
+          id: 4,
+          method: "subscriptions/listen",
+          params: modern({ notifications: { toolsListChanged: true } }),
+        });
+        await server.until(
+          () => server.messages.some((m) => m.method === "notifications/subscriptions/acknowledged"),
+          "ack",
+        );
+        writeFileSync(join(dir, "two.ts"), 'export default { run: () => "two" };');
+        await server.until(
+          () => server.messages.some((m) => m.method === "notifications/tools/list_changed"),
+          "list_changed on the listen stream",
+        );
+        const changed = server.messages.find((m) => m.method === "notifications/tools/list_changed")!;
+        assert.deepEqual(changed.params, { _meta: { "io.modelcontextprotocol/subscriptionId": 4 } });
+        server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 4 } });
+        assert.deepEqual((await server.request(5, "tools/list", modern())).result.tools.length, 2);
+        assert.ok(!server.messages.some((m) => m.id === 4), "a cancelled listen gets no response");
+      });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("initialize pins the legacy era: an envelope after it is plain _meta", async () => {
+    const { server, sent, ask } = inProcess({ tools: [{ name: "hi", run: () => "hello" }] });
+    try {
+      await sleep(10);
+      const pinged = await ask("ping", modern());
+      assert.deepEqual(pinged.result, {});
+      assert.ok(sent.every((m) => m.result?.resultType === undefined));
+    } finally {
+      server.close();
+    }
+  });
+});
 
 describe("6. MCP server: resources, prompts, completion", () => {
   test("capabilities name only what DIR provides", async () => {
