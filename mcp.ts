@@ -231,6 +231,10 @@ interface DenoApi {
   stat(path: string): Promise<{ mode: number | null; isDirectory: boolean }>;
   readTextFile(path: string): Promise<string>;
   consoleSize(): { columns: number; rows: number };
+  serve(
+    options: { hostname: string; port: number; onListen(): void },
+    handler: (request: Request) => Promise<Response>,
+  ): DenoHttpServer;
   version: { deno: string };
   stdin: { read(buffer: Uint8Array): Promise<number | null>; close(): void; isTerminal(): boolean };
   stdout: DenoStdioFile;
@@ -251,6 +255,12 @@ interface BunApi {
   stdout: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
   stderr: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
   spawn(argv: string[], options: object): BunSubprocess;
+  serve(options: {
+    hostname: string;
+    port: number;
+    fetch(request: Request): Promise<Response>;
+    idleTimeout: number;
+  }): BunHttpServer;
 }
 
 /** Deno, when running on Deno. */
@@ -834,6 +844,96 @@ async function spawnChild(
     write: (text) => void child.stdin!.write(text),
     end: () => void child.stdin!.end(),
     kill: (signal) => killGroup(child, signal),
+  };
+}
+
+/** A listening HTTP server, as {@linkcode listenHttp} returns it. */
+export interface HttpListener {
+  hostname: string;
+  port: number;
+  /** Stops accepting connections; resolves once the open ones are closed (`force`: at once). */
+  close(force?: boolean): Promise<void>;
+}
+
+// Deno.serve and Bun.serve, as far as mcp.ts uses them.
+interface DenoHttpServer {
+  addr: { port: number };
+  shutdown(): Promise<void>;
+}
+interface BunHttpServer {
+  port: number;
+  stop(closeActiveConnections?: boolean): unknown;
+}
+
+/**
+ * Puts a fetch handler on a TCP port with the runtime's own server:
+ * Deno.serve, Bun.serve (its 10 s idle timeout off, for long SSE streams), or
+ * node:http through a small Request/Response adapter.
+ */
+export async function listenHttp(
+  handler: (request: Request) => Promise<Response>,
+  options: { hostname: string; port: number },
+): Promise<HttpListener> {
+  const { hostname, port } = options;
+  if (deno) {
+    const server = deno.serve({ hostname, port, onListen: noop }, handler);
+    let closing: Promise<void> | undefined;
+    return { hostname, port: server.addr.port, close: () => closing ??= server.shutdown() };
+  }
+  if (bun) {
+    const server = bun.serve({ hostname, port, fetch: handler, idleTimeout: 0 });
+    return {
+      hostname,
+      port: server.port,
+      close: async (force) => void await server.stop(force === true),
+    };
+  }
+  const { createServer } = await import("node:http");
+  const { Readable } = await import("node:stream");
+  const server = createServer(async (req, res) => {
+    const aborted = new AbortController();
+    res.on("close", () => aborted.abort());
+    const headers = new Headers();
+    for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i], req.rawHeaders[i + 1]);
+    const body = req.method === "GET" || req.method === "HEAD" ? undefined : Readable.toWeb(req);
+    let response: Response;
+    try {
+      const url = `http://${req.headers.host ?? `${hostname}:${port}`}${req.url ?? "/"}`;
+      response = await handler(
+        new Request(url, { method: req.method, headers, body, duplex: "half", signal: aborted.signal } as RequestInit),
+      );
+    } catch (error) {
+      response = new Response(`Internal Server Error: ${errorMessage(error)}\n`, { status: 500 });
+    }
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    if (!response.body) return void res.end();
+    res.flushHeaders(); // an SSE client should see the headers before the first event
+    const reader = response.body.getReader();
+    res.on("close", () => void reader.cancel().catch(noop));
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        if (!res.write(value)) await new Promise((resolve) => res.once("drain", resolve));
+      }
+    } catch {
+      // the client went away
+    }
+    res.end();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, hostname, () => resolve());
+  });
+  const address = server.address();
+  return {
+    hostname,
+    port: typeof address === "object" && address ? address.port : port,
+    close: (force) =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        if (force) server.closeAllConnections();
+      }),
   };
 }
 
@@ -3436,7 +3536,7 @@ export async function watchDirectory(dir: string, onChange: () => void): Promise
   };
 }
 
-// === 10. Serving streams =====================================================
+// === 10. Server transports ===================================================
 // A server on a byte-stream pair: framing in both directions, backpressure,
 // tracing, and the end of the conversation (EOF, a closed output, shutdown).
 
@@ -3560,6 +3660,686 @@ export function serve(options: ServeOptions = {}): ServeHandle {
       return heard;
     },
   };
+}
+
+// --- 10b. Streamable HTTP: createHandler ---------------------------------------
+// A web-standard fetch handler, `(Request) => Promise<Response>`, serving one
+// core over Streamable HTTP in both eras on one endpoint, decided per request
+// (basic/versioning.mdx, 2026-07-28): a body whose params carry the `_meta`
+// envelope is a stateless 2026-07-28 request; anything else is the legacy
+// transport with sessions (basic/transports.mdx, 2025-11-25). The wire:
+//
+//   POST /mcp  {"jsonrpc":"2.0","id":1,"method":"tools/call",...}
+//   → 200 application/json {"jsonrpc":"2.0","id":1,"result":{...}}     when the answer comes first
+//   → 200 text/event-stream  event: message\ndata: {...}\n\n …          when a notification comes first
+//   → 202 (no body) for a notification or a response
+//
+// Owns no socket: `serve --http` puts it on the runtime's listener (listenHttp).
+
+/** Options of {@linkcode createHandler}: `serve`'s, plus the HTTP flags'. */
+export interface HandlerOptions extends ServerOptions {
+  /** The MCP endpoint (default "/mcp"). */
+  path?: string;
+  /** Browser origins allowed besides the server's own host (CORS answers for them). */
+  allowOrigins?: string[];
+  /** Host names a request's Host header may name (default localhost, 127.0.0.1, [::1]); "*" allows any. */
+  allowedHosts?: string[];
+  /** Every request must carry `Authorization: Bearer <token>`. */
+  token?: string;
+  /** No legacy sessions: each legacy POST is served on its own; GET and DELETE get 405. */
+  stateless?: boolean;
+  /** An idle legacy session ends after this many ms (default 30 minutes). */
+  sessionTtl?: number;
+  /** Longest request body accepted (default 4 MiB): 413 beyond it. */
+  maxBodyBytes?: number;
+}
+
+/** A fetch handler serving MCP; also `.fetch` (the same function), its core, and `close()`. */
+export interface McpHandler {
+  (request: Request): Promise<Response>;
+  fetch(request: Request): Promise<Response>;
+  /** The catalog and options every request shares (e.g. `handler.core.setCatalog(...)`). */
+  readonly core: ServerCore;
+  /** Requests running plugin code, in all sessions. */
+  readonly pending: number;
+  /** Ends every session and open stream (listen streams get their closing result). */
+  close(): void;
+}
+
+const DEFAULT_SESSION_TTL_MS = 30 * 60 * 1000;
+const LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]"];
+// An SSE stream of a legacy session keeps this many events for Last-Event-ID.
+const SSE_HISTORY = 1000;
+const SSE_RETRY_MS = 1000;
+const SSE_HEADERS = {
+  "content-type": "text/event-stream",
+  "cache-control": "no-cache, no-transform",
+  "x-accel-buffering": "no",
+};
+// The MCP request headers a browser client sends, for CORS.
+const CORS_ALLOW_HEADERS =
+  "content-type, accept, authorization, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name, last-event-id";
+
+/** A JSON-RPC error as an HTTP response. */
+function rpcErrorResponse(status: number, id: unknown, code: number, message: string, data?: unknown): Response {
+  const error = data === undefined ? { code, message } : { code, message, data };
+  return Response.json({ jsonrpc: "2.0", id: isRequestId(id) ? id : null, error }, { status });
+}
+
+// The HTTP status of a 2026-07-28 error answer (streamable-http.mdx, 2026-07-28): -32601 is 404,
+// the envelope errors 400; everything else stays in-band on 200.
+function modernErrorStatus(code: unknown): number {
+  if (code === ErrorCode.MethodNotFound) return 404;
+  if (
+    code === ErrorCode.HeaderMismatch || code === ErrorCode.MissingRequiredClientCapability ||
+    code === ErrorCode.UnsupportedProtocolVersion
+  ) return 400;
+  return 200;
+}
+
+// `=?base64?...?=` header values (streamable-http.mdx, 2026-07-28): decoded, or undefined when malformed.
+function decodeHeaderValue(value: string): string | undefined {
+  const trimmed = value.trim(); // RFC 9110 OWS
+  const sentinel = /^=\?base64\?(.*)\?=$/i.exec(trimmed);
+  if (!sentinel) return trimmed;
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(sentinel[1]) || sentinel[1].length % 4 !== 0) return undefined;
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(base64ToBytes(sentinel[1]));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Compares two strings in time that does not depend on where they differ. */
+function constantTimeEqual(a: string, b: string): boolean {
+  const x = encoder.encode(a);
+  const y = encoder.encode(b);
+  let difference = x.length ^ y.length;
+  for (let i = 0; i < Math.max(x.length, y.length); i++) difference |= (x[i] ?? 0) ^ (y[i] ?? 0);
+  return difference === 0;
+}
+
+/**
+ * The answer to one request: undecided until its first message. The request's
+ * own response first makes a JSON body; anything else first (progress, a log
+ * message, a question to the client) makes an SSE stream that the response ends.
+ */
+class Exchange {
+  readonly response: Promise<Response>;
+  #resolve!: (response: Response) => void;
+  #headers: Record<string, string>;
+  #statusOf: (message: JsonObject) => number;
+  #stream: SseStream | undefined;
+  #decided = false;
+  onCancel: () => void = noop;
+
+  #prelude: string;
+
+  /** `prelude`: what an SSE answer starts with (a legacy session's priming event). */
+  constructor(headers: Record<string, string>, statusOf: (message: JsonObject) => number, prelude = "") {
+    this.#headers = headers;
+    this.#statusOf = statusOf;
+    this.#prelude = prelude;
+    this.response = new Promise((resolve) => this.#resolve = resolve);
+  }
+
+  /** Whether the response has been sent (or the client went away). */
+  get finished(): boolean {
+    return this.#stream ? this.#stream.ended : this.#decided;
+  }
+
+  /** Sends one message; `final` when it is the request's own response; `eventId` numbers it on a stream. */
+  write(text: string, final: boolean, eventId?: string): void {
+    if (!this.#decided) {
+      this.#decided = true;
+      if (final) {
+        const message = JSON.parse(text) as JsonObject;
+        this.#resolve(
+          new Response(text, {
+            status: this.#statusOf(message),
+            headers: { ...this.#headers, "content-type": "application/json" },
+          }),
+        );
+        return;
+      }
+      this.#stream = new SseStream(() => this.onCancel(), this.#prelude);
+      this.#resolve(new Response(this.#stream.body, { headers: { ...this.#headers, ...SSE_HEADERS } }));
+    }
+    this.#stream?.send(text, eventId);
+    if (final) this.#stream?.end();
+  }
+}
+
+/** One SSE response body; with `history`, it keeps events for Last-Event-ID (legacy sessions). */
+class SseStream {
+  readonly body: ReadableStream<Uint8Array>;
+  ended = false;
+  #controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  #onCancel: () => void;
+
+  constructor(onCancel: () => void, prelude = "") {
+    this.#onCancel = onCancel;
+    this.body = new ReadableStream<Uint8Array>({
+      start: (controller) => {
+        this.#controller = controller;
+        if (prelude) controller.enqueue(encoder.encode(prelude));
+      },
+      cancel: () => {
+        // streamable-http.mdx: a closed response stream cancels the request.
+        this.ended = true;
+        this.#onCancel();
+      },
+    });
+  }
+
+  send(text: string, eventId?: string): void {
+    if (this.ended) return;
+    const id = eventId === undefined ? "" : `id: ${eventId}\n`;
+    try {
+      this.#controller!.enqueue(encoder.encode(`${id}event: message\ndata: ${text}\n\n`));
+    } catch {
+      this.ended = true; // closed under us
+    }
+  }
+
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    try {
+      this.#controller!.close();
+    } catch {
+      // already closed
+    }
+  }
+}
+
+// A stream of a legacy session: its events are numbered and kept, so a client
+// whose connection dropped can resume it with Last-Event-ID (transports.mdx, 2025-11-25).
+interface SessionStream {
+  id: number;
+  events: { id: string; text: string }[];
+  live: SseStream | undefined;
+  exchange: Exchange | undefined; // a POST's, until it has been answered
+}
+
+// A legacy Streamable HTTP session: one McpServer, its streams, and when it was last used.
+interface LegacySession {
+  id: string;
+  server: McpServer;
+  protocolVersion: string;
+  lastSeen: number;
+  streams: Map<number, SessionStream>; // by stream id
+  byRequest: Map<RequestId, SessionStream>; // a POST's stream, until its response
+  standalone: SessionStream; // the GET stream's: server-initiated messages
+  nextStream: number;
+}
+
+/**
+ * Serves the same tools, resources and prompts as `serve`, over Streamable HTTP
+ * at `options.path` (default /mcp), as a web-standard fetch handler: give it to
+ * `Deno.serve`, `Bun.serve({ fetch })`, an edge platform's `export default { fetch }`,
+ * or Node through `listenHttp`.
+ */
+export function createHandler(options: HandlerOptions = {}): McpHandler {
+  const core = new ServerCore({ ...options, privateCache: options.privateCache ?? options.token !== undefined });
+  const path = options.path ?? "/mcp";
+  const hosts = new Set(options.allowedHosts ?? LOOPBACK_HOSTS);
+  const origins = new Set(options.allowOrigins ?? []);
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_LINE_BYTES;
+  const sessionTtl = options.sessionTtl ?? DEFAULT_SESSION_TTL_MS;
+  const sessions = new Map<string, LegacySession>();
+  let sweep: ReturnType<typeof setInterval> | undefined;
+
+  const endSession = (session: LegacySession) => {
+    sessions.delete(session.id);
+    session.server.close();
+    for (const stream of session.streams.values()) stream.live?.end();
+  };
+  const expire = () => {
+    const now = Date.now();
+    for (const session of sessions.values()) if (now - session.lastSeen > sessionTtl) endSession(session);
+    if (sessions.size === 0) {
+      clearInterval(sweep);
+      sweep = undefined;
+    }
+  };
+
+  const handler = async (request: Request): Promise<Response> => {
+    const url = new URL(request.url);
+    // DNS rebinding (transports.mdx): the Host must name us; a browser Origin must be ours or allowed.
+    const host = (request.headers.get("host") ?? url.host).toLowerCase().replace(/:\d+$/, "");
+    if (!hosts.has("*") && !hosts.has(host)) {
+      return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Host "${host}" is not this server`);
+    }
+    const origin = request.headers.get("origin");
+    let cors: Record<string, string> = {};
+    if (origin !== null) {
+      let originHost = "";
+      try {
+        originHost = new URL(origin).hostname.toLowerCase();
+      } catch {
+        // not a URL: refused below
+      }
+      const ipv6 = originHost.includes(":") ? `[${originHost}]` : originHost;
+      if (origins.has(origin)) {
+        cors = {
+          "access-control-allow-origin": origin,
+          "access-control-expose-headers": "mcp-session-id",
+          "vary": "origin",
+        };
+      } else if (!hosts.has(originHost) && !hosts.has(ipv6) && !hosts.has("*")) {
+        return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Origin "${origin}" is not allowed`);
+      }
+    }
+    if (request.method === "OPTIONS") {
+      return new Response(null, {
+        status: 204,
+        headers: {
+          ...cors,
+          "access-control-allow-methods": "GET, POST, DELETE, OPTIONS",
+          "access-control-allow-headers": CORS_ALLOW_HEADERS,
+          "access-control-max-age": "86400",
+        },
+      });
+    }
+    if (url.pathname === "/health" && request.method === "GET") {
+      return Response.json({ status: "ok" }, { headers: cors });
+    }
+    if (url.pathname !== path) return new Response("Not Found\n", { status: 404, headers: cors });
+    if (options.token !== undefined) {
+      const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1] ?? "";
+      if (!constantTimeEqual(given, options.token)) {
+        return new Response("Unauthorized\n", {
+          status: 401,
+          headers: { ...cors, "www-authenticate": 'Bearer realm="mcp"' },
+        });
+      }
+    }
+    switch (request.method) {
+      case "POST":
+        return await post(request, cors);
+      case "GET":
+        return get(request, cors);
+      case "DELETE": {
+        if (options.stateless) return new Response(null, { status: 405, headers: { ...cors, allow: "POST" } });
+        const found = findSession(request, cors);
+        if (found instanceof Response) return found;
+        endSession(found);
+        return new Response(null, { status: 200, headers: cors });
+      }
+    }
+    return new Response(null, { status: 405, headers: { ...cors, allow: "GET, POST, DELETE" } });
+  };
+
+  async function readBody(request: Request): Promise<string | Response> {
+    const declared = Number(request.headers.get("content-length") ?? NaN);
+    const tooLarge = () =>
+      rpcErrorResponse(
+        413,
+        null,
+        ErrorCode.InvalidRequest,
+        `Invalid request: message exceeds the ${maxBodyBytes}-byte limit (--max-line-bytes)`,
+      );
+    if (declared > maxBodyBytes) return tooLarge();
+    if (!request.body) return "";
+    const reader = request.body.getReader();
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > maxBodyBytes) {
+        void reader.cancel().catch(noop);
+        return tooLarge();
+      }
+      parts.push(value);
+    }
+    return new TextDecoder().decode(concatBytes(parts, size));
+  }
+
+  async function post(request: Request, cors: Record<string, string>): Promise<Response> {
+    if (!/^application\/json\b/i.test(request.headers.get("content-type") ?? "")) {
+      return rpcErrorResponse(
+        415,
+        null,
+        ErrorCode.InvalidRequest,
+        "Invalid request: Content-Type must be application/json",
+      );
+    }
+    const text = await readBody(request);
+    if (text instanceof Response) return text;
+    let message: unknown;
+    try {
+      message = JSON.parse(text);
+    } catch {
+      return rpcErrorResponse(400, null, ErrorCode.ParseError, "Parse error: not valid JSON");
+    }
+    if (!isObject(message)) {
+      const what = Array.isArray(message) ? "a JSON array (batches are not part of MCP)" : "not an object";
+      return rpcErrorResponse(400, null, ErrorCode.InvalidRequest, `Invalid request: message is ${what}`);
+    }
+    const { method, id } = message;
+    const params = isObject(message.params) ? message.params : {};
+    const headerVersion = request.headers.get("mcp-protocol-version")?.trim();
+    if (typeof method === "string" && isModernRequest(params)) {
+      return modern(request, text, message, method, params, headerVersion, cors);
+    }
+    if (typeof method === "string" && headerVersion && headerVersion >= MODERN_PROTOCOL_VERSIONS[0]) {
+      return rpcErrorResponse(
+        400,
+        id,
+        ErrorCode.InvalidParams,
+        `Invalid params: a ${headerVersion} request needs _meta["${META.protocolVersion}"] and _meta["${META.clientCapabilities}"]`,
+      );
+    }
+    return legacy(request, text, message, cors);
+  }
+
+  // --- 2026-07-28: stateless, one throwaway session per request ---
+  function modern(
+    request: Request,
+    text: string,
+    message: JsonObject,
+    method: string,
+    params: JsonObject,
+    headerVersion: string | undefined,
+    cors: Record<string, string>,
+  ): Promise<Response> | Response {
+    const { id } = message;
+    const mismatch = (why: string) => rpcErrorResponse(400, id, ErrorCode.HeaderMismatch, `Header mismatch: ${why}`);
+    const bodyVersion = (params._meta as JsonObject)[META.protocolVersion];
+    // Header against body before the version itself (conformance server-stateless).
+    if (headerVersion === undefined) return mismatch("the MCP-Protocol-Version header is required");
+    if (headerVersion !== bodyVersion) {
+      return mismatch(
+        `MCP-Protocol-Version header value '${headerVersion}' does not match body value '${bodyVersion}'`,
+      );
+    }
+    try {
+      modernClientView(params);
+    } catch (error) {
+      const rpc = error as RpcError;
+      return rpcErrorResponse(400, id, rpc.code, rpc.message, rpc.data);
+    }
+    const headerMethod = request.headers.get("mcp-method")?.trim();
+    if (headerMethod !== method) {
+      return mismatch(
+        headerMethod === undefined
+          ? "the Mcp-Method header is required"
+          : `Mcp-Method header value '${headerMethod}' does not match body value '${method}'`,
+      );
+    }
+    const named = method === "resources/read" ? params.uri : params.name;
+    if (method === "tools/call" || method === "prompts/get" || method === "resources/read") {
+      const raw = request.headers.get("mcp-name");
+      const headerName = raw === null ? undefined : decodeHeaderValue(raw);
+      if (headerName !== named) {
+        return mismatch(
+          raw === null
+            ? "the Mcp-Name header is required"
+            : `Mcp-Name header value '${raw}' does not match body value '${named}'`,
+        );
+      }
+      if (method === "tools/call") {
+        const problem = checkParamHeaders(request, core.toolsByName.get(String(named)), params.arguments);
+        if (problem) return mismatch(problem);
+      }
+    }
+    if (!isRequestId(id)) {
+      return new Response(null, { status: 202, headers: cors }); // notifications: nothing defined over HTTP
+    }
+    const exchange = new Exchange(
+      cors,
+      (answer) => isObject(answer.error) ? modernErrorStatus(answer.error.code) : 200,
+    );
+    return serveAlone(request, exchange, id, text);
+  }
+
+  // One request on a session of its own, which ends with it; a closed connection cancels it.
+  function serveAlone(
+    request: Request,
+    exchange: Exchange,
+    id: RequestId,
+    text: string,
+    why?: string,
+  ): Promise<Response> {
+    const session = new McpServer(core, (out) => {
+      const final = isAnswerTo(out, id);
+      exchange.write(out, final);
+      if (final) session.close();
+    });
+    if (why) session.noClientRequests = why;
+    exchange.onCancel = () => {
+      session.cancel(id, "the client closed the response stream");
+      session.close();
+    };
+    request.signal?.addEventListener("abort", () => exchange.onCancel(), { once: true });
+    session.receive(text);
+    return exchange.response;
+  }
+
+  // Mcp-Param-* headers mirror the tool's x-mcp-header arguments (streamable-http.mdx, 2026-07-28).
+  function checkParamHeaders(request: Request, tool: Tool | undefined, args: unknown): string | undefined {
+    const schema = tool?.listing.inputSchema;
+    const properties = isObject(schema) && isObject(schema.properties) ? schema.properties : {};
+    const values = isObject(args) ? args : {};
+    for (const [property, definition] of Object.entries(properties)) {
+      if (!isObject(definition) || typeof definition["x-mcp-header"] !== "string") continue;
+      const header = `Mcp-Param-${definition["x-mcp-header"]}`;
+      const raw = request.headers.get(header);
+      const value = values[property];
+      if (value === undefined || value === null) {
+        if (raw !== null) return `${header} is sent but ${property} is not in the body`;
+        continue;
+      }
+      if (raw === null) return `the ${header} header is required for ${property}`;
+      const decoded = decodeHeaderValue(raw);
+      if (decoded === undefined) return `${header} header value '${raw}' is not valid Base64`;
+      const same = typeof value === "number" ? Number(decoded) === value : decoded === String(value);
+      if (!same) return `${header} header value '${raw}' does not match body value '${value}'`;
+    }
+    return undefined;
+  }
+
+  // --- legacy: Streamable HTTP sessions (2025-11-25), or none with --stateless ---
+  function legacy(
+    request: Request,
+    text: string,
+    message: JsonObject,
+    cors: Record<string, string>,
+  ): Promise<Response> | Response {
+    const { id, method } = message;
+    const isRequest = typeof method === "string" && isRequestId(id);
+    if (options.stateless) {
+      if (!isRequest) return new Response(null, { status: 202, headers: cors });
+      const why = "this server runs without sessions (--stateless)";
+      return serveAlone(request, new Exchange(cors, () => 200), id as RequestId, text, why);
+    }
+    if (method === "initialize") {
+      if (request.headers.get("mcp-session-id")) {
+        return rpcErrorResponse(
+          400,
+          id,
+          ErrorCode.InvalidRequest,
+          "Invalid request: this session is already initialized",
+        );
+      }
+      if (!isRequestId(id)) {
+        return rpcErrorResponse(400, id, ErrorCode.InvalidRequest, "Invalid request: initialize needs an id");
+      }
+      const session = openSession();
+      const params = isObject(message.params) ? message.params : {};
+      session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
+        ? String(params.protocolVersion)
+        : LATEST_PROTOCOL_VERSION;
+      return answer(session, id, text, { ...cors, "mcp-session-id": session.id });
+    }
+    const found = findSession(request, cors);
+    if (found instanceof Response) return found;
+    const version = request.headers.get("mcp-protocol-version")?.trim();
+    if (version && !(SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(version)) {
+      return rpcErrorResponse(
+        400,
+        id,
+        ErrorCode.InvalidRequest,
+        `Invalid request: unsupported MCP-Protocol-Version "${version}" (supported: ${
+          SUPPORTED_PROTOCOL_VERSIONS.join(", ")
+        })`,
+      );
+    }
+    if (!isRequest) {
+      found.server.receive(text); // a notification, or the answer to a question we asked
+      return new Response(null, { status: 202, headers: cors });
+    }
+    return answer(found, id as RequestId, text, cors);
+  }
+
+  function openSession(): LegacySession {
+    const standalone: SessionStream = { id: 0, events: [], live: undefined, exchange: undefined };
+    const byRequest = new Map<RequestId, SessionStream>();
+    const server = new McpServer(core, (text, context) => {
+      // A message goes where its request came from while that is open, else on the GET stream.
+      const own = context?.requestId === undefined ? undefined : byRequest.get(context.requestId);
+      const final = own !== undefined && isAnswerTo(text, context!.requestId!);
+      emit(own ?? standalone, text, final);
+      if (final) byRequest.delete(context!.requestId!);
+    });
+    const session: LegacySession = {
+      id: crypto.randomUUID(),
+      server,
+      protocolVersion: LATEST_PROTOCOL_VERSION,
+      lastSeen: Date.now(),
+      streams: new Map([[0, standalone]]),
+      byRequest,
+      standalone,
+      nextStream: 1,
+    };
+    sessions.set(session.id, session);
+    sweep ??= setInterval(expire, Math.min(sessionTtl, 60_000));
+    (sweep as { unref?: () => void }).unref?.();
+    return session;
+  }
+
+  // Numbers and keeps the event, then sends it on the stream's open connection, if any.
+  function emit(stream: SessionStream, text: string, final: boolean): void {
+    const last = stream.events.at(-1);
+    const eventId = `${stream.id}-${last ? Number(last.id.split("-")[1]) + 1 : 1}`;
+    stream.events.push({ id: eventId, text });
+    if (stream.events.length > SSE_HISTORY) stream.events.splice(0, stream.events.length - SSE_HISTORY);
+    if (stream.exchange && !stream.exchange.finished) {
+      // The POST's own answer: JSON when the response comes first, else an SSE stream.
+      stream.exchange.write(text, final, eventId);
+      return;
+    }
+    stream.live?.send(text, eventId);
+    if (final) stream.live?.end();
+  }
+
+  // Priming event (transports.mdx, 2025-11-25): an id and empty data, and how long to wait before reconnecting.
+  function priming(session: LegacySession, eventId: string): string {
+    return session.protocolVersion >= "2025-11-25" ? `id: ${eventId}\nretry: ${SSE_RETRY_MS}\ndata: \n\n` : "";
+  }
+
+  function answer(
+    session: LegacySession,
+    id: RequestId,
+    text: string,
+    headers: Record<string, string>,
+  ): Promise<Response> {
+    const stream: SessionStream = { id: session.nextStream++, events: [], live: undefined, exchange: undefined };
+    const exchange = new Exchange(headers, () => 200, priming(session, `${stream.id}-0`));
+    stream.exchange = exchange;
+    session.streams.set(stream.id, stream);
+    session.byRequest.set(id, stream);
+    // transports.mdx: a dropped POST stream is not a cancellation; its events wait for a GET with Last-Event-ID.
+    exchange.onCancel = () => {
+      stream.exchange = undefined;
+    };
+    session.server.receive(text);
+    return exchange.response;
+  }
+
+  function findSession(request: Request, cors: Record<string, string>): LegacySession | Response {
+    const id = request.headers.get("mcp-session-id");
+    if (!id) {
+      return rpcErrorResponse(
+        400,
+        null,
+        ErrorCode.InvalidRequest,
+        "Invalid request: the Mcp-Session-Id header is required",
+      );
+    }
+    const session = sessions.get(id);
+    if (!session || Date.now() - session.lastSeen > sessionTtl) {
+      if (session) endSession(session);
+      return new Response(
+        JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Session not found" } }),
+        {
+          status: 404,
+          headers: { ...cors, "content-type": "application/json" },
+        },
+      );
+    }
+    session.lastSeen = Date.now();
+    return session;
+  }
+
+  function get(request: Request, cors: Record<string, string>): Response {
+    if (options.stateless) return new Response(null, { status: 405, headers: { ...cors, allow: "POST" } });
+    if (!/text\/event-stream/i.test(request.headers.get("accept") ?? "")) {
+      return new Response("Not Acceptable: GET takes Accept: text/event-stream\n", { status: 406, headers: cors });
+    }
+    const found = findSession(request, cors);
+    if (found instanceof Response) return found;
+    const lastEventId = request.headers.get("last-event-id");
+    let stream = found.standalone;
+    let after = 0;
+    if (lastEventId) {
+      const [streamId, seq] = lastEventId.split("-").map(Number);
+      const resumed = found.streams.get(streamId);
+      if (!resumed) return new Response("Not Found: no such stream\n", { status: 404, headers: cors });
+      stream = resumed;
+      after = seq;
+    } else if (stream.live && !stream.live.ended) {
+      return new Response("Conflict: this session already has a GET stream\n", { status: 409, headers: cors });
+    }
+    stream.live?.end();
+    const live = new SseStream(() => {
+      if (stream.live === live) stream.live = undefined;
+    }, priming(found, `${stream.id}-${after}`));
+    stream.live = live;
+    // transports.mdx: replay what this stream sent after that id, and only this stream's.
+    for (const event of stream.events) if (Number(event.id.split("-")[1]) > after) live.send(event.text, event.id);
+    // A resumed POST stream that has had its response ends after the replay.
+    if (stream !== found.standalone && ![...found.byRequest.values()].includes(stream)) live.end();
+    return new Response(live.body, { headers: { ...cors, ...SSE_HEADERS } });
+  }
+
+  const fetch = (request: Request) => handler(request);
+  return Object.assign(fetch, {
+    fetch,
+    core,
+    get pending() {
+      let pending = 0;
+      for (const session of core.sessions) pending += session.pending;
+      return pending;
+    },
+    close() {
+      clearInterval(sweep);
+      for (const session of [...sessions.values()]) endSession(session);
+      for (const session of [...core.sessions]) session.close();
+      core.close();
+    },
+  });
+}
+
+// Whether a message text is the response (result or error) to request `id`.
+function isAnswerTo(text: string, id: RequestId): boolean {
+  // JsonRpcPeer spells a response's envelope first: {"jsonrpc":"2.0","id":…,"result"|"error"
+  const prefix = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},`;
+  return text.startsWith(prefix) &&
+    (text.startsWith('"result"', prefix.length) || text.startsWith('"error"', prefix.length));
 }
 
 // === 11. MCP client ==========================================================
@@ -4713,6 +5493,16 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     trace: { type: "boolean" },
     verbose: { type: "boolean", short: "v" },
     watch: { type: "boolean" },
+    http: { type: "string" },
+    path: { type: "string" },
+    token: { type: "string" },
+    "allow-origin": { type: "string", multiple: true },
+    "allow-unauthenticated": { type: "boolean" },
+    "auth-issuer": { type: "string" },
+    "auth-scopes": { type: "string" },
+    "auth-audience": { type: "string" },
+    stateless: { type: "boolean" },
+    "session-ttl": { type: "string" },
     help: { type: "boolean", short: "h" },
   }, "serve");
   if (values.help) {
@@ -4732,6 +5522,8 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
   const pageSize = positiveInteger("--page-size", values["page-size"] as string | undefined, DEFAULT_PAGE_SIZE);
   const verbose = values.verbose === true || values.trace === true;
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
+  const env = sys.env();
+  const http = values.http === undefined ? undefined : httpServeOptions(values, env);
 
   // `serve DIR`, or `serve DIR/add.ts` for that one file.
   const kind = await (await files()).kind(target);
@@ -4753,8 +5545,48 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     log(`a plugin threw outside any request: ${verbose ? describeStack(error) : errorMessage(error)}`)
   );
   const copies: string[] = []; // fresh copies made by reloads, newest last
+  let parts = new Map<string, Catalog>(); // what each file served at the last (re)load
+  // --watch: reloads DIR on change and hands each new catalog to `apply`. One reload
+  // at a time; changes during a reload cause one more. Returns a function that stops.
+  const watchCatalog = (apply: (catalog: Catalog) => void) => {
+    let generation = 0;
+    let reloading: Promise<void> | undefined;
+    let again = false;
+    const reload = async () => {
+      if (reloading) {
+        again = true;
+        return;
+      }
+      do {
+        again = false;
+        reloading = (async () => {
+          const next = await loadCatalog(dir, {
+            only,
+            fresh: ++generation,
+            previous: parts,
+            maxOutputBytes: maxLineBytes,
+          });
+          if (next.copy) copies.push(next.copy);
+          for (const failure of next.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
+          try {
+            apply(next.catalog);
+            parts = next.parts;
+            log(`reloaded "${target}": ${describeCatalog(next.catalog)}`);
+          } catch (error) {
+            log(`Cannot reload "${target}": ${errorMessage(error)}; still serving the previous set`);
+          }
+          // Calls in flight may still use the copy before: keep one, remove older ones.
+          while (copies.length > 2) await removeCopy(copies.shift()!);
+        })().catch((error) => log(errorMessage(error)));
+        await reloading;
+        reloading = undefined;
+      } while (again);
+    };
+    return watchDirectory(dir, () => void reload());
+  };
   try {
     const loaded = await loadCatalog(dir, { only, maxOutputBytes: maxLineBytes });
+    parts = loaded.parts;
     for (const failure of loaded.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
     const duplicate = findCatalogDuplicate(loaded.catalog);
     if (duplicate) {
@@ -4767,23 +5599,53 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
       log(`nothing to serve in "${target}" yet; serving empty lists`);
     }
     const watch = values.watch === true;
-    const handle = serve({
+    const serverOptions: ServerOptions = {
       tools,
       resources: [...resources, ...templates],
       prompts,
       failed: loaded.errors,
-      input: io.stdin,
-      output: redirected.protocol,
       name: values.name as string | undefined,
       version: values["server-version"] as string | undefined,
       instructions: values.instructions as string | undefined,
       timeout,
-      maxLineBytes,
       pageSize,
       listChanged: watch,
+      stateKey: env.MCP_TS_STATE_KEY,
+      onPluginError: verbose ? (error, label) => log(`"${label}" threw: ${describeStack(error)}`) : undefined,
+    };
+    if (http) {
+      const handler = createHandler({ ...serverOptions, ...http.handler, maxBodyBytes: maxLineBytes });
+      const listener = await listenHttp(handler, http.listen);
+      const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
+      log(`serving http://${shown}:${listener.port}${http.handler.path}`);
+      const stopWatching = watch ? await watchCatalog((catalog) => handler.core.setCatalog(catalog)) : noop;
+      // SIGINT/SIGTERM: stop accepting, let calls in flight finish within the grace period, close the streams.
+      await new Promise<void>((resolve) => {
+        const stop = async () => {
+          stopSigint();
+          stopSigterm();
+          const closed = listener.close();
+          const deadline = Date.now() + SHUTDOWN_GRACE_MS;
+          while (handler.pending > 0 && Date.now() < deadline) await new Promise((wait) => setTimeout(wait, 20));
+          handler.close();
+          await Promise.race([closed, new Promise((wait) => setTimeout(wait, 500))]);
+          await listener.close(true);
+          resolve();
+        };
+        const stopSigint = sys.onSignal("SIGINT", () => void stop());
+        const stopSigterm = sys.onSignal("SIGTERM", () => void stop());
+      });
+      stopWatching();
+      setTimeout(() => sys.exit(), EXEC_KILL_GRACE_MS + 500).unref?.();
+      return 0;
+    }
+    const handle = serve({
+      ...serverOptions,
+      input: io.stdin,
+      output: redirected.protocol,
+      maxLineBytes,
       trace: values.trace as boolean | undefined,
       log: values.trace ? (line) => void io.stderr.write(line + "\n") : log,
-      onPluginError: verbose ? (error, label) => log(`"${label}" threw: ${describeStack(error)}`) : undefined,
     });
     if (!io.stdin) {
       // A person at a terminal gets told what this is. Asked a moment later, and
@@ -4796,45 +5658,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
         );
       }, 100).unref?.();
     }
-    let stopWatching = () => {};
-    if (watch) {
-      // One reload at a time; changes during a reload cause one more.
-      let generation = 0;
-      let parts = loaded.parts;
-      let reloading: Promise<void> | undefined;
-      let again = false;
-      const reload = async () => {
-        if (reloading) {
-          again = true;
-          return;
-        }
-        do {
-          again = false;
-          reloading = (async () => {
-            const next = await loadCatalog(dir, {
-              only,
-              fresh: ++generation,
-              previous: parts,
-              maxOutputBytes: maxLineBytes,
-            });
-            if (next.copy) copies.push(next.copy);
-            for (const failure of next.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
-            try {
-              handle.server.setCatalog(next.catalog);
-              parts = next.parts;
-              log(`reloaded "${target}": ${describeCatalog(next.catalog)}`);
-            } catch (error) {
-              log(`Cannot reload "${target}": ${errorMessage(error)}; still serving the previous set`);
-            }
-            // Calls in flight may still use the copy before: keep one, remove older ones.
-            while (copies.length > 2) await removeCopy(copies.shift()!);
-          })().catch((error) => log(errorMessage(error)));
-          await reloading;
-          reloading = undefined;
-        } while (again);
-      };
-      stopWatching = await watchDirectory(dir, () => void reload());
-    }
+    const stopWatching = watch ? await watchCatalog((catalog) => handle.server.setCatalog(catalog)) : noop;
     const onSignal = () => void handle.shutdown();
     const stopSigint = sys.onSignal("SIGINT", onSignal);
     const stopSigterm = sys.onSignal("SIGTERM", onSignal);
@@ -4863,6 +5687,50 @@ function describeCatalog(catalog: Catalog): string {
   if (resources.length + templates.length > 0) parts.push(count(resources.length + templates.length, "resource"));
   if (prompts.length > 0) parts.push(count(prompts.length, "prompt"));
   return parts.join(", ");
+}
+
+// `serve --http [HOST:]PORT` and its companions, checked: where to listen and the handler's options.
+function httpServeOptions(
+  values: Record<string, string | boolean | string[] | undefined>,
+  env: Record<string, string | undefined>,
+): { listen: { hostname: string; port: number }; handler: HandlerOptions & { path: string } } {
+  const address = String(values.http);
+  const match = /^(?:(\[[0-9a-fA-F:.]+\]|[^:]+):)?(\d+)$/.exec(address);
+  if (!match || Number(match[2]) > 65535) {
+    throw new UsageError(`--http takes [HOST:]PORT, e.g. 8080 or 127.0.0.1:0, got "${address}"`);
+  }
+  const hostname = (match[1] ?? "127.0.0.1").replace(/^\[(.*)\]$/, "$1");
+  const path = (values.path as string | undefined) ?? "/mcp";
+  if (!path.startsWith("/")) throw new UsageError(`--path must start with "/", got "${path}"`);
+  if (values["auth-issuer"] !== undefined) {
+    throw new UsageError("--auth-issuer is not built yet: use --token TOKEN (or MCP_TS_TOKEN) for now");
+  }
+  const token = (values.token as string | undefined) ?? env.MCP_TS_TOKEN;
+  if (token === "") throw new UsageError("--token needs a value (or unset MCP_TS_TOKEN)");
+  const loopback = /^(localhost|127(\.\d+){3}|::1)$/i.test(hostname);
+  if (!loopback && token === undefined && values["allow-unauthenticated"] !== true) {
+    throw new UsageError(
+      `Cannot serve on ${hostname} without a credential check: anyone who can reach it could run your tools; ` +
+        "add --token TOKEN (or MCP_TS_TOKEN), or --allow-unauthenticated",
+    );
+  }
+  const wildcard = hostname === "0.0.0.0" || hostname === "::";
+  const bound = hostname.includes(":") ? `[${hostname}]` : hostname;
+  const sessionTtl = values["session-ttl"] === undefined
+    ? undefined
+    : positiveInteger("--session-ttl", values["session-ttl"] as string, DEFAULT_SESSION_TTL_MS);
+  return {
+    listen: { hostname, port: Number(match[2]) },
+    handler: {
+      path,
+      token,
+      allowOrigins: values["allow-origin"] as string[] | undefined,
+      // DNS rebinding: on loopback the Host must name us; bound to all interfaces, the credential check guards.
+      allowedHosts: wildcard ? ["*"] : [...LOOPBACK_HOSTS, bound.toLowerCase()],
+      stateless: values.stateless === true,
+      sessionTtl,
+    },
+  };
 }
 
 // An error with its stack, for --verbose.
