@@ -2203,6 +2203,7 @@ interface Questions {
   name: string;
   answers: JsonObject; // key → answer, from requestState and inputResponses
   asked: JsonObject | undefined; // key → { method, params } asked in this run and not answered
+  used: JsonObject; // key → answer, for the questions this run asked and had answered: what requestState keeps
   counts: Record<string, number>; // questions asked per kind, for generated keys
 }
 
@@ -3012,12 +3013,16 @@ export class McpServer {
     job: Job<T>,
   ): unknown {
     if (!era.modern) return this.#track(id, params, era, client, undefined, job);
-    const responses = isObject(params.inputResponses) ? params.inputResponses : {};
+    if (params.inputResponses !== undefined && !isObject(params.inputResponses)) {
+      throw new RpcError(ErrorCode.InvalidParams, "Invalid params: inputResponses must be an object");
+    }
+    const responses = params.inputResponses ?? {};
     const questions = (answers: JsonObject): Questions => ({
       method,
       name,
       answers: { ...answers, ...responses },
       asked: undefined,
+      used: {},
       counts: {},
     });
     if (params.requestState === undefined) return this.#track(id, params, era, client, questions({}), job);
@@ -3156,7 +3161,11 @@ export class McpServer {
     }
     const kind = method === "elicitation/create" ? "elicit" : method === "sampling/createMessage" ? "sample" : "roots";
     const name = key ?? `${kind}-${questions.counts[kind] = (questions.counts[kind] ?? 0) + 1}`;
-    if (Object.hasOwn(questions.answers, name)) return Promise.resolve(questions.answers[name]);
+    const answer = questions.answers[name];
+    if (Object.hasOwn(questions.answers, name) && isAnswerOf(method, answer)) {
+      questions.used[name] = answer;
+      return Promise.resolve(answer);
+    }
     if (!questions.asked) {
       questions.asked = {};
       // Questions asked before the call awaits any of them go out together.
@@ -3175,7 +3184,7 @@ export class McpServer {
       const requestState = await signRequestState(key, {
         m: questions.method,
         n: questions.name,
-        a: questions.answers,
+        a: questions.used,
         x: Date.now() + REQUEST_STATE_TTL_MS,
       });
       result = { resultType: "input_required", inputRequests: questions.asked, requestState };
@@ -3185,6 +3194,15 @@ export class McpServer {
     this.#finish(work, result);
     work.controller?.abort(new Error("input required: the call ends here and runs again with the answers"));
   }
+}
+
+// Whether an inputResponses value has the shape of the answer to that kind of question;
+// anything else is asked again (mrtr.mdx: missing inputs get a new input_required).
+function isAnswerOf(method: string, answer: unknown): boolean {
+  if (!isObject(answer)) return false;
+  if (method === "elicitation/create") return typeof answer.action === "string";
+  if (method === "roots/list") return Array.isArray(answer.roots);
+  return isObject(answer.content) || Array.isArray(answer.content); // sampling/createMessage
 }
 
 function rethrow(result: unknown): unknown {
@@ -4062,6 +4080,10 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       const rpc = error as RpcError;
       return rpcErrorResponse(400, id, rpc.code, rpc.message, rpc.data);
     }
+    if (!isRequestId(id)) {
+      // Notifications: none is defined over HTTP in 2026-07-28, nor their headers.
+      return new Response(null, { status: 202, headers: cors });
+    }
     const headerMethod = request.headers.get("mcp-method")?.trim();
     if (headerMethod !== method) {
       return mismatch(
@@ -4085,9 +4107,6 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
         const problem = checkParamHeaders(request, core.toolsByName.get(String(named)), params.arguments);
         if (problem) return mismatch(problem);
       }
-    }
-    if (!isRequestId(id)) {
-      return new Response(null, { status: 202, headers: cors }); // notifications: nothing defined over HTTP
     }
     const exchange = new Exchange(
       cors,
@@ -5616,8 +5635,6 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     if (http) {
       const handler = createHandler({ ...serverOptions, ...http.handler, maxBodyBytes: maxLineBytes });
       const listener = await listenHttp(handler, http.listen);
-      const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
-      log(`serving http://${shown}:${listener.port}${http.handler.path}`);
       const stopWatching = watch ? await watchCatalog((catalog) => handler.core.setCatalog(catalog)) : noop;
       // SIGINT/SIGTERM: stop accepting, let calls in flight finish within the grace period, close the streams.
       await new Promise<void>((resolve) => {
@@ -5634,6 +5651,8 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
         };
         const stopSigint = sys.onSignal("SIGINT", () => void stop());
         const stopSigterm = sys.onSignal("SIGTERM", () => void stop());
+        const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
+        log(`serving http://${shown}:${listener.port}${http.handler.path}`);
       });
       stopWatching();
       setTimeout(() => sys.exit(), EXEC_KILL_GRACE_MS + 500).unref?.();

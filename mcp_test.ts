@@ -27,6 +27,7 @@ import {
   claudeDesktopConfigPath,
   closestNames,
   connect,
+  createHandler,
   defineTool,
   ErrorCode,
   FrameReader,
@@ -847,6 +848,528 @@ describe("8. Serving streams", () => {
     const messages = out.trim().split("\n").map((line) => JSON.parse(line));
     assert.equal(messages.length, 2);
     assert.deepEqual(messages[1].result.content, [{ type: "text", text: "42" }]);
+  });
+});
+
+// --- 10. Server transports: Streamable HTTP -------------------------------------------
+
+const URL_MCP = "http://127.0.0.1:8080/mcp";
+const JSON_HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+
+/** A 2026-07-28 POST with its mirror headers; `headers` adds to or overrides them (null removes one). */
+function modernPost(
+  method: string,
+  params: Message = {},
+  headers: Record<string, string | null> = {},
+  id: unknown = 1,
+) {
+  const body = { jsonrpc: "2.0", id, method, params: modern(params) };
+  const all: Record<string, string | null> = {
+    ...JSON_HEADERS,
+    "mcp-protocol-version": "2026-07-28",
+    "mcp-method": method,
+    ...(params.name !== undefined ? { "mcp-name": String(params.name) } : {}),
+    ...(params.uri !== undefined ? { "mcp-name": String(params.uri) } : {}),
+    ...headers,
+  };
+  const sent = Object.fromEntries(Object.entries(all).filter(([, value]) => value !== null)) as Record<string, string>;
+  return new Request(URL_MCP, { method: "POST", headers: sent, body: JSON.stringify(body) });
+}
+
+function legacyPost(message: Message, headers: Record<string, string> = {}) {
+  return new Request(URL_MCP, {
+    method: "POST",
+    headers: { ...JSON_HEADERS, ...headers },
+    body: JSON.stringify(message),
+  });
+}
+
+/** The JSON-RPC messages of an SSE body, read until it ends or `count` arrived. */
+async function sseMessages(response: Response, count = Infinity): Promise<Message[]> {
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  const messages: Message[] = [];
+  while (messages.length < count) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += value;
+    let end;
+    while ((end = text.indexOf("\n\n")) >= 0) {
+      const data = text.slice(0, end).split("\n").filter((line) => line.startsWith("data: ")).map((line) =>
+        line.slice(6)
+      );
+      text = text.slice(end + 2);
+      if (data.length && data.join("") !== "") messages.push(JSON.parse(data.join("\n")));
+    }
+  }
+  void reader.cancel().catch(() => {});
+  return messages;
+}
+
+const HTTP_TOOLS = [
+  {
+    name: "add",
+    inputSchema: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } } },
+    run: ({ a, b }: Message) => a + b,
+  },
+  {
+    name: "regional",
+    inputSchema: {
+      type: "object",
+      properties: { region: { type: "string", "x-mcp-header": "Region" }, n: { type: "integer", "x-mcp-header": "N" } },
+    },
+    run: ({ region }: Message) => `in ${region}`,
+  },
+  {
+    name: "slow",
+    run: async (_: unknown, ctx: ToolContext) => {
+      ctx.progress(1, 2);
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(resolve, 100);
+        ctx.signal.addEventListener("abort", () => (clearTimeout(timer), reject(ctx.signal.reason)));
+      });
+      return "slow done";
+    },
+  },
+  {
+    name: "ask",
+    run: async (_: unknown, ctx: ToolContext) =>
+      `hi ${((await ctx.elicit({ message: "?" }, { key: "who" })).content as Message).name}`,
+  },
+];
+
+describe("10. Server transports: Streamable HTTP", () => {
+  test("2026-07-28: a plain answer is JSON; notifications first make an SSE stream that the answer ends", async () => {
+    const handler = createHandler({ tools: HTTP_TOOLS });
+    try {
+      const plain = await handler(modernPost("tools/call", { name: "add", arguments: { a: 2, b: 3 } }));
+      assert.equal(plain.status, 200);
+      assert.match(plain.headers.get("content-type")!, /^application\/json/);
+      const body = await plain.json();
+      assert.deepEqual(body.result.content, [{ type: "text", text: "5" }]);
+      assert.equal(body.result.resultType, "complete");
+      const request = modernPost("tools/call", { name: "slow" }, {});
+      const withToken = new Request(request, {
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 7,
+          method: "tools/call",
+          params: modern({ name: "slow" }, { progressToken: "p" }),
+        }),
+      });
+      const sse = await handler(withToken);
+      assert.equal(sse.headers.get("content-type"), "text/event-stream");
+      const messages = await sseMessages(sse);
+      assert.deepEqual(messages.map((m) => m.method ?? `result ${m.id}`), ["notifications/progress", "result 7"]);
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("2026-07-28: mirror headers are checked (400 -32020), then the envelope (-32022, -32602), unknown methods are 404", async () => {
+    const handler = createHandler({ tools: HTTP_TOOLS });
+    const expect = async (request: Request, status: number, code: number) => {
+      const response = await handler(request);
+      const body = await response.json();
+      assert.deepEqual([response.status, body.error?.code], [status, code], JSON.stringify(body));
+      return body;
+    };
+    try {
+      await expect(modernPost("tools/list", {}, { "mcp-protocol-version": null }), 400, -32020);
+      await expect(modernPost("tools/list", {}, { "mcp-protocol-version": "2025-11-25" }), 400, -32020);
+      await expect(modernPost("tools/list", {}, { "mcp-method": "tools/call" }), 400, -32020);
+      await expect(modernPost("tools/list", {}, { "mcp-method": null }), 400, -32020);
+      await expect(modernPost("tools/call", { name: "add" }, { "mcp-name": null }), 400, -32020);
+      await expect(modernPost("tools/call", { name: "add" }, { "mcp-name": "other" }), 400, -32020);
+      const sentinel = await handler(
+        modernPost("tools/call", { name: "add" }, { "mcp-name": `=?base64?${btoa("add")}?=` }),
+      );
+      assert.equal(sentinel.status, 200, "a Base64-encoded Mcp-Name is decoded");
+      const spaced = await handler(modernPost("tools/call", { name: "add" }, { "mcp-name": "  add  " }));
+      assert.equal(spaced.status, 200, "surrounding whitespace is not part of the value");
+      const region = { name: "regional", arguments: { region: "us-west1", n: 42 } };
+      assert.equal(
+        (await handler(modernPost("tools/call", region, { "mcp-param-region": "us-west1", "mcp-param-n": "42" })))
+          .status,
+        200,
+      );
+      await expect(modernPost("tools/call", region, { "mcp-param-region": "eu", "mcp-param-n": "42" }), 400, -32020);
+      await expect(modernPost("tools/call", region, { "mcp-param-n": "42" }), 400, -32020);
+      await expect(
+        modernPost("tools/call", region, { "mcp-param-region": "=?base64?!!?=", "mcp-param-n": "42" }),
+        400,
+        -32020,
+      );
+
+      const version = new Request(URL_MCP, {
+        method: "POST",
+        headers: { ...JSON_HEADERS, "mcp-protocol-version": "v999.0.0", "mcp-method": "server/discover" },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 3,
+          method: "server/discover",
+          params: {
+            _meta: {
+              "io.modelcontextprotocol/protocolVersion": "v999.0.0",
+              "io.modelcontextprotocol/clientCapabilities": {},
+            },
+          },
+        }),
+      });
+      const unsupported = await expect(version, 400, -32022);
+      assert.deepEqual(unsupported.error.data, { supported: ["2026-07-28"], requested: "v999.0.0" });
+      assert.equal(unsupported.id, 3);
+      const bare = new Request(URL_MCP, {
+        method: "POST",
+        headers: { ...JSON_HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 4, method: "server/discover", params: {} }),
+      });
+      await expect(bare, 400, -32602);
+      await expect(modernPost("initialize"), 404, -32601);
+      await expect(modernPost("unknown/method"), 404, -32601);
+      const needs = createHandler({
+        tools: [{ name: "needs", run: (_: unknown, ctx: ToolContext) => ctx.sample({}) }],
+      });
+      const request = new Request(URL_MCP, {
+        method: "POST",
+        headers: {
+          ...JSON_HEADERS,
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": "needs",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 5,
+          method: "tools/call",
+          params: {
+            name: "needs",
+            _meta: {
+              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientCapabilities": {},
+            },
+          },
+        }),
+      });
+      const missing = await (async () => {
+        const response = await needs(request);
+        return [response.status, (await response.json()).error];
+      })();
+      needs.close();
+      assert.deepEqual(missing, [400, {
+        code: -32021,
+        message: "Missing required client capability: sampling",
+        data: { requiredCapabilities: { sampling: {} } },
+      }]);
+      const notification = new Request(URL_MCP, {
+        method: "POST",
+        headers: { ...JSON_HEADERS, "mcp-protocol-version": "2026-07-28" },
+        body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: modern({ requestId: 9 }) }),
+      });
+      assert.equal((await handler(notification)).status, 202);
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("2026-07-28: an input-required round trip, and a closed stream cancels its request", async () => {
+    let aborted = false;
+    const tools = [...HTTP_TOOLS, {
+      name: "wait",
+      run: (_: unknown, ctx: ToolContext) =>
+        new Promise((resolve) => {
+          ctx.progress(1);
+          ctx.signal.addEventListener("abort", () => {
+            aborted = true;
+            resolve("stopped");
+          });
+        }),
+    }];
+    const handler = createHandler({ tools });
+    try {
+      const first = await (await handler(modernPost("tools/call", { name: "ask" }))).json();
+      assert.equal(first.result.resultType, "input_required");
+      const retry = await (await handler(modernPost(
+        "tools/call",
+        {
+          name: "ask",
+          inputResponses: { who: { action: "accept", content: { name: "Ada" } } },
+          requestState: first.result.requestState,
+        },
+        {},
+        2,
+      ))).json();
+      assert.equal(retry.result.content[0].text, "hi Ada");
+
+      const request = modernPost("tools/call", { name: "wait" });
+      const withToken = new Request(request, {
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 8,
+          method: "tools/call",
+          params: modern({ name: "wait" }, { progressToken: 1 }),
+        }),
+      });
+      const response = await handler(withToken);
+      assert.equal(response.headers.get("content-type"), "text/event-stream");
+      await response.body!.cancel();
+      for (let i = 0; i < 50 && !aborted; i++) await sleep(10);
+      assert.ok(aborted, "closing the stream aborted the tool's signal");
+      assert.equal(handler.pending, 0);
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("legacy: sessions from initialize, 400 without one, 404 unknown, DELETE ends one, the GET stream resumes", async () => {
+    const handler = createHandler({ tools: HTTP_TOOLS, listChanged: true });
+    try {
+      const init = await handler(legacyPost(INIT));
+      assert.equal(init.status, 200);
+      const session = init.headers.get("mcp-session-id")!;
+      assert.match(session, /^[\x21-\x7e]+$/);
+      assert.equal((await init.json()).result.protocolVersion, "2025-11-25");
+      const withSession = { "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" };
+      assert.equal(
+        (await handler(legacyPost({ jsonrpc: "2.0", method: "notifications/initialized" }, withSession))).status,
+        202,
+      );
+      const call = { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "add", arguments: { a: 1, b: 2 } } };
+      assert.equal((await (await handler(legacyPost(call, withSession))).json()).result.content[0].text, "3");
+      assert.equal((await handler(legacyPost(call))).status, 400, "no session id");
+      assert.equal((await handler(legacyPost(call, { "mcp-session-id": "nope" }))).status, 404);
+      const badVersion = await handler(legacyPost(call, { ...withSession, "mcp-protocol-version": "1999-01-01" }));
+      assert.equal(badVersion.status, 400);
+
+      // The GET stream carries server-initiated messages; events have ids and can be resumed.
+      const get = (headers: Record<string, string> = {}) =>
+        handler(new Request(URL_MCP, { headers: { accept: "text/event-stream", ...withSession, ...headers } }));
+      const stream = await get();
+      assert.equal(stream.headers.get("content-type"), "text/event-stream");
+      handler.core.setCatalog({ ...handler.core.catalog, tools: handler.core.catalog.tools.slice(1) });
+      const [changed] = await sseMessages(stream, 1);
+      assert.equal(changed.method, "notifications/tools/list_changed");
+      handler.core.setCatalog({ ...handler.core.catalog, tools: handler.core.catalog.tools.slice(1) });
+      const resumed = await get({ "last-event-id": "0-1" });
+      assert.deepEqual((await sseMessages(resumed, 1)).map((m) => m.method), ["notifications/tools/list_changed"]);
+
+      const deleted = await handler(new Request(URL_MCP, { method: "DELETE", headers: withSession }));
+      assert.equal(deleted.status, 200);
+      assert.equal((await handler(legacyPost(call, withSession))).status, 404, "an ended session");
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("legacy: a tool's question to the client travels on its request's SSE stream; the answer comes back as a POST", async () => {
+    const tool = {
+      name: "pick",
+      run: async (_: unknown, ctx: ToolContext) =>
+        `picked ${((await ctx.elicit({ message: "which?" })).content as Message).x}`,
+    };
+    const handler = createHandler({ tools: [tool] });
+    try {
+      const init = await handler(
+        legacyPost({ ...INIT, params: { ...INIT.params, capabilities: { elicitation: {} } } }),
+      );
+      const headers = { "mcp-session-id": init.headers.get("mcp-session-id")! };
+      const response = await handler(
+        legacyPost({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "pick" } }, headers),
+      );
+      assert.equal(response.headers.get("content-type"), "text/event-stream");
+      const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      while (!text.includes("elicitation/create")) text += (await reader.read()).value ?? "";
+      assert.match(text, /^id: \d+-0\nretry: \d+\ndata: \n\n/, "a priming event first");
+      const question = JSON.parse(/data: (\{.*elicitation\/create.*\})/.exec(text)![1]);
+      const answer = { jsonrpc: "2.0", id: question.id, result: { action: "accept", content: { x: "blue" } } };
+      assert.equal((await handler(legacyPost(answer, headers))).status, 202);
+      while (!text.includes('"result"')) text += (await reader.read()).value ?? "";
+      assert.match(text, /picked blue/);
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("security: Host and Origin checks, CORS for allowed origins, bearer token, body limits, /health", async () => {
+    const handler = createHandler({
+      tools: HTTP_TOOLS,
+      token: "s3cret",
+      allowOrigins: ["https://app.example"],
+      maxBodyBytes: 1000,
+    });
+    const auth = { authorization: "Bearer s3cret" };
+    try {
+      const evil = await handler(
+        new Request("http://evil.example/mcp", {
+          method: "POST",
+          headers: { ...JSON_HEADERS, ...auth, host: "evil.example" },
+          body: "{}",
+        }),
+      );
+      assert.equal(evil.status, 403);
+      const origin = await handler(legacyPost(INIT, { ...auth, origin: "http://evil.example" }));
+      assert.equal(origin.status, 403);
+      const same = await handler(legacyPost(INIT, { ...auth, origin: "http://localhost:8080" }));
+      assert.equal(same.status, 200);
+      const cors = await handler(legacyPost(INIT, { ...auth, origin: "https://app.example" }));
+      assert.equal(cors.headers.get("access-control-allow-origin"), "https://app.example");
+      assert.match(cors.headers.get("access-control-expose-headers")!, /mcp-session-id/);
+      const preflight = await handler(
+        new Request(URL_MCP, { method: "OPTIONS", headers: { origin: "https://app.example" } }),
+      );
+      assert.equal(preflight.status, 204);
+      assert.match(preflight.headers.get("access-control-allow-headers")!, /mcp-protocol-version/);
+      assert.equal((await handler(legacyPost(INIT))).status, 401);
+      assert.equal((await handler(legacyPost(INIT, { authorization: "Bearer s3cres" }))).status, 401);
+      const big = await handler(legacyPost({ ...INIT, pad: "x".repeat(2000) }, auth));
+      assert.equal(big.status, 413);
+      assert.match((await big.json()).error.message, /1000-byte limit/);
+      const text = await handler(
+        new Request(URL_MCP, { method: "POST", headers: { ...auth, "content-type": "text/plain" }, body: "{}" }),
+      );
+      assert.equal(text.status, 415);
+      const broken = await handler(
+        new Request(URL_MCP, { method: "POST", headers: { ...JSON_HEADERS, ...auth }, body: "{not json" }),
+      );
+      assert.deepEqual([broken.status, (await broken.json()).error.code], [400, -32700]);
+      const batch = await handler(
+        new Request(URL_MCP, { method: "POST", headers: { ...JSON_HEADERS, ...auth }, body: "[]" }),
+      );
+      assert.deepEqual([batch.status, (await batch.json()).error.code], [400, -32600]);
+      assert.deepEqual(await (await handler(new Request("http://127.0.0.1:8080/health"))).json(), { status: "ok" });
+      assert.equal((await handler(new Request("http://127.0.0.1:8080/other", { headers: auth }))).status, 404);
+      assert.equal((await handler(legacyPost(INIT, auth))).status, 200, "still serving");
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("--stateless: legacy POSTs are served alone, without sessions; GET and DELETE are 405", async () => {
+    const handler = createHandler({ tools: HTTP_TOOLS, stateless: true });
+    try {
+      const init = await handler(legacyPost(INIT));
+      assert.equal(init.headers.get("mcp-session-id"), null);
+      const call = { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "add", arguments: { a: 1, b: 1 } } };
+      assert.equal((await (await handler(legacyPost(call))).json()).result.content[0].text, "2");
+      assert.equal((await handler(new Request(URL_MCP, { headers: { accept: "text/event-stream" } }))).status, 405);
+      assert.equal((await handler(new Request(URL_MCP, { method: "DELETE" }))).status, 405);
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("serve --http on a real socket: both eras, a refusal to bind beyond loopback without a check, SIGTERM exits 0", async () => {
+    const server = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, "serve", "testdata/tools", "--http", "127.0.0.1:0"], {
+      cwd: HERE,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    let stdout = "";
+    server.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
+    server.stdout!.setEncoding("utf8").on("data", (text: string) => stdout += text);
+    const exited = new Promise<number | null>((resolve) => server.on("close", (code) => resolve(code)));
+    try {
+      for (let i = 0; i < 200 && !/serving http:/.test(stderr); i++) await sleep(25);
+      const url = /mcp: serving (http:\/\/127\.0\.0\.1:\d+\/mcp)\n/.exec(stderr)![1];
+      const response = await fetch(url, {
+        method: "POST",
+        headers: {
+          ...JSON_HEADERS,
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": "add",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "tools/call",
+          params: modern({ name: "add", arguments: { a: 2, b: 3 } }),
+        }),
+      });
+      assert.equal((await response.json()).result.content[0].text, "5");
+      const init = await fetch(url, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(INIT) });
+      assert.ok(init.headers.get("mcp-session-id"));
+      await init.body?.cancel();
+      server.kill("SIGTERM");
+      // Deno 2.9.6's node:child_process reports a child it sent kill() as ended by that
+      // signal even when the child exited 0 by itself (checked with a plain Deno.exit(0) child).
+      const code = await exited;
+      if (!("Deno" in globalThis)) assert.equal(code, 0);
+      assert.equal(stdout, "", "stdout stays silent");
+    } finally {
+      server.kill("SIGKILL");
+    }
+    const open = await runCli(["serve", "testdata/tools", "--http", "0.0.0.0:0"]);
+    assert.equal(open.code, 2);
+    assert.match(open.stderr, /^mcp: Cannot serve on 0\.0\.0\.0 without a credential check: .*--token TOKEN/);
+  });
+
+  test("scale-out: two instances with one MCP_TS_STATE_KEY behind a round-robin proxy continue each other's calls", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-scale-"));
+    writeFileSync(
+      join(dir, "ask.ts"),
+      `export default { run: async (_a: unknown, ctx: any) => "hello " + (await ctx.elicit({ message: "?" }, { key: "who" })).content.name + " from " + Deno?.pid };`
+        .replace(' + " from " + Deno?.pid', ""),
+    );
+    const start = () => {
+      const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, "serve", dir, "--http", "0"], {
+        cwd: HERE,
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...process.env, MCP_TS_STATE_KEY: "shared secret" },
+      });
+      let stderr = "";
+      child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
+      return {
+        child,
+        url: async () => {
+          for (let i = 0; i < 200 && !/serving http:/.test(stderr); i++) await sleep(25);
+          return /mcp: serving (http:\/\/[^\s]+)\n/.exec(stderr)![1];
+        },
+      };
+    };
+    const instances = [start(), start()];
+    try {
+      const urls = await Promise.all(instances.map((instance) => instance.url()));
+      let turn = 0;
+      const hits = [0, 0];
+      // The round-robin proxy: each request to the next instance.
+      const proxy = async (body: Message) => {
+        const target = turn++ % 2;
+        hits[target]++;
+        const params = body.params;
+        const response = await fetch(urls[target], {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": body.method,
+            "mcp-name": params.name,
+          },
+          body: JSON.stringify(body),
+        });
+        return await response.json();
+      };
+      const first = await proxy({ jsonrpc: "2.0", id: 1, method: "tools/call", params: modern({ name: "ask" }) });
+      assert.equal(first.result.resultType, "input_required");
+      const second = await proxy({
+        jsonrpc: "2.0",
+        id: 2,
+        method: "tools/call",
+        params: modern({
+          name: "ask",
+          inputResponses: { who: { action: "accept", content: { name: "Ada" } } },
+          requestState: first.result.requestState,
+        }),
+      });
+      assert.equal(second.result.content[0].text, "hello Ada");
+      const listed = await proxy({ jsonrpc: "2.0", id: 3, method: "tools/list", params: modern() });
+      assert.deepEqual(listed.result.tools.map((tool: Message) => tool.name), ["ask"]);
+      assert.deepEqual(hits, [2, 1], "the retry landed on the other instance");
+    } finally {
+      for (const { child } of instances) child.kill("SIGKILL");
+      rmSync(dir, { recursive: true });
+    }
   });
 });
 
@@ -1802,6 +2325,10 @@ describe("8. MCP server: the 2026-07-28 era", () => {
       assert.deepEqual(third.content, [{ type: "text", text: "hi Ada in file:///home/ada, welcome" }]);
       assert.equal(runs.length, 3);
 
+      const wrong =
+        (await ask("tools/call", { name: "greet", inputResponses: { who: 12345, where: { roots: [] } } })).result;
+      assert.deepEqual(Object.keys(wrong.inputRequests), ["who"], "an answer of the wrong shape is asked again");
+      assert.equal((await ask("tools/call", { name: "greet", inputResponses: null })).error.code, -32602);
       const [body, mac] = second.requestState.split(".");
       const tampered = await ask("tools/call", { name: "greet", requestState: `${body}x.${mac}` });
       assert.equal(tampered.error.code, -32602);
