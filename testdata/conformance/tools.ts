@@ -190,17 +190,45 @@ export default [
     },
   },
   {
+    // json-schema-2020-12 (not scored: pending): every keyword below must reach tools/list unchanged (SEP-1613,
+    // SEP-2106); the suite only lists it.
     name: "json_schema_2020_12_tool",
     description: "Tool with JSON Schema 2020-12 features",
     inputSchema: {
       $schema: "https://json-schema.org/draft/2020-12/schema",
       type: "object",
       $defs: {
-        address: { type: "object", properties: { street: { type: "string" }, city: { type: "string" } } },
+        address: {
+          $anchor: "addressDef",
+          type: "object",
+          properties: { street: { type: "string" }, city: { type: "string" } },
+        },
       },
-      properties: { name: { type: "string" }, address: { $ref: "#/$defs/address" } },
+      properties: {
+        name: { type: "string" },
+        address: { $ref: "#/$defs/address" },
+        contactMethod: { type: "string", enum: ["phone", "email"] },
+        phone: { type: "string" },
+        email: { type: "string" },
+      },
+      allOf: [{ anyOf: [{ required: ["phone"] }, { required: ["email"] }] }],
+      if: { properties: { contactMethod: { const: "phone" } }, required: ["contactMethod"] },
+      then: { required: ["phone"] },
+      else: { required: ["email"] },
       additionalProperties: false,
     },
     run: (args: unknown) => ({ content: [{ type: "text", text: JSON.stringify(args) }] }),
+  },
+  {
+    // server-sse-polling (2025-11-25, not scored: pending) calls it on a POST SSE stream and expects the server to
+    // close that stream before the result (SEP-1699) and deliver the result when the client reconnects with
+    // Last-Event-ID. The closing is the server's part; this only takes long enough for it to happen.
+    name: "test_reconnection",
+    description: "Answers after a short wait (the server may close the SSE stream meanwhile)",
+    run: async (_args: unknown, ctx: ToolContext) => {
+      ctx.log("info", "test_reconnection: waiting");
+      await sleep(500);
+      return "Reconnection test completed";
+    },
   },
 ];
