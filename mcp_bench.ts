@@ -2,7 +2,7 @@
 //
 //   deno task bench            (deno run -A mcp_bench.ts)
 //   bun mcp_bench.ts
-//   MCP_BENCH_PEERS="../shared/interop/sdk-echo-server.sh" deno task bench
+//   MCP_BENCH_PEERS="interop/sdk-echo-server.sh" deno task bench
 //   MCP_BENCH_QUICK=1 deno task bench        fewer calls and rounds, for a smoke test
 //
 // 1. Server throughput: a driver pipelines N tools/call of `echo` (256 in flight, after a warm-up) over
@@ -79,9 +79,18 @@ interface Run {
   peakRssMiB: number;
 }
 
-/** Spawns `argv`, handshakes, pipelines `calls` echo calls with IN_FLIGHT in flight, checks every answer. */
-async function drive(argv: string[], calls: number): Promise<Run> {
-  const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "inherit"], cwd: HERE });
+/** A failure the bench reports as one line (`bench: ...`), without a stack trace. */
+class BenchError extends Error {}
+
+/**
+ * Spawns `argv`, handshakes, pipelines `calls` echo calls with IN_FLIGHT in flight, checks every answer.
+ * When the program cannot start, dies or answers wrongly, throws a BenchError naming it (`name`) and saying why.
+ */
+async function drive(argv: string[], calls: number, name: string): Promise<Run> {
+  const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "pipe"], cwd: HERE });
+  const stderr = stderrReader(child);
+  child.stdin!.on("error", () => {}); // EPIPE when the child is gone: its exit status and stderr say why
+  let answered = false;
   try {
     const lines = lineReader(child);
     const send = (text: string) => child.stdin!.write(text);
@@ -93,7 +102,10 @@ async function drive(argv: string[], calls: number): Promise<Run> {
         params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "bench", version: "0" } },
       }) + "\n",
     );
-    await lines.next();
+    const [answer] = await lines.next();
+    if (!isInitializeResult(answer)) throw new Error(`not an initialize result: ${answer.slice(0, 200)}`);
+    answered = true;
+    stderr.passThrough();
     send('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
     const request = (id: number) =>
       `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"echo","arguments":{"text":"m${id}"}}}\n`;
@@ -123,9 +135,56 @@ async function drive(argv: string[], calls: number): Promise<Run> {
     const seconds = (performance.now() - started) / 1000;
     const cpu = cpuSeconds(child.pid!) - cpuBefore;
     return { callsPerSecond: calls / seconds, cpuMicrosPerCall: cpu / calls * 1e6, peakRssMiB: peakRssMiB(child.pid!) };
+  } catch (error) {
+    const status = await exitStatus(child);
+    const reason = status === undefined
+      ? (error as Error).message
+      : `${stderr.lastLine() || (error as Error).message} (${status})`;
+    const what = !answered ? `Cannot start ${name}` : status === undefined ? `${name} failed` : `${name} died`;
+    throw new BenchError(`${what}: ${reason}`);
   } finally {
     child.kill("SIGKILL");
   }
+}
+
+/** Is `line` the answer to the driver's initialize request? */
+function isInitializeResult(line: string): boolean {
+  try {
+    const message = JSON.parse(line);
+    return message.id === "init" && message.result !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** "exit code N" or "signal S" once the child has exited (waiting up to a second), else undefined. */
+async function exitStatus(child: ChildProcess): Promise<string | undefined> {
+  if (child.exitCode === null && child.signalCode === null) {
+    await Promise.race([new Promise((resolve) => child.once("exit", resolve)), sleep(1000)]);
+  }
+  if (child.signalCode !== null) return `signal ${child.signalCode}`;
+  return child.exitCode === null ? undefined : `exit code ${child.exitCode}`;
+}
+
+/** Holds a child's stderr until `passThrough()` (so a failed start is reported in one line), then passes it on. */
+function stderrReader(child: ChildProcess) {
+  let held = "";
+  let tail = "";
+  let passing = false;
+  child.stderr!.setEncoding("utf8");
+  child.stderr!.on("data", (chunk: string) => {
+    tail = (tail + chunk).slice(-4096);
+    if (passing) process.stderr.write(chunk);
+    else held = (held + chunk).slice(-65536);
+  });
+  return {
+    passThrough() {
+      passing = true;
+      if (held) process.stderr.write(held);
+      held = "";
+    },
+    lastLine: () => tail.trim().split("\n").pop()!.trim(),
+  };
 }
 
 /** Answers lines from a child's stdout in batches: one await per chunk, not per line. */
@@ -184,12 +243,14 @@ try {
   const serverArgv = [...RUNTIME, MCP, "serve", echoDir];
   const floorArgv = [...RUNTIME, floorFile];
   const peers = (process.env.MCP_BENCH_PEERS ?? "").split(";").map((peer) => peer.trim()).filter(Boolean);
+  const peerArgv = (peer: string) => ["sh", "-c", `exec ${peer}`];
   const results: Record<string, Run[]> = { server: [], floor: [] };
   for (const peer of peers) results[peer] = [];
+  for (const peer of peers) await drive(peerArgv(peer), 1, `peer "${peer}"`); // a peer that cannot start fails now
   for (let round = 0; round < ROUNDS; round++) {
-    results.server.push(await drive(serverArgv, CALLS));
-    results.floor.push(await drive(floorArgv, CALLS));
-    for (const peer of peers) results[peer].push(await drive(["sh", "-c", `exec ${peer}`], CALLS));
+    results.server.push(await drive(serverArgv, CALLS, "mcp.ts serve"));
+    results.floor.push(await drive(floorArgv, CALLS, "the floor"));
+    for (const peer of peers) results[peer].push(await drive(peerArgv(peer), CALLS, `peer "${peer}"`));
     await sleep(100);
   }
   const summary = (runs: Run[]) => ({
@@ -303,6 +364,10 @@ try {
       fmt(median(firstList.one), 1)
     } | ${ratio(median(firstList.hundred), median(firstList.one))} | < 2x |`,
   );
+} catch (error) {
+  if (!(error instanceof BenchError)) throw error;
+  console.error(`bench: ${error.message}`);
+  process.exitCode = 1;
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

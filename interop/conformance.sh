@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# The official MCP conformance suite (@modelcontextprotocol/conformance, which speaks only HTTP) against mcp.ts on
+# stdio. Run from the repository root:
+#
+#   interop/conformance.sh server "<stdio server command>" [--scenario S] [--expected-failures F.yml] [suite options]
+#       lib/http-to-stdio.mjs serves the command over Streamable HTTP, one child process per HTTP session.
+#       Without --scenario, --suite or --requirements: --requirements 2025-11-25, the scenarios that revision of the
+#       spec requires (mcp.ts serves the 2025-11-25 era today).
+#       e.g. interop/conformance.sh server "deno run -A mcp.ts serve testdata/conformance"
+#   interop/conformance.sh http "<server command>" [--requirements 2025-11-25|2026-07-28] [--scenario S] [suite options]
+#       No bridge: the suite talks to `<server command> --http 0 --watch` (mcp.ts's own Streamable HTTP; --watch so
+#       that the trigger tools can change the lists), started afresh for each requirement set and stopped after it
+#       (SIGTERM, then SIGKILL after 10 s). Without --requirements: 2025-11-25, then 2026-07-28, and both totals.
+#       --scenario S runs that one scenario at each such revision's wire (the suite's --spec-version); --suite or
+#       --spec-version pass through as they are, for one run.
+#       e.g. interop/conformance.sh http "deno run -A mcp.ts serve testdata/conformance" --requirements 2026-07-28
+#   interop/conformance.sh client "<mcp.ts invocation>" [--scenario initialize|tools_call] [suite options]
+#       The suite serves HTTP and appends its URL to the client command; lib/conformance-client.sh puts a stdio
+#       bridge (lib/stdio-to-http.mjs) in front of it and runs `<mcp.ts invocation> info|call "<bridge>" ...`.
+#       Without --scenario: initialize, then tools_call (what a stdio-only legacy client can take part in).
+#       e.g. interop/conformance.sh client "bun ./mcp.ts" --scenario tools_call
+#   interop/conformance.sh list [suite options]      all scenarios (--requirements 2025-11-25: the required ones)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+}
+case ${1:-} in
+  list) ;;
+  server | client | http) [ $# -ge 2 ] || usage ;;
+  *) usage ;;
+esac
+# shellcheck source-path=SCRIPTDIR source=setup.sh
+. "$here/setup.sh"
+
+suite() { "$IOP_NODE" "$IOP_CACHE/node_modules/@modelcontextprotocol/conformance/dist/index.js" "$@"; }
+has() { # has OPTION ARGS...: is one of ARGS the option?
+  local option=$1 arg
+  shift
+  for arg; do [[ $arg == "$option" || $arg == "$option="* ]] && return 0; done
+  return 1
+}
+
+mode=$1
+shift
+case $mode in
+  list) suite list "$@" ;;
+
+  server)
+    command=$1
+    shift
+    if ! has --scenario "$@" && ! has --suite "$@" && ! has --requirements "$@"; then
+      set -- --requirements 2025-11-25 "$@"
+    fi
+    work=$(mktemp -d "${TMPDIR:-/tmp}/mcp-interop.XXXXXX")
+    "$IOP_NODE" "$here/lib/http-to-stdio.mjs" "$command" >"$work/url" 2>"$work/stderr" &
+    bridge=$!
+    trap 'kill "$bridge" 2>/dev/null; wait "$bridge" 2>/dev/null; rm -rf "$work"' EXIT
+    for _ in $(seq 100); do
+      [ -s "$work/url" ] && break
+      kill -0 "$bridge" 2>/dev/null || break
+      sleep 0.1
+    done
+    url=$(head -n1 "$work/url")
+    if [ -z "$url" ]; then
+      echo "conformance: the HTTP bridge did not start:" >&2
+      cat "$work/stderr" >&2
+      exit 1
+    fi
+    echo "conformance: $command, served at $url by lib/http-to-stdio.mjs" >&2
+    status=0
+    suite server --url "$url" "$@" || status=$?
+    if [ -s "$work/stderr" ]; then
+      echo "conformance: the servers' stderr (last 20 lines of $(wc -l <"$work/stderr")):" >&2
+      tail -n 20 "$work/stderr" >&2
+    fi
+    exit "$status"
+    ;;
+
+  http)
+    command=$1
+    shift
+    revisions=() # --requirements, taken out of the arguments: one run (and one server) per revision
+    args=()
+    while [ $# -gt 0 ]; do
+      case $1 in
+        --requirements)
+          [ $# -ge 2 ] || usage
+          revisions+=("$2")
+          shift 2
+          ;;
+        --requirements=*)
+          revisions+=("${1#*=}")
+          shift
+          ;;
+        *)
+          args+=("$1")
+          shift
+          ;;
+      esac
+    done
+    if has --suite "${args[@]}" || has --spec-version "${args[@]}"; then
+      [ ${#revisions[@]} -eq 0 ] || usage
+      revisions=("") # as given
+    elif [ ${#revisions[@]} -eq 0 ]; then
+      revisions=(2025-11-25 2026-07-28)
+    fi
+    work=$(mktemp -d "${TMPDIR:-/tmp}/mcp-interop.XXXXXX")
+    server=
+    stop_server() { # SIGTERM to its process group (sh, the runtime, tools it runs), SIGKILL after 10 s
+      [ -n "$server" ] || return 0
+      kill -TERM -- "-$server" 2>/dev/null || true
+      for _ in $(seq 100); do
+        kill -0 -- "-$server" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -KILL -- "-$server" 2>/dev/null || true
+      wait "$server" 2>/dev/null || true
+      server=
+    }
+    trap 'stop_server; rm -rf "$work"' EXIT
+    status=0
+    totals=()
+    for revision in "${revisions[@]}"; do
+      : >"$work/stderr"
+      set -m # its own process group, so that stop_server reaches everything it started
+      sh -c "$command --http 0 --watch" 2>"$work/stderr" </dev/null &
+      server=$!
+      set +m
+      url=
+      for _ in $(seq 600); do # 60 s: a first run may compile or download
+        url=$(sed -n 's|^mcp: serving \(http://[^ ]*\)$|\1|p' "$work/stderr" | head -n1)
+        [ -n "$url" ] && break
+        kill -0 "$server" 2>/dev/null || break
+        sleep 0.1
+      done
+      if [ -z "$url" ]; then
+        echo "conformance: $command --http 0 --watch did not print \"mcp: serving http://...\":" >&2
+        cat "$work/stderr" >&2
+        exit 1
+      fi
+      run=("${args[@]}")
+      if [ -n "$revision" ]; then
+        if has --scenario "${args[@]}"; then run+=(--spec-version "$revision"); else run+=(--requirements "$revision"); fi
+      fi
+      echo "conformance: $command --http 0 --watch, serving $url${revision:+ (requirements $revision)}" >&2
+      result=0
+      suite server --url "$url" "${run[@]}" | tee "$work/out" || result=$?
+      [ "$result" -eq 0 ] || status=$result
+      stop_server
+      if [ -s "$work/stderr" ]; then
+        echo "conformance: the server's stderr (last 20 lines of $(wc -l <"$work/stderr")):" >&2
+        tail -n 20 "$work/stderr" >&2
+      fi
+      total=$(grep -E '^(Total: |Passed: )' "$work/out" | tail -n1 || true)
+      totals+=("${revision:-${args[*]}}: ${total:-no total (exit $result)}")
+    done
+    if [ ${#totals[@]} -gt 1 ]; then
+      echo
+      echo "conformance: $command --http 0 --watch"
+      printf '  %s\n' "${totals[@]}"
+    fi
+    exit "$status"
+    ;;
+
+  client)
+    export MCP_INTEROP_CLIENT=$1
+    shift
+    wrapper=$(printf '%q' "$here/lib/conformance-client.sh") # the suite splits --command on spaces, runs it in sh
+    if has --scenario "$@" || has --suite "$@" || has --requirements "$@"; then
+      suite client --command "$wrapper" "$@"
+    else
+      status=0
+      for scenario in initialize tools_call; do
+        suite client --command "$wrapper" --scenario "$scenario" "$@" || status=1
+      done
+      exit "$status"
+    fi
+    ;;
+esac
