@@ -4800,6 +4800,13 @@ export class McpClient {
     if (!Array.isArray(result.content)) {
       throw new ServerError("the server sent an invalid tools/call result: no content array");
     }
+    // The SDK's McpServer answers an unknown tool with an isError result ("Tool x not found"), not -32602.
+    if (result.isError === true && /\b(not found|unknown tool)\b/i.test(JSON.stringify(result.content))) {
+      const tools = await this.listTools(options).catch(() => undefined);
+      if (tools && !tools.some((tool) => tool.name === name)) {
+        throw new NotFoundError("tool", name, tools.map((tool) => String(tool.name)));
+      }
+    }
     return result;
   }
 

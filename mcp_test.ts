@@ -2124,6 +2124,14 @@ describe("11. CLI", () => {
     assert.match(missing.stderr, /no tool named "wether"; did you mean weather/);
   });
 
+  test("an unknown tool answered as an isError result, as SDK servers do, is still exit 2 with the closest names", async () => {
+    const run = await runCli(["call", FAKE, "ech", "-e", "FAKE_MODE=sdk-unknown"]);
+    assert.equal(run.code, 2);
+    assert.equal(run.stderr, 'mcp: the server has no tool named "ech"; did you mean echo?\n');
+    const failing = await runCli(["call", FAKE, "fail", "-e", "FAKE_MODE=sdk-unknown"]);
+    assert.equal(failing.code, 1, "a real tool's error stays exit 1");
+  });
+
   test("with --json a failure is one JSON object on stderr", async () => {
     const [unknown, died, usage] = await Promise.all([
       runCli(["call", FAKE, "ech", "--json"]),

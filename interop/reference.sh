@@ -54,8 +54,8 @@ check 0 "The sum of 2 and 3 is 5" call "$EVERYTHING" get-sum a=2 b=3
 check 0 "The sum of 2 and 3 is 5" call "$EVERYTHING" get-sum '{"a":2,"b":3}'
 check 0 '"structuredContent"' call "$EVERYTHING" get-structured-content location=Chicago --json
 check 1 "expected string" call "$EVERYTHING" echo '{}' # the SDK reports invalid arguments as an isError result
-# The SDK answers an unknown tool with an isError result, not a -32602 error, so this is exit 1, not 2.
-check 1 "Tool nope not found" call "$EVERYTHING" nope
+# The SDK answers an unknown tool with an isError result, not a -32602 error; mcp.ts checks the list: exit 2.
+check 2 'no tool named "nope"' call "$EVERYTHING" nope
 check 0 "get-sum" list "$EVERYTHING"
 check 0 "a*  number" list "$EVERYTHING" get-sum
 check 0 "mcp-servers/everything" info "$EVERYTHING"

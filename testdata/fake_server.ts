@@ -19,6 +19,7 @@
 //   bad-version      answers initialize with 1999-01-01
 //   flaky            crashes before initialize while FAKE_STATE (a file) counts fewer than FAKE_FAILS starts
 //   crash-call-once  dies on its first tools/call, unless FAKE_STATE (a file) says it already did
+//   sdk-unknown      answers a call to an unknown tool with an isError result "Tool X not found", as the SDK does
 //
 // Every message received is noted on stderr ("fake: got <method>"), which the client shows when it fails.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -194,6 +195,10 @@ async function handle(message: Message) {
       if (mode === "hang" || mode === "ignore-sigterm") return;
       const { name, arguments: args = {}, _meta } = message.params ?? {};
       const result = await callTool(name, args, _meta?.progressToken);
+      if (result === undefined && mode === "sdk-unknown") {
+        // As the SDK's McpServer does: an isError result, not a JSON-RPC error.
+        return reply({ content: [{ type: "text", text: `MCP error -32602: Tool ${name} not found` }], isError: true });
+      }
       if (result === undefined) return fail(-32602, `Unknown tool: ${name}`);
       return reply(result);
     }
