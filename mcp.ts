@@ -3729,6 +3729,7 @@ const LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]"];
 // An SSE stream of a legacy session keeps this many events for Last-Event-ID.
 const SSE_HISTORY = 1000;
 const SSE_RETRY_MS = 1000;
+const SSE_KEEP_ALIVE_MS = 15_000;
 const SSE_HEADERS = {
   "content-type": "text/event-stream",
   "cache-control": "no-cache, no-transform",
@@ -3826,14 +3827,24 @@ class Exchange {
     this.#stream?.send(text, eventId);
     if (final) this.#stream?.end();
   }
+
+  /** Ends it unanswered (the server is shutting down): 503 if nothing was sent yet, else the stream ends. */
+  close(): void {
+    if (!this.#decided) {
+      this.#decided = true;
+      this.#resolve(rpcErrorResponse(503, null, ErrorCode.InternalError, "the server is shutting down"));
+    }
+    this.#stream?.end();
+  }
 }
 
-/** One SSE response body; with `history`, it keeps events for Last-Event-ID (legacy sessions). */
+/** One SSE response body. A comment every 15 s keeps a quiet one open through proxies. */
 class SseStream {
   readonly body: ReadableStream<Uint8Array>;
   ended = false;
   #controller: ReadableStreamDefaultController<Uint8Array> | undefined;
   #onCancel: () => void;
+  #keepAlive: ReturnType<typeof setInterval>;
 
   constructor(onCancel: () => void, prelude = "") {
     this.#onCancel = onCancel;
@@ -3844,10 +3855,23 @@ class SseStream {
       },
       cancel: () => {
         // streamable-http.mdx: a closed response stream cancels the request.
-        this.ended = true;
+        this.#stop();
         this.#onCancel();
       },
     });
+    this.#keepAlive = setInterval(() => {
+      try {
+        this.#controller?.enqueue(encoder.encode(":\n\n"));
+      } catch {
+        this.#stop();
+      }
+    }, SSE_KEEP_ALIVE_MS);
+    (this.#keepAlive as { unref?: () => void }).unref?.();
+  }
+
+  #stop(): void {
+    this.ended = true;
+    clearInterval(this.#keepAlive);
   }
 
   send(text: string, eventId?: string): void {
@@ -3856,13 +3880,13 @@ class SseStream {
     try {
       this.#controller!.enqueue(encoder.encode(`${id}event: message\ndata: ${text}\n\n`));
     } catch {
-      this.ended = true; // closed under us
+      this.#stop(); // closed under us
     }
   }
 
   end(): void {
     if (this.ended) return;
-    this.ended = true;
+    this.#stop();
     try {
       this.#controller!.close();
     } catch {
@@ -3911,8 +3935,12 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
   const endSession = (session: LegacySession) => {
     sessions.delete(session.id);
     session.server.close();
-    for (const stream of session.streams.values()) stream.live?.end();
+    for (const stream of session.streams.values()) {
+      stream.live?.end();
+      stream.exchange?.close();
+    }
   };
+  const alone = new Set<Exchange>(); // exchanges of requests served on sessions of their own
   const expire = () => {
     const now = Date.now();
     for (const session of sessions.values()) if (now - session.lastSeen > sessionTtl) endSession(session);
@@ -4126,14 +4154,18 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     const session = new McpServer(core, (out) => {
       const final = isAnswerTo(out, id);
       exchange.write(out, final);
-      if (final) session.close();
+      if (!final) return;
+      session.close();
+      alone.delete(exchange);
     });
     if (why) session.noClientRequests = why;
     exchange.onCancel = () => {
       session.cancel(id, "the client closed the response stream");
       session.close();
+      alone.delete(exchange);
     };
     request.signal?.addEventListener("abort", () => exchange.onCancel(), { once: true });
+    alone.add(exchange);
     session.receive(text);
     return exchange.response;
   }
@@ -4346,8 +4378,11 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     },
     close() {
       clearInterval(sweep);
-      for (const session of [...sessions.values()]) endSession(session);
+      // Sessions first: a listen stream gets its closing result before its stream ends.
       for (const session of [...core.sessions]) session.close();
+      for (const session of [...sessions.values()]) endSession(session);
+      for (const exchange of alone) exchange.close();
+      alone.clear();
       core.close();
     },
   });
