@@ -351,6 +351,66 @@ function guardProcess(report: (error: unknown) => void): () => void {
   };
 }
 
+/**
+ * Keeps plugins' output off the protocol stream while serving on stdout: their
+ * console.log/info/debug/warn and process.stdout.write go to `io.stderr`.
+ * Returns the sink the protocol writes to (the real stdout) and a function that
+ * undoes it. `serve()` calls it when it owns the process's stdout; the CLI calls
+ * it before loading plugins, whose top level may print too.
+ */
+export function guardProcessStdout(io: { stdout: OutputSink; stderr: OutputSink }): {
+  protocol: OutputSink;
+  restore(): void;
+} {
+  const saved = { log: console.log, info: console.info, debug: console.debug, warn: console.warn };
+  const toStderr = (...data: unknown[]) => console.error(...data);
+  console.log =
+    console.info =
+    console.debug =
+    console.warn =
+      toStderr;
+  // process.stdout.write from a plugin (Node's console uses it too) goes to stderr.
+  const redirectWrite = (chunk: string | Uint8Array, ...rest: unknown[]) => {
+    io.stderr.write(chunk);
+    const callback = rest.find((item) => typeof item === "function") as (() => void) | undefined;
+    callback?.();
+    return true;
+  };
+  const stdout = io.stdout;
+  if (stdout.native) {
+    // The protocol has its own sink (bound to the real stdout), so the process's
+    // stdout is the plugins' alone: make it stderr.
+    if (deno) {
+      // Deno's node:process stdout writes through these methods: swapping them
+      // guards plugins without building node:process (~29 ms of start-up).
+      const { stdout: out, stderr: err } = deno;
+      out.write = (bytes) => err.write(bytes);
+      out.writeSync = (bytes) => err.writeSync(bytes);
+    } else {
+      // Bun: without reading process.stdout first, which builds its stream (~25 ms).
+      const node = proc();
+      Object.defineProperty(node, "stdout", { configurable: true, enumerable: true, get: () => node.stderr });
+    }
+    return { protocol: stdout, restore: () => void Object.assign(console, saved) };
+  }
+  // Node: keep the real write for the protocol.
+  const node = stdout as Writable;
+  const realWrite = node.write;
+  const protocol = {
+    write: realWrite.bind(node),
+    once: (event: string, listener: () => void) => node.once(event, listener),
+    on: (event: string, listener: () => void) => node.on(event, listener),
+  } as unknown as OutputSink;
+  node.write = redirectWrite as typeof node.write;
+  return {
+    protocol,
+    restore() {
+      Object.assign(console, saved);
+      node.write = realWrite;
+    },
+  };
+}
+
 // The file-system calls mcp.ts makes (plugins, configs, PATH). On Deno they use
 // Deno's own API: node:fs, node:path and node:url cost ~40 ms of its start-up,
 // Deno.readDir ~1 ms.
@@ -3585,7 +3645,11 @@ export interface ServeHandle {
 /** Serves tools over a byte-stream pair (stdin/stdout by default) until the input ends. */
 export function serve(options: ServeOptions = {}): ServeHandle {
   const input = options.input ? streamSource(options.input) : nativeStdinSource() ?? streamSource(proc().stdin, true);
-  const output: OutputSink = options.output ?? nativeSink(1) ?? proc().stdout;
+  // On the process's stdout, tools given in code are kept off the protocol stream too.
+  const guard = options.output
+    ? undefined
+    : guardProcessStdout({ stdout: nativeSink(1) ?? proc().stdout, stderr: nativeSink(2) ?? proc().stderr });
+  const output: OutputSink = options.output ?? guard!.protocol;
   const log = options.log ?? (() => {});
   const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   let outputClosed = false;
@@ -3628,7 +3692,7 @@ export function serve(options: ServeOptions = {}): ServeHandle {
 
   let finished = false;
   let resolveDone!: () => void;
-  const done = new Promise<void>((resolve) => resolveDone = resolve);
+  const done = new Promise<void>((resolve) => resolveDone = resolve).then(() => guard?.restore());
 
   const finish = () => {
     if (finished) return;
@@ -5601,7 +5665,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
 
   // Plugins run in this process: keep their console output off the protocol
   // stream, and their process.exit and stray errors from ending it.
-  const redirected = redirectConsoleToStderr(io);
+  const redirected = guardProcessStdout(io);
   const unguard = guardProcess((error) =>
     log(`a plugin threw outside any request: ${verbose ? describeStack(error) : errorMessage(error)}`)
   );
@@ -6315,56 +6379,6 @@ async function runBatch(client: McpClient, io: CliIo, concurrency: number, maxLi
   await Promise.all(inFlight);
   print();
   return worst;
-}
-
-function redirectConsoleToStderr(io: CliIo): { protocol: OutputSink; restore(): void } {
-  const saved = { log: console.log, info: console.info, debug: console.debug, warn: console.warn };
-  const toStderr = (...data: unknown[]) => console.error(...data);
-  console.log =
-    console.info =
-    console.debug =
-    console.warn =
-      toStderr;
-  // process.stdout.write from a plugin (Node's console uses it too) goes to stderr.
-  const redirectWrite = (chunk: string | Uint8Array, ...rest: unknown[]) => {
-    io.stderr.write(chunk);
-    const callback = rest.find((item) => typeof item === "function") as (() => void) | undefined;
-    callback?.();
-    return true;
-  };
-  const stdout = io.stdout;
-  if (stdout.native) {
-    // The protocol has its own sink (bound to the real stdout), so the process's
-    // stdout is the plugins' alone: make it stderr.
-    if (deno) {
-      // Deno's node:process stdout writes through these methods: swapping them
-      // guards plugins without building node:process (~29 ms of start-up).
-      const { stdout: out, stderr: err } = deno;
-      out.write = (bytes) => err.write(bytes);
-      out.writeSync = (bytes) => err.writeSync(bytes);
-    } else {
-      // Bun: without reading process.stdout first, which builds its stream (~25 ms).
-      const node = proc();
-      Object.defineProperty(node, "stdout", { configurable: true, enumerable: true, get: () => node.stderr });
-    }
-    return { protocol: stdout, restore: () => void Object.assign(console, saved) };
-  }
-  // Node: keep the real write for the protocol.
-  const node = stdout as Writable;
-  const realWrite = node.write;
-  const protocol = {
-    write: realWrite.bind(node),
-    once: (event: string, listener: () => void) => node.once(event, listener),
-    on: (event: string, listener: () => void) => node.on(event, listener),
-  } as unknown as OutputSink;
-  node.write = redirectWrite as typeof node.write;
-  return {
-    protocol,
-    restore() {
-      Object.assign(console, saved);
-      node.write = realWrite;
-    },
-  };
 }
 
 /** Runs the CLI with `argv` (without the runtime and script) and returns the exit code. */

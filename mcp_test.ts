@@ -753,6 +753,27 @@ describe("7. Plugins", () => {
 // --- 8. Serving streams -----------------------------------------------------------
 
 describe("8. Serving streams", () => {
+  test("serve() as a library on the process's stdout keeps its tools' console output off the protocol", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-lib-"));
+    try {
+      const script = join(dir, "server.ts");
+      writeFileSync(
+        script,
+        `import { serve } from ${JSON.stringify(MCP)};\n` +
+          `await serve({ tools: [{ name: "noisy", run: () => { console.log("chatter"); return "ok"; } }] }).done;\n`,
+      );
+      const child = spawnSync(RUNTIME[0], [...RUNTIME.slice(1), script], {
+        input: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"noisy"}}\n',
+        encoding: "utf8",
+        timeout: 20_000,
+      });
+      assert.equal(child.stdout, '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}\n');
+      assert.match(child.stderr, /chatter/);
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
   test("--trace writes every frame in and out to stderr", async () => {
     await withServer(["testdata/tools", "--trace"], async (server) => {
       await server.initialize();
