@@ -907,6 +907,16 @@ async function spawnChild(
   };
 }
 
+/**
+ * What tells a fetch handler that its client went away before an answer: the
+ * request's signal, except on Deno, where reading it prints a "legacy
+ * behavior" warning on stderr (Deno 2.9.6, 2026-11-23) and it also aborts after
+ * every successful response. There a closed SSE stream still cancels its request.
+ */
+function disconnectSignal(request: Request): AbortSignal | undefined {
+  return deno ? undefined : request.signal;
+}
+
 /** A listening HTTP server, as {@linkcode listenHttp} returns it. */
 export interface HttpListener {
   hostname: string;
@@ -3260,7 +3270,7 @@ export class McpServer {
 // anything else is asked again (mrtr.mdx: missing inputs get a new input_required).
 function isAnswerOf(method: string, answer: unknown): boolean {
   if (!isObject(answer)) return false;
-  if (method === "elicitation/create") return typeof answer.action === "string";
+  if (method === "elicitation/create") return ["accept", "decline", "cancel"].includes(answer.action as string);
   if (method === "roots/list") return Array.isArray(answer.roots);
   return isObject(answer.content) || Array.isArray(answer.content); // sampling/createMessage
 }
@@ -4228,7 +4238,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       session.close();
       alone.delete(exchange);
     };
-    request.signal?.addEventListener("abort", () => exchange.onCancel(), { once: true });
+    disconnectSignal(request)?.addEventListener("abort", () => exchange.onCancel(), { once: true });
     alone.add(exchange);
     session.receive(text);
     return exchange.response;

@@ -753,7 +753,7 @@ describe("7. Plugins", () => {
 // --- 8. Serving streams -----------------------------------------------------------
 
 describe("8. Serving streams", () => {
-  test("serve() as a library on the process's stdout keeps its tools' console output off the protocol", async () => {
+  test("serve() as a library on the process's stdout keeps its tools' console output off the protocol", () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-lib-"));
     try {
       const script = join(dir, "server.ts");

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The official MCP conformance suite (@modelcontextprotocol/conformance, which speaks only HTTP) against mcp.ts on
-# stdio. Run from the repository root:
+# The official MCP conformance suite (@modelcontextprotocol/conformance, which speaks only HTTP) against mcp.ts: on
+# stdio through bridges (server, client), or on its own Streamable HTTP (http). Run from the repository root:
 #
 #   interop/conformance.sh server "<stdio server command>" [--scenario S] [--expected-failures F.yml] [suite options]
 #       lib/http-to-stdio.mjs serves the command over Streamable HTTP, one child process per HTTP session.
 #       Without --scenario, --suite or --requirements: --requirements 2025-11-25, the scenarios that revision of the
-#       spec requires (mcp.ts serves the 2025-11-25 era today).
+#       spec requires (the bridge is the 2025-11-25 transport).
 #       e.g. interop/conformance.sh server "deno run -A mcp.ts serve testdata/conformance"
 #   interop/conformance.sh http "<server command>" [--requirements 2025-11-25|2026-07-28] [--scenario S] [suite options]
 #       No bridge: the suite talks to `<server command> --http 0 --watch` (mcp.ts's own Streamable HTTP; --watch so
 #       that the trigger tools can change the lists), started afresh for each requirement set and stopped after it
-#       (SIGTERM, then SIGKILL after 10 s). Without --requirements: 2025-11-25, then 2026-07-28, and both totals.
+#       (SIGTERM to its process group, SIGKILL after 10 s). The port is read from its "mcp: serving URL" line.
+#       Without --requirements: 2025-11-25, then 2026-07-28, then both totals; it fails if either run fails.
 #       --scenario S runs that one scenario at each such revision's wire (the suite's --spec-version); --suite or
 #       --spec-version pass through as they are, for one run.
 #       e.g. interop/conformance.sh http "deno run -A mcp.ts serve testdata/conformance" --requirements 2026-07-28
@@ -101,7 +102,10 @@ case $mode in
       esac
     done
     if has --suite "${args[@]}" || has --spec-version "${args[@]}"; then
-      [ ${#revisions[@]} -eq 0 ] || usage
+      if [ ${#revisions[@]} -gt 0 ]; then
+        echo "conformance: --requirements fixes the scenarios and the wire; it takes no --suite or --spec-version" >&2
+        exit 2
+      fi
       revisions=("") # as given
     elif [ ${#revisions[@]} -eq 0 ]; then
       revisions=(2025-11-25 2026-07-28)
@@ -118,8 +122,12 @@ case $mode in
       kill -KILL -- "-$server" 2>/dev/null || true
       wait "$server" 2>/dev/null || true
       server=
+      # The suite's list-change triggers toggle generated plugin files in the fixtures folder.
+      rm -f testdata/conformance/zz_generated_*.ts
     }
     trap 'stop_server; rm -rf "$work"' EXIT
+    trap 'exit 130' INT # Ctrl-C: the server is in a process group of its own, so only stop_server reaches it
+    trap 'exit 143' TERM
     status=0
     totals=()
     for revision in "${revisions[@]}"; do
@@ -147,6 +155,7 @@ case $mode in
       echo "conformance: $command --http 0 --watch, serving $url${revision:+ (requirements $revision)}" >&2
       result=0
       suite server --url "$url" "${run[@]}" | tee "$work/out" || result=$?
+      case $result in 130 | 143) exit "$result" ;; esac # the suite was interrupted (bash may not see the signal)
       [ "$result" -eq 0 ] || status=$result
       stop_server
       if [ -s "$work/stderr" ]; then
