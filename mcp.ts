@@ -5438,7 +5438,7 @@ const HELP: Record<string, string> = {
   main: `mcp.ts ${VERSION} — the Model Context Protocol from a terminal
 
 Usage:
-  mcp.ts serve [DIR] [options]       serve the tool plugins in DIR (default ./tools) on stdin/stdout
+  mcp.ts serve [DIR] [options]       serve the plugins in DIR (default ./tools) on stdio, or --http PORT
   mcp.ts call <server> <tool> [ARGS] call one tool and print its result
   mcp.ts list <server> [TOOL]        the server's tools with their arguments, or one tool in full
   mcp.ts info <server>               protocol version, serverInfo, capabilities, instructions
@@ -5526,6 +5526,18 @@ Options:
   -v, --verbose            the stack of plugin code that throws, on stderr
   --trace                  every frame in (<) and out (>) on stderr (and what --verbose shows)
   -h, --help               this text
+
+Over HTTP (Streamable HTTP; both protocol eras on one endpoint):
+  --http [HOST:]PORT       listen on HOST (default 127.0.0.1) and PORT (0 picks one); says
+                           "mcp: serving http://HOST:PORT/mcp" on stderr when ready
+  --path PATH              the MCP endpoint (default /mcp); GET /health answers {"status":"ok"}
+  --token TOKEN            require Authorization: Bearer TOKEN (or set MCP_TS_TOKEN)
+  --allow-origin ORIGIN    a browser origin allowed besides our own (repeatable), with CORS
+  --allow-unauthenticated  allow binding beyond loopback without --token
+  --stateless              no legacy sessions (GET and DELETE are 405)
+  --session-ttl MS         an idle legacy session ends after MS (default ${DEFAULT_SESSION_TTL_MS})
+  MCP_TS_STATE_KEY         signs input-required requestState: instances sharing it continue
+                           each other's calls (default: a random key per process)
 `,
 };
 
