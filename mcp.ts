@@ -3804,6 +3804,8 @@ const LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]"];
 const SSE_HISTORY = 1000;
 const SSE_RETRY_MS = 1000;
 const SSE_KEEP_ALIVE_MS = 15_000;
+// Without a disconnect signal (Deno), a call still unanswered after this long answers as a stream.
+const STREAM_FOR_DISCONNECT_MS = 250;
 const SSE_HEADERS = {
   "content-type": "text/event-stream",
   "cache-control": "no-cache, no-transform",
@@ -3902,11 +3904,25 @@ class Exchange {
     if (final) this.#stream?.end();
   }
 
-  /** Ends it unanswered (the server is shutting down): 503 if nothing was sent yet, else the stream ends. */
-  close(): void {
+  /** Answers with an SSE stream now, before any message (so that a closed connection is noticed). */
+  openStream(): void {
+    if (this.#decided) return;
+    this.#decided = true;
+    this.#stream = new SseStream(() => this.onCancel(), this.#prelude);
+    this.#resolve(new Response(this.#stream.body, { headers: { ...this.#headers, ...SSE_HEADERS } }));
+  }
+
+  /** Ends it with nothing more to send (its request was cancelled): an SSE stream that ends at once. */
+  abandon(): void {
+    this.openStream();
+    this.#stream?.end();
+  }
+
+  /** Ends it unanswered: 503 with `why` if nothing was sent yet, else the stream ends. */
+  close(why: string): void {
     if (!this.#decided) {
       this.#decided = true;
-      this.#resolve(rpcErrorResponse(503, null, ErrorCode.InternalError, "the server is shutting down"));
+      this.#resolve(rpcErrorResponse(503, null, ErrorCode.InternalError, why));
     }
     this.#stream?.end();
   }
@@ -4011,7 +4027,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     session.server.close();
     for (const stream of session.streams.values()) {
       stream.live?.end();
-      stream.exchange?.close();
+      stream.exchange?.close("the session has ended");
     }
   };
   const alone = new Set<Exchange>(); // exchanges of requests served on sessions of their own
@@ -4238,9 +4254,16 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       session.close();
       alone.delete(exchange);
     };
-    disconnectSignal(request)?.addEventListener("abort", () => exchange.onCancel(), { once: true });
+    const disconnected = disconnectSignal(request);
+    disconnected?.addEventListener("abort", () => exchange.onCancel(), { once: true });
     alone.add(exchange);
     session.receive(text);
+    // Where the runtime gives no disconnect signal, a call still running after a moment answers
+    // with a stream: its cancel is how a closed connection is noticed (and cancels the call).
+    if (!disconnected && !exchange.finished) {
+      const timer = setTimeout(() => exchange.openStream(), STREAM_FOR_DISCONNECT_MS);
+      void exchange.response.then(() => clearTimeout(timer));
+    }
     return exchange.response;
   }
 
@@ -4315,6 +4338,16 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     }
     if (!isRequest) {
       found.server.receive(text); // a notification, or the answer to a question we asked
+      const cancelled = method === "notifications/cancelled" && isObject(message.params)
+        ? message.params.requestId
+        : undefined;
+      const stream = isRequestId(cancelled) ? found.byRequest.get(cancelled) : undefined;
+      if (stream) {
+        // cancellation.mdx: no response for it; its POST ends without one.
+        found.byRequest.delete(cancelled as RequestId);
+        found.streams.delete(stream.id);
+        stream.exchange?.abandon();
+      }
       return new Response(null, { status: 202, headers: cors });
     }
     return answer(found, id as RequestId, text, cors);
@@ -4442,20 +4475,23 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
   }
 
   const fetch = (request: Request) => handler(request);
-  return Object.assign(fetch, {
-    fetch,
-    core,
-    get pending() {
+  // defineProperty, not Object.assign: assign would read `pending` once and store the number.
+  Object.defineProperty(fetch, "pending", {
+    get() {
       let pending = 0;
       for (const session of core.sessions) pending += session.pending;
       return pending;
     },
+  });
+  return Object.assign(fetch as typeof fetch & { readonly pending: number }, {
+    fetch,
+    core,
     close() {
       clearInterval(sweep);
       // Sessions first: a listen stream gets its closing result before its stream ends.
       for (const session of [...core.sessions]) session.close();
       for (const session of [...sessions.values()]) endSession(session);
-      for (const exchange of alone) exchange.close();
+      for (const exchange of alone) exchange.close("the server is shutting down");
       alone.clear();
       core.close();
     },

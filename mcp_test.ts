@@ -927,6 +927,12 @@ async function sseMessages(response: Response, count = Infinity): Promise<Messag
   return messages;
 }
 
+/** The JSON-RPC answer of a response, whether a JSON body or the last event of an SSE stream. */
+async function rpcAnswer(response: Response): Promise<Message> {
+  if (response.headers.get("content-type") !== "text/event-stream") return await response.json();
+  return (await sseMessages(response)).filter((m) => !("method" in m)).at(-1)!;
+}
+
 const HTTP_TOOLS = [
   {
     name: "add",
@@ -1108,18 +1114,21 @@ describe("10. Server transports: Streamable HTTP", () => {
     }];
     const handler = createHandler({ tools });
     try {
-      const first = await (await handler(modernPost("tools/call", { name: "ask" }))).json();
+      // A call that answers later may stream (on Deno one still running after 250 ms does).
+      const first = await rpcAnswer(await handler(modernPost("tools/call", { name: "ask" })));
       assert.equal(first.result.resultType, "input_required");
-      const retry = await (await handler(modernPost(
-        "tools/call",
-        {
-          name: "ask",
-          inputResponses: { who: { action: "accept", content: { name: "Ada" } } },
-          requestState: first.result.requestState,
-        },
-        {},
-        2,
-      ))).json();
+      const retry = await rpcAnswer(
+        await handler(modernPost(
+          "tools/call",
+          {
+            name: "ask",
+            inputResponses: { who: { action: "accept", content: { name: "Ada" } } },
+            requestState: first.result.requestState,
+          },
+          {},
+          2,
+        )),
+      );
       assert.equal(retry.result.content[0].text, "hi Ada");
 
       const request = modernPost("tools/call", { name: "wait" });
@@ -1207,6 +1216,25 @@ describe("10. Server transports: Streamable HTTP", () => {
       assert.equal((await handler(legacyPost(answer, headers))).status, 202);
       while (!text.includes('"result"')) text += (await reader.read()).value ?? "";
       assert.match(text, /picked blue/);
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("legacy: notifications/cancelled ends the cancelled request's POST without a response", async () => {
+    const handler = createHandler({ tools: HTTP_TOOLS });
+    try {
+      const init = await handler(legacyPost(INIT));
+      const headers = { "mcp-session-id": init.headers.get("mcp-session-id")! };
+      const pending = handler(
+        legacyPost({ jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "slow" } }, headers),
+      );
+      await sleep(20);
+      const cancel = { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 5 } };
+      assert.equal((await handler(legacyPost(cancel, headers))).status, 202);
+      const ended = await pending;
+      assert.equal(ended.headers.get("content-type"), "text/event-stream");
+      assert.deepEqual(await sseMessages(ended), [], "no response for a cancelled request");
     } finally {
       handler.close();
     }
@@ -1326,6 +1354,60 @@ describe("10. Server transports: Streamable HTTP", () => {
     assert.match(open.stderr, /^mcp: Cannot serve on 0\.0\.0\.0 without a credential check: .*--token TOKEN/);
   });
 
+  test("serve --http: a client that goes away cancels its call; SIGTERM lets a call in flight finish", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-http-cancel-"));
+    writeFileSync(
+      join(dir, "wait.ts"),
+      `export default { run: (args: { ms: number }, ctx: any) => new Promise((resolve) => {
+        const timer = setTimeout(() => resolve("waited"), args.ms);
+        ctx.signal.addEventListener("abort", () => { clearTimeout(timer); console.error("aborted: " + ctx.signal.reason?.message); resolve("stopped"); });
+      }) };`,
+    );
+    const server = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, "serve", dir, "--http", "0"], {
+      cwd: HERE,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    server.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
+    const exited = new Promise<void>((resolve) => server.on("close", () => resolve()));
+    const call = (id: number, ms: number, signal?: AbortSignal) =>
+      fetch(/mcp: serving (http:\/\/[^\s]+)\n/.exec(stderr)![1], {
+        method: "POST",
+        signal,
+        headers: {
+          ...JSON_HEADERS,
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": "wait",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id,
+          method: "tools/call",
+          params: modern({ name: "wait", arguments: { ms } }),
+        }),
+      });
+    try {
+      for (let i = 0; i < 200 && !/serving http:/.test(stderr); i++) await sleep(25);
+      const gone = new AbortController();
+      const abandoned = call(1, 10_000, gone.signal).then((response) => response.text()).catch(() => "");
+      await sleep(400);
+      gone.abort();
+      await abandoned;
+      for (let i = 0; i < 100 && !/aborted/.test(stderr); i++) await sleep(20);
+      assert.match(stderr, /aborted: the client closed the response stream/);
+
+      const inFlight = call(2, 700).then(rpcAnswer);
+      await sleep(200);
+      server.kill("SIGTERM");
+      assert.equal((await inFlight).result.content[0].text, "waited", "answered within the grace period");
+      await exited;
+    } finally {
+      server.kill("SIGKILL");
+      rmSync(dir, { recursive: true });
+    }
+  });
+
   test("scale-out: two instances with one MCP_TS_STATE_KEY behind a round-robin proxy continue each other's calls", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-scale-"));
     writeFileSync(
@@ -1369,7 +1451,7 @@ describe("10. Server transports: Streamable HTTP", () => {
           },
           body: JSON.stringify(body),
         });
-        return await response.json();
+        return await rpcAnswer(response);
       };
       const first = await proxy({ jsonrpc: "2.0", id: 1, method: "tools/call", params: modern({ name: "ask" }) });
       assert.equal(first.result.resultType, "input_required");
