@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Drives an MCP server with an official TypeScript SDK client and prints what it received: results as JSON on stdout;
-# progress, log messages, serverInfo (and over HTTP the era) on stderr. Run from the repository root.
+# progress, log messages, serverInfo (and, over HTTP or with --v2, the era) on stderr. Run from the repository root.
 #
 # stdio: the SDK v1 Client + StdioClientTransport (lib/sdk-client.mjs)
 #   interop/sdk-client.sh "deno run -A mcp.ts serve testdata/tools" list
@@ -9,6 +9,12 @@
 #   interop/sdk-client.sh "deno run -A mcp.ts serve testdata/tools" call slow '{"steps":3}' --progress
 #   interop/sdk-client.sh "deno run -A mcp.ts serve testdata/tools" call slow '{"steps":50}' --cancel-after 300
 # The server command is run by sh -c, so it is quoted as in a shell.
+#
+# stdio, SDK v2: --v2, then as above (lib/sdk-v2-client.mjs): @modelcontextprotocol/client's Client +
+# StdioClientTransport with versionNegotiation { mode: "auto" }: server/discover on a short-lived sibling of the server,
+# then 2026-07-28 (stateless) when it offers it, else initialize. --wire: one stderr line per JSON-RPC message.
+#   interop/sdk-client.sh --v2 "deno run -A mcp.ts serve testdata/tools" call slow '{"steps":3,"ms":100}' --progress
+#   interop/sdk-client.sh --v2 "mcp-server-everything stdio" list --wire
 #
 # Streamable HTTP: --http v1|v2, then a serve command without --http, or the URL of a running server
 # (lib/sdk-http-client.mjs). v1: @modelcontextprotocol/sdk, a 2025-11-25 session. v2: @modelcontextprotocol/client
@@ -24,6 +30,10 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=setup.sh
 . "$here/setup.sh"
+if [ "${1:-}" = --v2 ]; then
+  shift
+  exec "$IOP_NODE" "$here/lib/sdk-v2-client.mjs" "$@"
+fi
 [ "${1:-}" = --http ] || exec "$IOP_NODE" "$here/lib/sdk-client.mjs" "$@"
 
 usage() {
