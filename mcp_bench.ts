@@ -4,6 +4,8 @@
 //   bun mcp_bench.ts
 //   MCP_BENCH_PEERS="interop/sdk-echo-server.sh" deno task bench
 //   MCP_BENCH_QUICK=1 deno task bench        fewer calls and rounds, for a smoke test
+//   MCP_BENCH_ONLY=http deno task bench      only the HTTP part (6); MCP_BENCH_ONLY=stdio: only 1-5
+//   MCP_BENCH_LOADGEN=fetch deno task bench  HTTP load from fetch loops on the runtime even when wrk is on PATH
 //
 // 1. Server throughput: a driver pipelines N tools/call of `echo` (256 in flight, after a warm-up) over
 //    stdio and checks every response; the same driver runs against a raw NDJSON echo loop (the floor).
@@ -11,14 +13,21 @@
 // 3. One-shot latency: `mcp.ts call` against two bare start-ups of an empty file.
 // 4. Big messages and memory: framing cost per byte; a 4 MiB − 1 round trip; peak RSS.
 // 5. Start-up with 1 and 100 plugins: time to the first tools/list answer.
+// 6. HTTP: 2026-07-28 stateless tools/call of `echo` over 64 keep-alive connections, from wrk (apt-get install wrk)
+//    or else fetch loops in a process of their own, every answer checked, against `mcp.ts serve --http`, a raw JSON
+//    echo on the runtime's own server (the floor), the official SDK v2's createMcpHandler (the peer, installed from
+//    npm into ~/.cache/mcp-bench or $MCP_BENCH_CACHE on first use), and on Deno `deno serve --parallel` with 2
+//    workers against 1.
 //
 // The machine is noisy: every figure is a median of alternating rounds, and the ratios are what to read.
 
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, tmpdir } from "node:os";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer as createNetServer } from "node:net";
+import { cpus, homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
+import { pathToFileURL } from "node:url";
 import { FrameReader } from "./mcp.ts";
 
 const HERE = new URL(".", import.meta.url).pathname;
@@ -26,7 +35,9 @@ const MCP = join(HERE, "mcp.ts");
 const IS_DENO = "Deno" in globalThis;
 const RUNTIME_NAME = IS_DENO ? "deno" : process.versions.bun ? "bun" : "node";
 const RUNTIME: string[] = IS_DENO ? [process.execPath, "run", "-A"] : [process.execPath];
+const RUNTIME_VERSION = process.versions.bun ?? (IS_DENO ? process.versions.deno : process.version);
 const QUICK = process.env.MCP_BENCH_QUICK === "1";
+const ONLY = process.env.MCP_BENCH_ONLY ?? ""; // "stdio" or "http": run that part alone
 const CALLS = QUICK ? 20_000 : 100_000;
 const ROUNDS = QUICK ? 3 : 5;
 const IN_FLIGHT = 256;
@@ -35,8 +46,8 @@ const CLOCK_TICKS = 100; // USER_HZ on Linux
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+function cpuSeconds(pid: number, file = `/proc/${pid}/stat`): number {
+  const stat = readFileSync(file, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS; // utime + stime
 }
@@ -232,8 +243,7 @@ const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
 
 // --- 1 and 2: throughput ----------------------------------------------------------------------
 
-const work = mkdtempSync(join(tmpdir(), "mcp-bench-"));
-try {
+async function stdioBench(work: string): Promise<void> {
   const floorFile = join(work, "floor.mjs");
   writeFileSync(floorFile, FLOOR_SOURCE);
   const echoDir = join(work, "echo");
@@ -364,12 +374,6 @@ try {
       fmt(median(firstList.one), 1)
     } | ${ratio(median(firstList.hundred), median(firstList.one))} | < 2x |`,
   );
-} catch (error) {
-  if (!(error instanceof BenchError)) throw error;
-  console.error(`bench: ${error.message}`);
-  process.exitCode = 1;
-} finally {
-  rmSync(work, { recursive: true, force: true });
 }
 
 async function bigMessages(argv: string[]): Promise<{ roundTripMs: number; overlongPeakMiB: number }> {
@@ -424,4 +428,560 @@ async function timeToFirstList(argv: string[]): Promise<number> {
   } finally {
     child.kill("SIGKILL");
   }
+}
+
+// --- 6: HTTP ----------------------------------------------------------------------------------
+// A load generator in a process of its own (wrk when it is on PATH, else a fetch loop on this runtime) keeps
+// HTTP_CONNECTIONS keep-alive connections busy with 2026-07-28 stateless tools/call of `echo` for HTTP_SECONDS,
+// against each server in turn, HTTP_ROUNDS alternating rounds; every server is started afresh for each run.
+
+const HTTP_CONNECTIONS = 64;
+const HTTP_SECONDS = QUICK ? 2 : 5;
+const HTTP_ROUNDS = QUICK ? 3 : 5;
+const HTTP_CHECKED = QUICK ? 1_000 : 4_000; // calls checked with fetch (32 at a time) after each start-up
+const SDK_PACKAGE = "@modelcontextprotocol/server@2.4.0";
+const SDK_CACHE = process.env.MCP_BENCH_CACHE || join(homedir(), ".cache", "mcp-bench");
+const MODERN = "2026-07-28";
+const HTTP_HEADERS: Record<string, string> = {
+  "content-type": "application/json",
+  "accept": "application/json, text/event-stream",
+  "mcp-protocol-version": MODERN,
+  "mcp-method": "tools/call",
+  "mcp-name": "echo",
+};
+const BODY_HEAD = '{"jsonrpc":"2.0","id":';
+const BODY_TAIL = ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{' +
+  `"io.modelcontextprotocol/protocolVersion":"${MODERN}","io.modelcontextprotocol/clientCapabilities":{}}}}`;
+const ECHO_TOOL_SOURCE = `{
+  name: "echo",
+  description: "Echo the text back",
+  inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+  run: ({ text }: { text: string }) => text,
+}`;
+
+// The floor: the least an HTTP JSON-RPC echo can do on this runtime's own server.
+const HTTP_FLOOR_SOURCE = `
+const answer = (message) => JSON.stringify({
+  jsonrpc: "2.0",
+  id: message.id,
+  result: { content: [{ type: "text", text: message.params.arguments.text }] },
+});
+const fetchHandler = async (request) =>
+  new Response(answer(JSON.parse(await request.text())), { headers: { "content-type": "application/json" } });
+if ("Deno" in globalThis) {
+  Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: ({ port }) => console.error("listening " + port) }, fetchHandler);
+} else if ("Bun" in globalThis) {
+  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, idleTimeout: 0, fetch: fetchHandler });
+  console.error("listening " + server.port);
+} else {
+  const { createServer } = await import("node:http");
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (chunk) => chunks.push(chunk));
+    req.on("end", () => {
+      const text = answer(JSON.parse(Buffer.concat(chunks).toString()));
+      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+      res.end(text);
+    });
+  });
+  server.listen(0, "127.0.0.1", () => console.error("listening " + server.address().port));
+}
+`;
+
+// The peer: the official SDK v2's stateless createMcpHandler with one echo tool, put on this runtime's server by
+// mcp.ts's own listenHttp (Deno.serve, Bun.serve, or node:http through the same adapter mcp.ts uses on Node).
+// Written into the cache, next to its node_modules, so that bare imports resolve on every runtime.
+const sdkPeerSource = (mcpUrl: string) => `
+import { createMcpHandler, McpServer } from "@modelcontextprotocol/server";
+import { z } from "zod";
+import { listenHttp } from ${JSON.stringify(mcpUrl)};
+
+const handler = createMcpHandler(() => {
+  const server = new McpServer({ name: "sdk-echo", version: "1.0.0" });
+  server.registerTool(
+    "echo",
+    { description: "Echo the text back", inputSchema: z.object({ text: z.string() }) },
+    ({ text }) => ({ content: [{ type: "text", text }] }),
+  );
+  return server;
+});
+const listener = await listenHttp((request) => handler.fetch(request), { hostname: "127.0.0.1", port: 0 });
+console.error("listening " + listener.port);
+`;
+
+// wrk: a fixed request (id 1) on every connection; each answer must be a 200 that echoes "hi".
+const WRK_SCRIPT = `
+wrk.method = "POST"
+${Object.entries(HTTP_HEADERS).map(([name, value]) => `wrk.headers["${name}"] = "${value}"`).join("\n")}
+wrk.body = '${BODY_HEAD}1${BODY_TAIL}'
+local expect = '"text":"hi"'
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) bad = 0; sample = "" end
+function response(status, headers, body)
+  if status ~= 200 or not string.find(body, expect, 1, true) then
+    bad = bad + 1
+    if sample == "" then sample = (status .. " " .. string.sub(body, 1, 200)):gsub("%s", " ") end
+  end
+end
+function done(summary, latency, requests)
+  local bad, sample = 0, ""
+  for _, thread in ipairs(threads) do
+    bad = bad + thread:get("bad")
+    if sample == "" then sample = thread:get("sample") end
+  end
+  local e = summary.errors
+  io.write(string.format("LOAD requests=%d duration_us=%d bad=%d errors=%d p50_us=%d p99_us=%d sample=%s\\n",
+    summary.requests, summary.duration, bad, e.connect + e.read + e.write + e.status + e.timeout,
+    latency:percentile(50), latency:percentile(99), sample))
+end
+`;
+
+// Without wrk: CONNECTIONS fetch loops in a process on this runtime, each answer parsed and checked.
+const FETCH_LOAD_SOURCE = `
+import process from "node:process";
+const { url, connections, seconds, headers, head, tail } = JSON.parse(process.env.MCP_BENCH_LOAD);
+let requests = 0, bad = 0, errors = 0, sample = "";
+const latencies = [];
+const end = performance.now() + seconds * 1000;
+const loop = async (k) => {
+  for (let n = 0; performance.now() < end; n++) {
+    const id = k * 10_000_000 + n;
+    const started = performance.now();
+    try {
+      const response = await fetch(url, { method: "POST", headers, body: head + id + tail });
+      const text = await response.text();
+      latencies.push(performance.now() - started);
+      requests++;
+      let ok = response.status === 200;
+      try {
+        const message = JSON.parse(text);
+        ok &&= message.id === id && message.result?.content?.[0]?.text === "hi";
+      } catch {
+        ok = false;
+      }
+      if (!ok) {
+        bad++;
+        sample ||= (response.status + " " + text.slice(0, 200)).replace(/\\s/g, " ");
+      }
+    } catch (error) {
+      errors++;
+      sample ||= String(error);
+    }
+  }
+};
+const started = performance.now();
+await Promise.all(Array.from({ length: connections }, (_, k) => loop(k)));
+const durationUs = Math.round((performance.now() - started) * 1000);
+latencies.sort((a, b) => a - b);
+const at = (q) => Math.round((latencies[Math.floor(latencies.length * q)] ?? 0) * 1000);
+console.log("LOAD requests=" + requests + " duration_us=" + durationUs + " bad=" + bad + " errors=" + errors +
+  " p50_us=" + at(0.5) + " p99_us=" + at(0.99) + " sample=" + sample);
+`;
+
+interface HttpRun {
+  callsPerSecond: number;
+  cpuMicrosPerCall: number;
+  p50Ms: number;
+  p99Ms: number;
+  peakRssMiB: number;
+  /** deno serve --parallel: the busiest worker thread's share of the workers' CPU time (0.5 is an even split of 2). */
+  busiestWorker?: number;
+}
+
+/** CPU seconds of each serving thread of `pid`: its main thread and deno serve's `serve-worker-N` threads. */
+function workerCpu(pid: number): Map<string, number> {
+  const seconds = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const name = readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim();
+      if (tid !== String(pid) && !name.startsWith("serve-worker")) continue;
+      seconds.set(tid, cpuSeconds(Number(tid), `/proc/${pid}/task/${tid}/stat`));
+    } catch {
+      // the thread ended
+    }
+  }
+  return seconds;
+}
+
+/** A server under test: how to start it and how to tell its port from what it prints. */
+interface HttpTarget {
+  name: string;
+  argv: string[];
+  ready: RegExp; // on stdout or stderr; group 1 is the port
+  cwd?: string;
+  env?: Record<string, string>;
+  port?: () => Promise<number>; // a port chosen up front (deno serve), substituted for "{port}" in argv
+}
+
+interface Served {
+  child: ChildProcess;
+  port: number;
+  tail: () => string;
+}
+
+/** Starts `target` and resolves once it says where it listens; its output is drained and its tail kept. */
+async function startServer(target: HttpTarget): Promise<Served> {
+  const port = target.port ? String(await target.port()) : "";
+  const argv = target.argv.map((arg) => arg.replaceAll("{port}", port));
+  const child = spawn(argv[0], argv.slice(1), {
+    stdio: ["ignore", "pipe", "pipe"],
+    cwd: target.cwd ?? HERE,
+    env: { ...process.env, ...target.env },
+  });
+  let text = "";
+  const tail = () => text.trim().split("\n").pop()!.trim();
+  return await new Promise<Served>((resolve, reject) => {
+    let listening = false;
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      child.kill("SIGKILL");
+      reject(new BenchError(`Cannot start ${target.name}: ${tail() || why}`));
+    };
+    const timer = setTimeout(() => fail("it said nothing of listening within 60 s"), 60_000);
+    const onData = (chunk: string) => {
+      text = (text + chunk).slice(-8192);
+      const match = listening ? null : target.ready.exec(text);
+      if (!match) return;
+      listening = true;
+      clearTimeout(timer);
+      resolve({ child, port: Number(match[1]), tail });
+    };
+    for (const stream of [child.stdout!, child.stderr!]) {
+      stream.setEncoding("utf8");
+      stream.on("data", onData);
+    }
+    child.once("error", (error) => fail(error.message));
+    child.once("exit", (code, signal) => listening || fail(`exit ${signal ?? code}`));
+  });
+}
+
+async function stopServer(served: Served): Promise<void> {
+  if (served.child.exitCode === null && served.child.signalCode === null) {
+    const exited = new Promise((resolve) => served.child.once("exit", resolve));
+    served.child.kill("SIGKILL");
+    await exited;
+  }
+}
+
+/** A port nothing listens on now, for servers that cannot be given port 0 (deno serve --parallel). */
+async function freePort(): Promise<number> {
+  const server = createNetServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** `count` calls through this process's fetch, `concurrency` at a time, each with its own id; checks every answer. */
+async function checkedCalls(url: string, count: number, concurrency: number, name: string): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const id = next++;
+      const response = await fetch(url, { method: "POST", headers: HTTP_HEADERS, body: BODY_HEAD + id + BODY_TAIL });
+      const text = await response.text();
+      let ok = response.status === 200 && /^application\/json\b/.test(response.headers.get("content-type") ?? "");
+      try {
+        const message = JSON.parse(text);
+        ok &&= message.jsonrpc === "2.0" && message.id === id && message.result?.content?.[0]?.text === "hi";
+      } catch {
+        ok = false;
+      }
+      if (!ok) throw new BenchError(`${name} answered wrongly: ${response.status} ${text.slice(0, 200)}`);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+}
+
+interface LoadResult {
+  requests: number;
+  seconds: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+/** Runs the load generator against `url` for `seconds`; fails on any wrong answer or socket error. */
+async function load(
+  generator: { wrk: boolean; script: string },
+  url: string,
+  seconds: number,
+  name: string,
+): Promise<LoadResult> {
+  const argv = generator.wrk
+    ? ["wrk", "-t1", `-c${HTTP_CONNECTIONS}`, `-d${seconds}s`, "--timeout", "10s", "-s", generator.script, url]
+    : [...RUNTIME, generator.script];
+  const env = generator.wrk ? process.env : {
+    ...process.env,
+    MCP_BENCH_LOAD: JSON.stringify({
+      url,
+      connections: HTTP_CONNECTIONS,
+      seconds,
+      headers: HTTP_HEADERS,
+      head: BODY_HEAD,
+      tail: BODY_TAIL,
+    }),
+  };
+  const child = spawn(argv[0], argv.slice(1), { stdio: ["ignore", "pipe", "pipe"], env });
+  let out = "";
+  child.stdout!.setEncoding("utf8");
+  child.stdout!.on("data", (chunk: string) => out += chunk);
+  child.stderr!.setEncoding("utf8");
+  child.stderr!.on("data", (chunk: string) => out += chunk);
+  const status = await new Promise<number | null>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("exit", resolve);
+  });
+  const match = /LOAD requests=(\d+) duration_us=(\d+) bad=(\d+) errors=(\d+) p50_us=(\d+) p99_us=(\d+) sample=(.*)/
+    .exec(out);
+  if (status !== 0 || !match) throw new BenchError(`the load generator failed (${status}): ${out.trim().slice(-300)}`);
+  const [requests, durationUs, bad, errors, p50Us, p99Us] = match.slice(1, 7).map(Number);
+  if (bad || errors || !requests) {
+    throw new BenchError(`${name}: ${bad} wrong answers, ${errors} socket errors of ${requests}: ${match[7]}`);
+  }
+  return { requests, seconds: durationUs / 1e6, p50Ms: p50Us / 1000, p99Ms: p99Us / 1000 };
+}
+
+/** One run: a fresh server, checked calls through fetch, a 1 s unmeasured load, then the measured load. */
+async function driveHttp(target: HttpTarget, generator: { wrk: boolean; script: string }): Promise<HttpRun> {
+  const served = await startServer(target);
+  try {
+    const url = `http://127.0.0.1:${served.port}/mcp`;
+    await checkedCalls(url, HTTP_CHECKED, 32, target.name);
+    await load(generator, url, 1, target.name);
+    const pid = served.child.pid!;
+    const cpuBefore = cpuSeconds(pid);
+    const workersBefore = target.port ? workerCpu(pid) : undefined;
+    const result = await load(generator, url, HTTP_SECONDS, target.name);
+    const cpu = cpuSeconds(pid) - cpuBefore;
+    let busiestWorker: number | undefined;
+    if (workersBefore) {
+      const used = [...workerCpu(pid)].map(([tid, seconds]) => seconds - (workersBefore.get(tid) ?? 0));
+      busiestWorker = Math.max(...used) / used.reduce((sum, seconds) => sum + seconds, 0);
+    }
+    return {
+      callsPerSecond: result.requests / result.seconds,
+      cpuMicrosPerCall: cpu / result.requests * 1e6,
+      p50Ms: result.p50Ms,
+      p99Ms: result.p99Ms,
+      peakRssMiB: peakRssMiB(pid),
+      busiestWorker,
+    };
+  } catch (error) {
+    if (served.child.exitCode !== null || served.child.signalCode !== null) {
+      const status = served.child.signalCode ?? `exit code ${served.child.exitCode}`;
+      throw new BenchError(`${target.name} died (${status}): ${served.tail()}`);
+    }
+    throw error;
+  } finally {
+    await stopServer(served);
+  }
+}
+
+/** Installs the SDK v2 server package into SDK_CACHE once; answers why not when it cannot. */
+function installSdk(): string | undefined {
+  const [name, version] = [SDK_PACKAGE.slice(0, SDK_PACKAGE.lastIndexOf("@")), SDK_PACKAGE.split("@").pop()];
+  try {
+    const installed = JSON.parse(readFileSync(join(SDK_CACHE, "node_modules", name, "package.json"), "utf8"));
+    if (installed.version === version) return undefined;
+  } catch {
+    // not installed yet
+  }
+  mkdirSync(SDK_CACHE, { recursive: true });
+  const manifest = join(SDK_CACHE, "package.json");
+  if (!existsSync(manifest)) writeFileSync(manifest, '{ "name": "mcp-bench-cache", "private": true }\n');
+  console.error(`bench: installing ${SDK_PACKAGE} into ${SDK_CACHE}`);
+  const result = spawnSync(
+    "npm",
+    ["install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact", SDK_PACKAGE],
+    { cwd: SDK_CACHE, stdio: ["ignore", "pipe", "pipe"], encoding: "utf8" },
+  );
+  if (result.error) return `npm: ${result.error.message}`;
+  if (result.status !== 0) return `npm install failed: ${String(result.stderr).trim().split("\n").pop()}`;
+  return undefined;
+}
+
+async function httpBench(work: string, withHeader: boolean): Promise<void> {
+  const echoDir = join(work, "http-echo");
+  mkdirSync(echoDir, { recursive: true });
+  writeFileSync(join(echoDir, "echo.ts"), readFileSync(join(HERE, "testdata/tools/echo.ts")));
+  const floorFile = join(work, "http-floor.mjs");
+  writeFileSync(floorFile, HTTP_FLOOR_SOURCE);
+
+  const notes: string[] = [];
+  const want = process.env.MCP_BENCH_LOADGEN ?? "";
+  if (want !== "" && want !== "wrk" && want !== "fetch") {
+    throw new BenchError(`MCP_BENCH_LOADGEN must be wrk or fetch, not "${want}"`);
+  }
+  const hasWrk = spawnSync("wrk", ["--version"], { stdio: "ignore" }).error === undefined;
+  if (want === "wrk" && !hasWrk) throw new BenchError("MCP_BENCH_LOADGEN=wrk but wrk is not on PATH");
+  const useWrk = want === "wrk" || (want === "" && hasWrk);
+  const script = join(work, useWrk ? "load.lua" : "load.mjs");
+  writeFileSync(script, useWrk ? WRK_SCRIPT : FETCH_LOAD_SOURCE);
+  const generator = { wrk: useWrk, script };
+  if (!useWrk) {
+    notes.push(
+      `The load came from fetch loops on ${RUNTIME_NAME}${hasWrk ? "" : " (no wrk on PATH: apt-get install wrk)"}: ` +
+        "they cost more CPU per call than the floor, so calls/s and the ratios to the floor read high.",
+    );
+  }
+
+  const ready = /listening (\d+)/;
+  const targets: HttpTarget[] = [
+    {
+      name: "mcp.ts serve --http",
+      argv: [...RUNTIME, MCP, "serve", echoDir, "--http", "127.0.0.1:0"],
+      ready: /mcp: serving http:\/\/127\.0\.0\.1:(\d+)\//,
+    },
+    { name: "the HTTP floor", argv: [...RUNTIME, floorFile], ready },
+  ];
+  const sdkProblem = installSdk();
+  if (sdkProblem) notes.push(`SDK v2 createMcpHandler: not measured: ${sdkProblem}`);
+  else {
+    const peerFile = join(SDK_CACHE, "sdk-echo-http.mjs");
+    writeFileSync(peerFile, sdkPeerSource(pathToFileURL(MCP).href));
+    targets.push({ name: "SDK v2 createMcpHandler", argv: [...RUNTIME, peerFile], ready, cwd: SDK_CACHE });
+  }
+  if (IS_DENO) {
+    const moduleFile = join(work, "parallel.ts");
+    writeFileSync(
+      moduleFile,
+      `import { createHandler } from ${JSON.stringify(pathToFileURL(MCP).href)};\n\n` +
+        `export default createHandler({ tools: [${ECHO_TOOL_SOURCE}] });\n`,
+    );
+    for (const jobs of [1, 2]) {
+      targets.push({
+        name: `deno serve --parallel, ${jobs} worker${jobs > 1 ? "s" : ""}`,
+        argv: [process.execPath, "serve", "--parallel", "-A", "--host", "127.0.0.1", "--port", "{port}", moduleFile],
+        // "deno serve: Listening on http://127.0.0.1:P/" for one worker, "... with 2 threads" for two
+        ready: new RegExp(`Listening on http://127\\.0\\.0\\.1:(\\d+)/${jobs > 1 ? ` with ${jobs} threads` : "\\n"}`),
+        env: { DENO_JOBS: String(jobs) },
+        port: freePort,
+      });
+    }
+  }
+
+  const runs = new Map<HttpTarget, HttpRun[]>(targets.map((target) => [target, []]));
+  for (let round = 0; round < HTTP_ROUNDS; round++) {
+    for (const target of [...targets]) {
+      try {
+        const run = await driveHttp(target, generator);
+        runs.get(target)!.push(run);
+        console.error(
+          `bench: HTTP round ${round + 1}/${HTTP_ROUNDS}, ${target.name}: ${fmt(run.callsPerSecond)} calls/s, ${
+            fmt(run.cpuMicrosPerCall, 1)
+          } µs CPU/call${
+            run.busiestWorker === undefined
+              ? ""
+              : `, busiest worker ${Math.round(run.busiestWorker * 100)}% of workers' CPU`
+          }`,
+        );
+      } catch (error) {
+        // The SDK may not run on every runtime: say so once and go on without it.
+        if (target.name !== "SDK v2 createMcpHandler" || round > 0 || !(error instanceof BenchError)) throw error;
+        notes.push(`SDK v2 createMcpHandler: cannot run on ${RUNTIME_NAME}: ${error.message}`);
+        targets.splice(targets.indexOf(target), 1);
+        runs.delete(target);
+      }
+      await sleep(200);
+    }
+  }
+
+  const [server, floor] = targets.map((target) => runs.get(target)!);
+  const sdk = [...runs].find(([target]) => target.name === "SDK v2 createMcpHandler")?.[1];
+  const parallel = targets.filter((target) => target.port).map((target) => runs.get(target)!);
+  const values = (list: HttpRun[], key: Exclude<keyof HttpRun, "busiestWorker">) => list.map((run) => run[key]);
+  const fixed = (value: number, digits: number) =>
+    value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  const spread = (list: number[], digits = 0) =>
+    `${fixed(median(list), digits)} (${fixed(Math.min(...list), digits)}–${fixed(Math.max(...list), digits)})`;
+  // The ratio of the medians, and in brackets the range of the same ratio within each round.
+  const ratios = (a: number[], b: number[]) => {
+    const each = a.map((value, i) => value / b[i]);
+    return `${ratio(median(a), median(b))} (${Math.min(...each).toFixed(2)}–${Math.max(...each).toFixed(2)}x)`;
+  };
+  const row = (measure: string, a: number[], b: number[], target: string, digits = 0) =>
+    console.log(`| ${measure} | ${spread(a, digits)} | ${spread(b, digits)} | ${ratios(a, b)} | ${target} |`);
+
+  if (withHeader) {
+    console.log(`# mcp.ts benchmark — ${RUNTIME_NAME} ${RUNTIME_VERSION}`);
+    console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "?"}`);
+  }
+  console.log(
+    `\n## HTTP: ${MODERN} stateless tools/call of echo; ${
+      useWrk ? "wrk -t1" : `fetch loops on ${RUNTIME_NAME}`
+    }, ${HTTP_CONNECTIONS} keep-alive connections × ${HTTP_SECONDS} s × ${HTTP_ROUNDS} alternating rounds; ` +
+      `medians (min–max across rounds)\n`,
+  );
+  console.log("| measure | mcp.ts | floor / peer | ratio | target |");
+  console.log("|---|---|---|---|---|");
+  const floorName = IS_DENO ? "Deno.serve" : process.versions.bun ? "Bun.serve" : "node:http";
+  row(
+    `HTTP calls/s (raw ${floorName} JSON echo floor)`,
+    values(server, "callsPerSecond"),
+    values(floor, "callsPerSecond"),
+    "≥ 0.60x",
+  );
+  row("HTTP server CPU µs/call (floor)", values(server, "cpuMicrosPerCall"), values(floor, "cpuMicrosPerCall"), "", 1);
+  if (sdk) {
+    row(
+      "HTTP calls/s vs SDK v2 createMcpHandler",
+      values(server, "callsPerSecond"),
+      values(sdk, "callsPerSecond"),
+      "≥ 3x",
+    );
+    row("HTTP CPU µs/call vs SDK v2", values(server, "cpuMicrosPerCall"), values(sdk, "cpuMicrosPerCall"), "", 1);
+  }
+  const others = sdk ? [floor, sdk] : [floor];
+  const latency = (list: HttpRun[]) =>
+    `${fixed(median(values(list, "p50Ms")), 2)} / ${fixed(median(values(list, "p99Ms")), 2)}`;
+  console.log(
+    `| HTTP latency p50 / p99 ms (floor${sdk ? "; SDK v2" : ""}) | ${latency(server)} | ${
+      others.map(latency).join("; ")
+    } | | |`,
+  );
+  console.log(
+    `| HTTP server peak RSS, MiB (floor${sdk ? "; SDK v2" : ""}) | ${
+      fmt(Math.max(...values(server, "peakRssMiB")), 1)
+    } | ${others.map((list) => fmt(Math.max(...values(list, "peakRssMiB")), 1)).join("; ")} | | |`,
+  );
+  if (parallel.length === 2) {
+    const [one, two] = parallel;
+    row(
+      "deno serve --parallel calls/s: 2 workers (1 worker)",
+      values(two, "callsPerSecond"),
+      values(one, "callsPerSecond"),
+      "",
+    );
+    row(
+      "deno serve --parallel CPU µs/call: 2 workers (1)",
+      values(two, "cpuMicrosPerCall"),
+      values(one, "cpuMicrosPerCall"),
+      "",
+      1,
+    );
+    const shares = two.map((run) => run.busiestWorker! * 100);
+    console.log(
+      `| deno serve --parallel, 2 workers: busiest worker's share of the workers' CPU, % | ${spread(shares)} | 50 ` +
+        "is even (they share one listening socket) | | |",
+    );
+  }
+  for (const note of notes) console.log(`\n${note}`);
+}
+
+// --- main ---------------------------------------------------------------------------------------
+
+const work = mkdtempSync(join(tmpdir(), "mcp-bench-"));
+try {
+  if (ONLY !== "" && ONLY !== "stdio" && ONLY !== "http") {
+    throw new BenchError(`MCP_BENCH_ONLY must be stdio or http, not "${ONLY}"`);
+  }
+  if (ONLY !== "http") await stdioBench(work);
+  if (ONLY !== "stdio") await httpBench(work, ONLY === "http");
+} catch (error) {
+  if (!(error instanceof BenchError)) throw error;
+  console.error(`bench: ${error.message}`);
+  process.exitCode = 1;
+} finally {
+  rmSync(work, { recursive: true, force: true });
 }
