@@ -1399,9 +1399,12 @@ export class JsonRpcPeer {
   #pending = new Map<RequestId, PendingRequest>();
   #nextId = 0;
   #closed: Error | undefined;
+  #withContext: boolean;
 
   constructor(handlers: PeerHandlers) {
     this.#handlers = handlers;
+    // An owner whose send takes one parameter ignores the context: make none per response.
+    this.#withContext = handlers.send.length > 1;
   }
 
   /** Handles one incoming message text (`parsed`: the same, already parsed, to parse it once). */
@@ -1488,7 +1491,7 @@ export class JsonRpcPeer {
       this.#sendFailure(id, error);
       return;
     }
-    this.#handlers.send(text, { requestId: id });
+    this.#handlers.send(text, this.#withContext ? { requestId: id } : undefined);
   }
 
   #sendFailure(id: RequestId, error: unknown): void {
@@ -2009,6 +2012,8 @@ export interface Tool {
   /** Where it came from (a file path, or "(library)"), for error messages. */
   source: string;
   run: ToolDefinition["run"];
+  /** How a call runs it, made on the first call. @internal */
+  job?: Job<JsonObject>;
 }
 
 /** A resource as a plugin writes it (an entry of `export const resources`). */
@@ -2594,11 +2599,10 @@ interface Listen {
   end(result: unknown): void; // stops its watches and answers (or drops, with NO_RESPONSE) the listen request
 }
 
-/** What plugin code runs for one request: see {@linkcode McpServer}'s #track. */
-interface Job<T> {
+/** What plugin code a request runs, and how its outcome is answered. @internal */
+export interface Job<T> {
   label: string;
   run: (input: T, ctx: ToolContext) => unknown;
-  input: T;
   map: (value: unknown) => unknown;
   fail: (message: string) => unknown;
 }
@@ -2779,8 +2783,15 @@ export class McpServer {
   }
 
   #dispatch(method: string, params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
-    if (era.removed.has(method)) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
     const core = this.#core;
+    switch (method) {
+      case "tools/call":
+        return this.#callTool(params, id, era, client);
+      case "tools/list":
+        return this.#page(core.catalog.tools, params, "tools");
+    }
+    // Only methods one era lacks are looked up: the calls above are the hot path.
+    if (era.removed.has(method)) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
     switch (method) {
       case "initialize":
         return this.#initialize(params);
@@ -2788,10 +2799,6 @@ export class McpServer {
         return this.#discover();
       case "ping":
         return {};
-      case "tools/list":
-        return this.#page(core.catalog.tools, params, "tools");
-      case "tools/call":
-        return this.#callTool(params, id, era, client);
       case "logging/setLevel":
         return this.#setLogLevel(params);
       case "subscriptions/listen":
@@ -2923,8 +2930,9 @@ export class McpServer {
     if (violations.length > 0) {
       return errorResult(`Invalid arguments for tool "${name}": ${violations.join("; ")}`);
     }
-    const job = { label: name, run: tool.run, input: args, map: toCallToolResult, fail: errorResult };
-    return this.#answering(params, id, era, client, "tools/call", name, job);
+    // A tool's job is the same for every call: made once, the arguments passed beside it.
+    tool.job ??= { label: name, run: tool.run, map: toCallToolResult, fail: errorResult };
+    return this.#answering(params, id, era, client, "tools/call", name, tool.job, args);
   }
 
   // --- resources ------------------------------------------------------------
@@ -2956,7 +2964,6 @@ export class McpServer {
     return this.#answering(params, id, era, client, "resources/read", uri, {
       label: uri,
       run: (_, ctx) => read(ctx),
-      input: undefined,
       map: (value) => toReadResourceResult(value, uri, mimeType),
       fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot read ${uri}: ${message}`),
     });
@@ -3048,7 +3055,6 @@ export class McpServer {
     return this.#answering(params, id, era, client, "prompts/get", String(name), {
       label: String(name),
       run: (_, ctx) => definition.get(args as Record<string, string>, ctx),
-      input: undefined,
       map: (value) => toGetPromptResult(value, definition.description),
       fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot get prompt "${name}": ${message}`),
     });
@@ -3079,7 +3085,6 @@ export class McpServer {
     return this.#track(id, params, era, client, undefined, {
       label: entry.key,
       run: (_, ctx) => complete.call(definition, argument.name as string, value, ctx),
-      input: undefined,
       map: toCompletion,
       fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot complete: ${message}`),
     });
@@ -3100,8 +3105,9 @@ export class McpServer {
     method: string,
     name: string,
     job: Job<T>,
+    input?: T,
   ): unknown {
-    if (!era.modern) return this.#track(id, params, era, client, undefined, job);
+    if (!era.modern) return this.#track(id, params, era, client, undefined, job, input);
     if (params.inputResponses !== undefined && !isObject(params.inputResponses)) {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: inputResponses must be an object");
     }
@@ -3114,10 +3120,10 @@ export class McpServer {
       used: {},
       counts: {},
     });
-    if (params.requestState === undefined) return this.#track(id, params, era, client, questions({}), job);
+    if (params.requestState === undefined) return this.#track(id, params, era, client, questions({}), job, input);
     return this.#core.stateKey()
       .then((key) => openRequestState(key, params.requestState, method, name))
-      .then((answers) => this.#track(id, params, era, client, questions(answers), job));
+      .then((answers) => this.#track(id, params, era, client, questions(answers), job, input));
   }
 
   /**
@@ -3131,6 +3137,7 @@ export class McpServer {
     client: ClientView,
     questions: Questions | undefined,
     job: Job<T>,
+    input?: T,
   ): unknown {
     if (this.#work.has(id)) {
       // A reused id would make cancellation ambiguous; the spec forbids it.
@@ -3152,22 +3159,16 @@ export class McpServer {
       fail,
       resolve: noop,
     };
-    // A protocol error raised for the plugin (a capability the client lacks) answers the request as such.
-    const failWith = (error: unknown) => {
-      if (error instanceof RpcError && error.code === ErrorCode.MissingRequiredClientCapability) return error;
-      if (!work.done) this.#core.options.onPluginError?.(error, label); // not for a call already cancelled
-      return fail(errorMessage(error));
-    };
     let value: unknown;
     try {
-      value = job.run(job.input, new RequestContext(work, this.#host));
+      value = job.run(input as T, new RequestContext(work, this.#host));
       if (!(value instanceof Promise)) {
         // A synchronous answer: no promise, no bookkeeping.
         work.done = true;
         return map(value);
       }
     } catch (error) {
-      const answer = failWith(error);
+      const answer = this.#failed(work, error);
       work.done = true;
       return rethrow(answer);
     }
@@ -3186,9 +3187,17 @@ export class McpServer {
       this.#core.scheduleSweep(work.deadline);
       value.then(
         (settled) => this.#finish(work, settle(settled)),
-        (error) => this.#finish(work, failWith(error)),
+        (error) => this.#finish(work, this.#failed(work, error)),
       );
     });
+  }
+
+  // What plugin code that threw answers. A protocol error raised for it (a capability the client
+  // lacks) answers the request as such; anything else is the job's failure (an isError result).
+  #failed(work: Work, error: unknown): unknown {
+    if (error instanceof RpcError && error.code === ErrorCode.MissingRequiredClientCapability) return error;
+    if (!work.done) this.#core.options.onPluginError?.(error, work.label); // not for a call already cancelled
+    return work.fail(errorMessage(error));
   }
 
   // Settles work once: with its result, its timeout, or NO_RESPONSE when cancelled.
