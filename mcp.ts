@@ -4365,7 +4365,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
         ? String(params.protocolVersion)
         : LATEST_PROTOCOL_VERSION;
-      return answer(session, id, text, { ...cors, "mcp-session-id": session.id });
+      return answer(session, id, text, message, { ...cors, "mcp-session-id": session.id });
     }
     const found = findSession(request, cors);
     if (found instanceof Response) return found;
@@ -4394,7 +4394,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       }
       return new Response(null, { status: 202, headers: cors });
     }
-    return answer(found, id as RequestId, text, cors);
+    return answer(found, id as RequestId, text, message, cors);
   }
 
   function openSession(): LegacySession {
@@ -4447,6 +4447,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     session: LegacySession,
     id: RequestId,
     text: string,
+    message: JsonObject,
     headers: Record<string, string>,
   ): Promise<Response> {
     const stream: SessionStream = { id: session.nextStream++, events: [], live: undefined, exchange: undefined };
@@ -4466,7 +4467,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     exchange.onCancel = () => {
       stream.exchange = undefined;
     };
-    session.server.receive(text);
+    session.server.receive(text, message);
     return exchange.response;
   }
 
