@@ -2627,8 +2627,9 @@ export class McpServer {
   #pinned = false; // initialize was received: every request is legacy from now on (versioning.mdx)
   #initialized = false;
   #work = new Map<RequestId, Work>();
-  #subscriptions = new Map<string, () => void>(); // legacy resources/subscribe: uri → stop watching
-  #listens = new Map<RequestId, Listen>(); // 2026-07-28 subscriptions/listen
+  // Made on first use: an HTTP server makes a session per stateless request.
+  #subscriptions: Map<string, () => void> | undefined; // legacy resources/subscribe: uri → stop watching
+  #listens: Map<RequestId, Listen> | undefined; // 2026-07-28 subscriptions/listen
   #idle: (() => void)[] = [];
   #whenWritten: (callback: () => void) => void;
   #host: ContextHost;
@@ -2691,7 +2692,7 @@ export class McpServer {
 
   /** Ends request `id` as a client cancellation would: its plugin code is aborted and it gets no response. */
   cancel(id: RequestId, reason = "cancelled by the client"): void {
-    const listen = this.#listens.get(id);
+    const listen = this.#listens?.get(id);
     if (listen) return listen.end(NO_RESPONSE);
     const work = this.#work.get(id);
     if (!work) return; // unknown or finished: MAY be ignored (cancellation.mdx)
@@ -2726,11 +2727,11 @@ export class McpServer {
     this.#work.clear();
     this.#settleIdle();
     // subscriptions.mdx: the server ends a subscription with an empty result.
-    for (const listen of [...this.#listens.values()]) {
+    for (const listen of [...this.#listens?.values() ?? []]) {
       listen.end({ resultType: "complete", _meta: listen.stamp });
     }
-    for (const stop of this.#subscriptions.values()) stop();
-    this.#subscriptions.clear();
+    for (const stop of this.#subscriptions?.values() ?? []) stop();
+    this.#subscriptions?.clear();
     this.#peer.close(reason);
     this.#core.sessions.delete(this);
     if (this.#ownCore) this.#core.close();
@@ -2747,7 +2748,7 @@ export class McpServer {
       if (!changed[kind]) continue;
       const method = `notifications/${kind}/list_changed`;
       if (this.#initialized) this.#peer.notify(method);
-      for (const listen of this.#listens.values()) {
+      for (const listen of this.#listens?.values() ?? []) {
         if (listen.honored[filter] === true) this.#peer.notify(method, { _meta: listen.stamp }, listen.context);
       }
     }
@@ -2977,21 +2978,22 @@ export class McpServer {
     if (typeof watch !== "function") {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid params: resource ${uri} cannot be watched`);
     }
-    if (!this.#subscriptions.has(resource.key)) {
+    const subscriptions: Map<string, () => void> = this.#subscriptions ??= new Map();
+    if (!subscriptions.has(resource.key)) {
       const stop = watch.call(resource.definition, resource.key, () => {
-        if (this.#subscriptions.has(resource.key)) {
+        if (subscriptions.has(resource.key)) {
           this.#peer.notify("notifications/resources/updated", { uri: resource.key });
         }
       });
-      this.#subscriptions.set(resource.key, typeof stop === "function" ? stop : () => {});
+      subscriptions.set(resource.key, typeof stop === "function" ? stop : () => {});
     }
     return {};
   }
 
   #unsubscribe(params: JsonObject): JsonObject {
     const uri = String(params.uri);
-    this.#subscriptions.get(uri)?.();
-    this.#subscriptions.delete(uri);
+    this.#subscriptions?.get(uri)?.();
+    this.#subscriptions?.delete(uri);
     return {};
   }
 
@@ -3015,20 +3017,21 @@ export class McpServer {
     const stamp = { [META.subscriptionId]: id };
     const context = { requestId: id };
     this.#peer.notify("notifications/subscriptions/acknowledged", { _meta: stamp, notifications: honored }, context);
+    const listens: Map<RequestId, Listen> = this.#listens ??= new Map();
     return new Promise((resolve) => {
       const stops = watched.map((resource) =>
         resource.definition.watch!.call(resource.definition, resource.key, () => {
-          if (this.#listens.has(id)) {
+          if (listens.has(id)) {
             this.#peer.notify("notifications/resources/updated", { _meta: stamp, uri: resource.key }, context);
           }
         })
       );
-      this.#listens.set(id, {
+      listens.set(id, {
         honored,
         stamp,
         context,
         end: (result) => {
-          if (!this.#listens.delete(id)) return;
+          if (!listens.delete(id)) return;
           for (const stop of stops) if (typeof stop === "function") stop();
           resolve(result);
         },
