@@ -481,6 +481,10 @@ function dirnameOf(path: string): string {
   return slash > 0 ? path.slice(0, slash) : slash === 0 ? "/" : ".";
 }
 
+function basenameOf(path: string): string {
+  return path.slice(Math.max(path.lastIndexOf("/"), path.lastIndexOf("\\")) + 1);
+}
+
 function fileUrl(path: string): string {
   const slashed = path.replace(/\\/g, "/");
   return "file://" + encodeURI(slashed.startsWith("/") ? slashed : `/${slashed}`).replace(/[?#]/g, encodeURIComponent);
@@ -2907,7 +2911,7 @@ export class McpServer {
   // the caller sees the plugin author's mistake, not just "unknown".
   #unknown(kind: string, name: string): RpcError {
     const failed = this.#core.catalog.failed?.find((failure) => {
-      const file = failure.file.slice(Math.max(failure.file.lastIndexOf("/"), failure.file.lastIndexOf("\\")) + 1);
+      const file = basenameOf(failure.file);
       return file.slice(0, file.length - extensionOf(file).length) === name;
     });
     if (!failed) return new RpcError(ErrorCode.InvalidParams, `Unknown ${kind}: ${name}`);
@@ -3466,7 +3470,7 @@ function loadFailure(error: unknown, file: string, renamed: [string, string][]):
   if ((name === "SyntaxError" || name === "BuildMessage") && !message.startsWith("SyntaxError")) {
     message = `SyntaxError: ${message}`;
   }
-  const baseName = file.slice(Math.max(file.lastIndexOf("/"), file.lastIndexOf("\\")) + 1);
+  const baseName = basenameOf(file);
   const position = (error as { position?: { file?: string; line?: number; column?: number } })?.position;
   let where = "";
   if (position && typeof position.line === "number" && unrename(String(position.file)) === file) {
@@ -3490,7 +3494,7 @@ function loadFailure(error: unknown, file: string, renamed: [string, string][]):
 async function freshCopy(root: string, generation: number): Promise<string> {
   const { copyFile, mkdir, readdir, rm, symlink } = await import("node:fs/promises");
   const base = root.replace(/[\\/]+$/, "");
-  const name = base.slice(Math.max(base.lastIndexOf("/"), base.lastIndexOf("\\")) + 1);
+  const name = basenameOf(base);
   const copy = joinPath(dirnameOf(base), `.${name}.mcp-reload-${proc().pid}-${generation}`);
   const copyTree = async (from: string, to: string) => {
     await mkdir(to, { recursive: true });
@@ -3918,20 +3922,13 @@ class Exchange {
 
   /** Sends one message; `final` when it is the request's own response; `eventId` numbers it on a stream. */
   write(text: string, final: boolean, eventId?: string): void {
-    if (!this.#decided) {
+    if (!this.#decided && final) {
       this.#decided = true;
-      if (final) {
-        this.#resolve(
-          new Response(text, {
-            status: this.#statusOf(text),
-            headers: { ...this.#headers, "content-type": "application/json" },
-          }),
-        );
-        return;
-      }
-      this.#stream = new SseStream(() => this.onCancel(), this.#prelude);
-      this.#resolve(new Response(this.#stream.body, { headers: { ...this.#headers, ...SSE_HEADERS } }));
+      const headers = { ...this.#headers, "content-type": "application/json" };
+      this.#resolve(new Response(text, { status: this.#statusOf(text), headers }));
+      return;
     }
+    this.openStream();
     this.#stream?.send(text, eventId);
     if (final) this.#stream?.end();
   }
@@ -5774,7 +5771,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
   let only: string | undefined;
   if (kind === "file") {
     dir = dirnameOf(target);
-    only = target.slice(dir === "." && !/^\.[\\/]/.test(target) ? 0 : dir.length + 1);
+    only = basenameOf(target);
     if (!isPluginFile(only)) {
       throw new UsageError(`Cannot serve "${target}": not a plugin file; give its folder: mcp.ts serve ${dir}`);
     }
