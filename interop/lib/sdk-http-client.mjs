@@ -11,22 +11,14 @@
 // usage.
 import process from "node:process";
 import { fromCache } from "./cache.mjs";
+import { checkUsage, runVerb, verbOptions } from "./drive.mjs";
 
 const USAGE =
   "usage: sdk-http-client.mjs v1|v2 URL list|ping|call TOOL [JSON] [--progress] [--cancel-after MS] [--wire]";
 const [sdk, url, verb, ...rest] = process.argv.slice(2);
-const progress = rest.includes("--progress");
-const wire = rest.includes("--wire");
-const cancelAfter = rest.includes("--cancel-after") ? Number(rest[rest.indexOf("--cancel-after") + 1]) : undefined;
-const [tool, json = "{}"] = rest.filter((arg, i) => !arg.startsWith("--") && rest[i - 1] !== "--cancel-after");
-if (
-  !["v1", "v2"].includes(sdk) || !/^https?:\/\//.test(url ?? "") || !["list", "ping", "call"].includes(verb) ||
-  (verb === "call" && !tool)
-) {
-  console.error(USAGE);
-  process.exit(2);
-}
-const print = (value) => console.log(JSON.stringify(value, null, 2));
+const options = verbOptions(rest);
+const { wire } = options;
+checkUsage(["v1", "v2"].includes(sdk) && /^https?:\/\//.test(url ?? ""), verb, options.tool, USAGE);
 
 // --wire: fetch as the SDK calls it, logging the request (method, mirror headers, the JSON-RPC method and the
 // _meta protocol version) and the answer's status, content type and session id.
@@ -101,16 +93,6 @@ const callTool = (params, options) =>
   sdk === "v1" ? client.callTool(params, undefined, options) : client.callTool(params, options);
 // v2 caches tools/list: always ask the server.
 const listTools = (params) => client.listTools(params, sdk === "v2" ? { cacheMode: "bypass" } : undefined);
-const allTools = async () => {
-  const tools = [];
-  let cursor;
-  do {
-    const page = await listTools(cursor ? { cursor } : undefined);
-    tools.push(...page.tools);
-    cursor = page.nextCursor;
-  } while (cursor);
-  return tools;
-};
 
 try {
   await client.connect(transport);
@@ -119,30 +101,7 @@ try {
     : `${client.getProtocolEra()} ${client.getNegotiatedProtocolVersion()}, session ${transport.sessionId ?? "none"}`;
   console.error(`era ${era}`);
   console.error("server", JSON.stringify(client.getServerVersion()));
-  if (verb === "list") {
-    print({ tools: await allTools() });
-  } else if (verb === "ping") {
-    const before = performance.now();
-    await client.ping();
-    console.log(`pong in ${(performance.now() - before).toFixed(1)} ms`);
-  } else {
-    const abort = new AbortController();
-    if (cancelAfter !== undefined) setTimeout(() => abort.abort(`cancelled after ${cancelAfter} ms`), cancelAfter);
-    try {
-      print(
-        await callTool({ name: tool, arguments: JSON.parse(json) }, {
-          signal: abort.signal,
-          onprogress: progress ? (p) => console.error("progress", JSON.stringify(p)) : undefined,
-        }),
-      );
-    } catch (error) {
-      if (!abort.signal.aborted) throw error;
-      console.log(`cancelled: ${abort.signal.reason} (the SDK raised ${error?.name}: ${error?.message})`);
-      // the server must still be serving after a cancellation
-      const tools = await allTools();
-      console.log(`tools/list after the cancellation: ${tools.map((t) => t.name).join(", ")}`);
-    }
-  }
+  await runVerb(verb, options, { listTools, ping: () => client.ping(), callTool });
 } catch (error) {
   console.error(`sdk-http-client: ${error?.message ?? error}`);
   process.exitCode = 1;

@@ -12,6 +12,7 @@
 // stderr. Exit 1 on any error the SDK raised (an isError result is a result: exit 0), 2 on bad usage.
 import process from "node:process";
 import { fromCache, stdioServer } from "./cache.mjs";
+import { checkUsage, runVerb, verbOptions } from "./drive.mjs";
 
 const { Client } = fromCache("@modelcontextprotocol/client");
 const { StdioClientTransport } = fromCache("@modelcontextprotocol/client/stdio");
@@ -19,15 +20,9 @@ const { StdioClientTransport } = fromCache("@modelcontextprotocol/client/stdio")
 const USAGE =
   'usage: sdk-v2-client.mjs "<server command>" list|ping|call TOOL [JSON] [--progress] [--cancel-after MS] [--wire]';
 const [server, verb, ...rest] = process.argv.slice(2);
-const progress = rest.includes("--progress");
-const wire = rest.includes("--wire");
-const cancelAfter = rest.includes("--cancel-after") ? Number(rest[rest.indexOf("--cancel-after") + 1]) : undefined;
-const [tool, json = "{}"] = rest.filter((arg, i) => !arg.startsWith("--") && rest[i - 1] !== "--cancel-after");
-if (!server || !["list", "ping", "call"].includes(verb) || (verb === "call" && !tool)) {
-  console.error(USAGE);
-  process.exit(2);
-}
-const print = (value) => console.log(JSON.stringify(value, null, 2));
+const options = verbOptions(rest);
+const { wire } = options;
+checkUsage(server, verb, options.tool, USAGE);
 
 const transport = new StdioClientTransport({ ...stdioServer(server), stderr: "inherit" });
 
@@ -80,16 +75,7 @@ const client = new Client({ name: "mcp-interop-sdk-v2-client", version: "1.0.0" 
 });
 client.setNotificationHandler("notifications/message", (n) => console.error("log", JSON.stringify(n.params)));
 // v2 caches tools/list: always ask the server.
-const allTools = async () => {
-  const tools = [];
-  let cursor;
-  do {
-    const page = await client.listTools(cursor ? { cursor } : undefined, { cacheMode: "bypass" });
-    tools.push(...page.tools);
-    cursor = page.nextCursor;
-  } while (cursor);
-  return tools;
-};
+const listTools = (params) => client.listTools(params, { cacheMode: "bypass" });
 
 try {
   const before = performance.now();
@@ -103,30 +89,11 @@ try {
       `, connected in ${Math.round(performance.now() - before)} ms, session pid ${transport.pid}`,
   );
   console.error("server", JSON.stringify(client.getServerVersion()));
-  if (verb === "list") {
-    print({ tools: await allTools() });
-  } else if (verb === "ping") {
-    const before = performance.now();
-    await client.ping();
-    console.log(`pong in ${(performance.now() - before).toFixed(1)} ms`);
-  } else {
-    const abort = new AbortController();
-    if (cancelAfter !== undefined) setTimeout(() => abort.abort(`cancelled after ${cancelAfter} ms`), cancelAfter);
-    try {
-      print(
-        await client.callTool({ name: tool, arguments: JSON.parse(json) }, {
-          signal: abort.signal,
-          onprogress: progress ? (p) => console.error("progress", JSON.stringify(p)) : undefined,
-        }),
-      );
-    } catch (error) {
-      if (!abort.signal.aborted) throw error;
-      console.log(`cancelled: ${abort.signal.reason} (the SDK raised ${error?.name}: ${error?.message})`);
-      // the server must still be serving after a cancellation
-      const tools = await allTools();
-      console.log(`tools/list after the cancellation: ${tools.map((t) => t.name).join(", ")}`);
-    }
-  }
+  await runVerb(verb, options, {
+    listTools,
+    ping: () => client.ping(),
+    callTool: (params, callOptions) => client.callTool(params, callOptions),
+  });
 } catch (error) {
   console.error(`sdk-v2-client: ${error?.message ?? error}`);
   process.exitCode = 1;
