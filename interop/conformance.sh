@@ -112,16 +112,10 @@ case $mode in
     fi
     work=$(mktemp -d "${TMPDIR:-/tmp}/mcp-interop.XXXXXX")
     server=
-    stop_server() { # SIGTERM to its process group (sh, the runtime, tools it runs), SIGKILL after 10 s
-      [ -n "$server" ] || return 0
-      kill -TERM -- "-$server" 2>/dev/null || true
-      for _ in $(seq 100); do
-        kill -0 -- "-$server" 2>/dev/null || break
-        sleep 0.1
-      done
-      kill -KILL -- "-$server" 2>/dev/null || true
-      wait "$server" 2>/dev/null || true
-      server=
+    # shellcheck source-path=SCRIPTDIR source=lib/serve-http.sh
+    . "$here/lib/serve-http.sh"
+    stop_server() {
+      stop_http_server || true
       # The suite's list-change triggers toggle generated plugin files in the fixtures folder.
       rm -f testdata/conformance/zz_generated_*.ts
     }
@@ -131,23 +125,7 @@ case $mode in
     status=0
     totals=()
     for revision in "${revisions[@]}"; do
-      : >"$work/stderr"
-      set -m # its own process group, so that stop_server reaches everything it started
-      sh -c "$command --http 0 --watch" 2>"$work/stderr" </dev/null &
-      server=$!
-      set +m
-      url=
-      for _ in $(seq 600); do # 60 s: a first run may compile or download
-        url=$(sed -n 's|^mcp: serving \(http://[^ ]*\)$|\1|p' "$work/stderr" | head -n1)
-        [ -n "$url" ] && break
-        kill -0 "$server" 2>/dev/null || break
-        sleep 0.1
-      done
-      if [ -z "$url" ]; then
-        echo "conformance: $command --http 0 --watch did not print \"mcp: serving http://...\":" >&2
-        cat "$work/stderr" >&2
-        exit 1
-      fi
+      start_http_server "$command --http 0 --watch" conformance || exit 1
       run=("${args[@]}")
       if [ -n "$revision" ]; then
         if has --scenario "${args[@]}"; then run+=(--spec-version "$revision"); else run+=(--requirements "$revision"); fi

@@ -52,17 +52,12 @@ esac
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/mcp-interop.XXXXXX")
 server=
-stop_server() { # SIGTERM to its process group (sh, the runtime, tools it runs), SIGKILL after 10 s
+# shellcheck source-path=SCRIPTDIR source=lib/serve-http.sh
+. "$here/lib/serve-http.sh"
+stop_server() {
   [ -n "$server" ] || return 0
   local status=0 began=${EPOCHREALTIME:-} took=
-  kill -TERM -- "-$server" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 -- "-$server" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL -- "-$server" 2>/dev/null || true
-  wait "$server" 2>/dev/null || status=$?
-  server=
+  stop_http_server || status=$?
   # how long it took (bash 5): calls still running delay a SIGTERM'd server by up to 2 s
   [ -z "$began" ] || took=" in $(awk "BEGIN { printf \"%.1f\", ${EPOCHREALTIME/,/.} - ${began/,/.} }") s"
   echo "sdk-client: stopped the server$took (exit $status)" >&2
@@ -75,22 +70,7 @@ trap 'stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT # Ctrl-C: the server is in a process group of its own, so only stop_server reaches it
 trap 'exit 143' TERM
 
-set -m # its own process group, so that stop_server reaches everything it started
-sh -c "exec $target --http 127.0.0.1:0" 2>"$work/stderr" </dev/null &
-server=$!
-set +m
-url=
-for _ in $(seq 600); do # 60 s: a first run may compile or download
-  url=$(sed -n 's|^mcp: serving \(http://[^ ]*\)$|\1|p' "$work/stderr" | head -n1)
-  [ -n "$url" ] && break
-  kill -0 "$server" 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$url" ]; then
-  echo "sdk-client: $target --http 127.0.0.1:0 did not print \"mcp: serving http://...\":" >&2
-  cat "$work/stderr" >&2
-  exit 1
-fi
+start_http_server "$target --http 127.0.0.1:0" sdk-client || exit 1
 echo "sdk-client: $target --http 127.0.0.1:0, serving $url" >&2
 status=0
 "$IOP_NODE" "$here/lib/sdk-http-client.mjs" "$sdk" "$url" "$@" || status=$?
