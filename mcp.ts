@@ -28,7 +28,6 @@
 
 // No built-in is imported here for its code: each costs start-up time (node:fs
 // ~45 ms on Deno), so each is imported where it is used.
-import type { ChildProcess } from "node:child_process";
 import type { Readable, Writable } from "node:stream";
 
 // Deno, Bun and Node all have it as a global; importing node:timers costs ~10 ms on Deno.
@@ -167,6 +166,17 @@ export class NotFoundError extends UsageError {
     super(`the server has no ${kind} named "${name}"${hint}`);
     this.name = "NotFoundError";
     this.suggestions = suggestions;
+  }
+}
+
+/** An HTTP server wants authorization that we do not have, or refused it. Exit code 4. */
+export class AuthorizationError extends Error {
+  /** The HTTP status that said so (401 or 403). */
+  status: number;
+  constructor(message: string, status: number) {
+    super(message);
+    this.name = "AuthorizationError";
+    this.status = status;
   }
 }
 
@@ -708,10 +718,14 @@ function nativeStdinSource(): ByteSource | undefined {
   return undefined;
 }
 
-function killGroup(child: ChildProcess, signal: "SIGTERM" | "SIGKILL"): void {
+function killGroup(
+  child: { pid?: number; kill(signal: "SIGTERM" | "SIGKILL"): unknown },
+  signal: "SIGTERM" | "SIGKILL",
+): void {
   try {
     // The whole group: a wrapper (npx, a shell) must not leave its server behind.
-    proc().kill(-child.pid!, signal);
+    if (sys.platform() === "win32" || !child.pid) throw new Error("no process group");
+    proc().kill(-child.pid, signal);
   } catch {
     try {
       child.kill(signal);
@@ -752,6 +766,7 @@ interface BunSubprocess {
 
 // A Deno.Command child, as far as mcp.ts uses it.
 interface DenoChild {
+  pid: number;
   stdin: WritableStream<Uint8Array>;
   stdout: AsyncIterable<Uint8Array>;
   stderr: AsyncIterable<Uint8Array>;
@@ -822,8 +837,9 @@ export async function windowsCommand(
  * Spawns a command with piped stdio, without a shell; throws (code ENOENT) when
  * it does not exist. On Bun and Deno their own spawn is used: node:child_process
  * costs ~30 ms (Bun) and ~38 ms (Deno) to load and use, against ~1-2 ms, and that
- * is most of a one-shot `call`. Only node's spawn gives the child a process group
- * of its own, which lets shutdown reach what a wrapper (npx) started.
+ * is most of a one-shot `call`. On every runtime the child gets a session and
+ * process group of its own (`detached`), so a signal reaches what a wrapper (npx)
+ * started, and a terminal's Ctrl-C reaches only us: we stop the server in order.
  */
 async function spawnChild(
   command: string,
@@ -839,6 +855,7 @@ async function spawnChild(
       stdin: "pipe",
       stdout: "pipe",
       stderr: "pipe",
+      detached: sys.platform() !== "win32",
       windowsVerbatimArguments: verbatim,
     });
     Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.exited])
@@ -853,13 +870,7 @@ async function spawnChild(
         }
       },
       end: () => void Promise.resolve().then(() => child.stdin.end()).catch(noop),
-      kill(signal) {
-        try {
-          child.kill(signal);
-        } catch {
-          // already gone
-        }
-      },
+      kill: (signal) => killGroup(child, signal),
     };
   }
   if (deno) {
@@ -869,6 +880,7 @@ async function spawnChild(
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",
+      detached: sys.platform() !== "win32",
       windowsRawArguments: verbatim,
     })
       .spawn();
@@ -878,13 +890,7 @@ async function spawnChild(
     return {
       write: (text) => void writer.write(encoder.encode(text)).catch(noop),
       end: () => void writer.close().catch(noop),
-      kill(signal) {
-        try {
-          child.kill(signal);
-        } catch {
-          // already gone
-        }
-      },
+      kill: (signal) => killGroup(child, signal),
     };
   }
   const { spawn } = await import("node:child_process");
@@ -1344,6 +1350,115 @@ export class FrameWriter {
   }
 }
 
+/** One server-sent event (the fields MCP uses). */
+export interface SseEvent {
+  /** `event:`; "message" when none was given. */
+  event: string;
+  data: string;
+  /** `id:`, when the event had one. */
+  id?: string;
+  /** `retry:` in ms, when the event had one. */
+  retry?: number;
+}
+
+/**
+ * Splits a `text/event-stream` body into events (the WHATWG "event stream"
+ * format, as Streamable HTTP uses it):
+ *
+ *   id: 7\nretry: 500\ndata: {"jsonrpc":"2.0",...}\n\n      an event ends at a blank line
+ *   : keep-alive\n\n                                       a comment, skipped
+ *
+ * Lines end in \n, \r\n or \r. An event longer than the cap is dropped whole.
+ */
+export class SseReader {
+  #onEvent: (event: SseEvent) => void;
+  #maxBytes: number;
+  #decoder = new TextDecoder();
+  #rest = ""; // an unfinished line
+  #data: string[] = [];
+  #size = 0;
+  #event = "";
+  #id: string | undefined;
+  #retry: number | undefined;
+  #oversize = false;
+
+  constructor(onEvent: (event: SseEvent) => void, maxBytes: number) {
+    this.#onEvent = onEvent;
+    this.#maxBytes = maxBytes;
+  }
+
+  /** Takes the next chunk of the body. */
+  push(chunk: Uint8Array): void {
+    this.#lines(this.#decoder.decode(chunk, { stream: true }));
+  }
+
+  /** The body ended: an unfinished event is dropped, as the format says. */
+  end(): void {
+    this.#lines(this.#decoder.decode());
+  }
+
+  #lines(text: string): void {
+    let start = 0;
+    const all = this.#rest + text;
+    this.#rest = "";
+    for (let i = 0; i < all.length; i++) {
+      const ch = all.charCodeAt(i);
+      if (ch !== 10 && ch !== 13) continue;
+      if (ch === 13 && i + 1 === all.length) break; // a \r\n split across chunks: wait for the \n
+      this.#line(all.slice(start, i));
+      if (ch === 13 && all.charCodeAt(i + 1) === 10) i++;
+      start = i + 1;
+    }
+    this.#rest = all.slice(start);
+    if (this.#rest.length > this.#maxBytes) {
+      this.#oversize = true;
+      this.#rest = "";
+    }
+  }
+
+  #line(line: string): void {
+    if (line === "") {
+      if (this.#data.length > 0 && !this.#oversize) {
+        const event: SseEvent = { event: this.#event || "message", data: this.#data.join("\n") };
+        if (this.#id !== undefined) event.id = this.#id;
+        if (this.#retry !== undefined) event.retry = this.#retry;
+        this.#onEvent(event);
+      } else if (this.#data.length === 0 && (this.#id !== undefined || this.#retry !== undefined)) {
+        // A priming event (an id and an empty data field): no message, but its id and retry count.
+        this.#onEvent({ event: this.#event || "message", data: "", id: this.#id, retry: this.#retry });
+      }
+      this.#data = [];
+      this.#size = 0;
+      this.#event = "";
+      this.#retry = undefined;
+      this.#id = undefined;
+      this.#oversize = false;
+      return;
+    }
+    if (line.charCodeAt(0) === 58) return; // ":" a comment
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32) value = value.slice(1);
+    switch (field) {
+      case "data":
+        this.#size += value.length;
+        if (this.#size > this.#maxBytes) this.#oversize = true;
+        else this.#data.push(value);
+        break;
+      case "event":
+        this.#event = value;
+        break;
+      case "id":
+        if (!value.includes("\0")) this.#id = value;
+        break;
+      case "retry":
+        if (/^\d+$/.test(value)) this.#retry = Number(value);
+        break;
+    }
+  }
+}
+
 // === 5. JSON-RPC peer ========================================================
 // Checks incoming messages against JSON-RPC 2.0, dispatches requests and
 // notifications to the owner, matches responses to our own requests. Knows no
@@ -1365,6 +1480,8 @@ export const NO_RESPONSE: unique symbol = Symbol("no response");
  */
 export interface SendContext {
   requestId?: RequestId;
+  /** HTTP headers an outgoing request carries (the 2026-07-28 mirror headers); other transports ignore them. */
+  headers?: Record<string, string>;
 }
 
 /** What a {@linkcode JsonRpcPeer} needs from its owner. */
@@ -1380,6 +1497,11 @@ export interface PeerHandlers {
    * error (a client does not answer a server's garbage, it counts it).
    */
   invalid?(text: string, reason: string): void;
+  /**
+   * Cancels one of our requests that was aborted; by default the peer sends
+   * notifications/cancelled (an HTTP client of 2026-07-28 closes its stream instead).
+   */
+  cancel?(id: RequestId, reason: string, context?: SendContext): void;
 }
 
 interface PendingRequest {
@@ -1550,7 +1672,9 @@ export class JsonRpcPeer {
       const onAbort = () => {
         this.#pending.delete(id);
         if (cancelOnAbort) {
-          this.notify("notifications/cancelled", { requestId: id, reason: errorMessage(signal?.reason) }, context);
+          const reason = errorMessage(signal?.reason);
+          if (this.#handlers.cancel) this.#handlers.cancel(id, reason, context);
+          else this.notify("notifications/cancelled", { requestId: id, reason }, context);
         }
         reject(signal?.reason);
       };
@@ -1579,6 +1703,14 @@ export class JsonRpcPeer {
       JSON.stringify(params ? { jsonrpc: "2.0", method, params } : { jsonrpc: "2.0", method }),
       context,
     );
+  }
+
+  /** Fails one pending request with `error` (its transport could not deliver it or its answer). */
+  fail(id: RequestId, error: Error): void {
+    const pending = this.#pending.get(id);
+    if (!pending) return;
+    this.#pending.delete(id);
+    pending.reject(error);
   }
 
   /** Ends the conversation: pending requests fail with `reason`, later sends are dropped. */
@@ -4562,13 +4694,15 @@ function isAnswer(text: string, prefix: string): boolean {
     (text.startsWith('"result"', prefix.length) || text.startsWith('"error"', prefix.length));
 }
 
-// === 11. MCP client ==========================================================
-// The client role: find the server (a command line or a config name), spawn
-// it, handshake, make requests with timeouts and cancellation, and shut it down
-// without leaving a process behind. Prints nothing: it reports through callbacks.
+// === 11. Server configs ======================================================
+// What a `<server>` argument names: an http(s) URL, a command line, or a server
+// in an MCP config file as hosts write them (Claude, Cursor, VS Code, Windsurf,
+// Gemini CLI), with ${VAR} expanded from our environment. Reads files; starts
+// nothing (the gateway reads configs without a client).
 
 /** How to start a stdio MCP server. */
-export interface ServerSpec {
+export interface StdioServerSpec {
+  type?: "stdio";
   command: string;
   args: string[];
   /** Added to the inherited environment. */
@@ -4578,16 +4712,24 @@ export interface ServerSpec {
   name?: string;
 }
 
-const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
-const DEFAULT_MAX_TIME_MS = 600_000;
-// A server's answers may be far larger than what we accept as a server (a 10 MiB image).
-const DEFAULT_CLIENT_MAX_LINE_BYTES = 64 * 1024 * 1024;
-const STDERR_TAIL_BYTES = 64 * 1024;
-// lifecycle.mdx "Shutdown": close stdin, wait, SIGTERM, wait, SIGKILL.
-const SHUTDOWN_STEP_MS = 2_000;
-const UNRESPONSIVE_STEP_MS = 250;
-const RETRY_BASE_MS = 200;
-const MAX_LIST_PAGES = 10_000;
+/** Where an HTTP MCP server is. */
+export interface HttpServerSpec {
+  /** "http": Streamable HTTP (falling back to HTTP+SSE); "sse": the 2024-11-05 HTTP+SSE transport. */
+  type: "http" | "sse";
+  url: string;
+  /** Sent on every request. */
+  headers?: Record<string, string>;
+  /** The config name it came from, if any. */
+  name?: string;
+}
+
+/** A server to connect to: a process on stdio, or an HTTP endpoint. */
+export type ServerSpec = StdioServerSpec | HttpServerSpec;
+
+/** Whether a spec names an HTTP server. */
+export function isHttpSpec(spec: ServerSpec): spec is HttpServerSpec {
+  return spec.type === "http" || spec.type === "sse";
+}
 
 /** Splits a command line into words with POSIX shell quoting ('…', "…", backslash); no expansion. */
 export function splitCommand(line: string): string[] {
@@ -4649,75 +4791,900 @@ export function claudeDesktopConfigPath(
   return `${env.XDG_CONFIG_HOME || `${home}/.config`}/Claude/claude_desktop_config.json`;
 }
 
+/** The servers one config file defines (or one scope of it, for ~/.claude.json). */
 interface ConfigFile {
+  /** The file, and the scope within it where it has several. */
   file: string;
   servers: JsonObject;
+  /** Gemini CLI reads a plain `url` as its SSE transport. */
+  gemini: boolean;
 }
 
-async function readConfig(file: string, required: boolean): Promise<ConfigFile | undefined> {
+async function readJsonConfig(file: string, required: boolean): Promise<unknown> {
   let text: string;
   try {
     text = await (await files()).readText(file);
   } catch (error) {
-    if (!required && (error as { code?: string }).code === "ENOENT") return undefined;
+    const code = (error as { code?: string }).code;
+    if (!required && (code === "ENOENT" || code === "ENOTDIR")) return undefined;
     throw new UsageError(`Cannot read config "${file}": ${errorMessage(error)}`);
   }
-  let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    return JSON.parse(text);
   } catch (error) {
     throw new UsageError(`Cannot read config "${file}": ${errorMessage(error)}`);
   }
-  const servers = isObject(parsed) && isObject(parsed.mcpServers) ? parsed.mcpServers : {};
-  return { file, servers };
 }
 
-function specFromConfig(name: string, entry: unknown, file: string): ServerSpec {
-  if (!isObject(entry)) throw new UsageError(`Cannot use server "${name}" of "${file}": it is not an object`);
-  if (typeof entry.command !== "string") {
-    const kind = typeof entry.url === "string" ? "an HTTP server (url); mcp.ts speaks stdio" : 'without a "command"';
-    throw new UsageError(`Cannot use server "${name}" of "${file}": it is ${kind}`);
+// `{"mcpServers": …}` (Claude, Cursor, Cline, Windsurf, Gemini) or `{"servers": …}` (VS Code).
+async function readConfig(file: string, required: boolean): Promise<ConfigFile | undefined> {
+  const parsed = await readJsonConfig(file, required);
+  if (parsed === undefined) return undefined;
+  const servers = isObject(parsed) && isObject(parsed.mcpServers)
+    ? parsed.mcpServers
+    : isObject(parsed) && isObject(parsed.servers)
+    ? parsed.servers
+    : {};
+  return { file, servers, gemini: /[\\/]\.gemini[\\/]settings\.json$/.test(file) };
+}
+
+// Claude Code's ~/.claude.json: the current project's servers (`claude mcp add`'s local scope), then the user's.
+async function readClaudeCodeConfig(file: string, cwd: string): Promise<ConfigFile[]> {
+  const parsed = await readJsonConfig(file, false).catch(() => undefined);
+  if (!isObject(parsed)) return [];
+  const found: ConfigFile[] = [];
+  const project = isObject(parsed.projects) ? parsed.projects[cwd] : undefined;
+  if (isObject(project) && isObject(project.mcpServers)) {
+    found.push({ file: `${file} (project ${cwd})`, servers: project.mcpServers, gemini: false });
   }
-  const args = Array.isArray(entry.args) ? entry.args.map(String) : [];
-  const spec: ServerSpec = { command: entry.command, args, name };
-  if (isObject(entry.env)) spec.env = Object.fromEntries(Object.entries(entry.env).map(([k, v]) => [k, String(v)]));
-  if (typeof entry.cwd === "string") spec.cwd = resolvePath(entry.cwd, dirnameOf(file));
-  return spec;
+  if (isObject(parsed.mcpServers)) found.push({ file, servers: parsed.mcpServers, gemini: false });
+  return found;
 }
 
 /**
- * Turns a `<server>` argument into a command to spawn: a config name (from
- * `config`, else ./.mcp.json, else Claude Desktop's config) or a command line.
+ * The config files a server name is looked up in, first match wins: `--config`
+ * alone when given; else the nearest `.mcp.json` from the working directory up,
+ * with `.cursor/mcp.json` and `.vscode/mcp.json` beside it, then Claude Code's
+ * `~/.claude.json`, then Claude Desktop's config.
+ */
+async function findConfigs(
+  options: { config?: string; cwd?: string; env: Record<string, string | undefined> },
+): Promise<ConfigFile[]> {
+  if (options.config) return [(await readConfig(resolvePath(options.config, options.cwd), true))!];
+  const cwd = resolvePath(options.cwd ?? ".");
+  const home = options.env.HOME ?? options.env.USERPROFILE;
+  const candidates: Promise<ConfigFile | undefined>[] = [];
+  for (let dir = cwd;;) {
+    for (const name of [".mcp.json", ".cursor/mcp.json", ".vscode/mcp.json"]) {
+      candidates.push(readConfig(joinPath(dir, name), false).catch(() => undefined));
+    }
+    const parent = dirnameOf(dir);
+    if (parent === dir || dir === home) break;
+    dir = parent;
+  }
+  const [found, claudeCode, desktop] = await Promise.all([
+    Promise.all(candidates),
+    home ? readClaudeCodeConfig(joinPath(home, ".claude.json"), cwd) : [],
+    readConfig(claudeDesktopConfigPath(options.env), false).catch(() => undefined),
+  ]);
+  return [...found, ...claudeCode, desktop].filter((config): config is ConfigFile => config !== undefined);
+}
+
+/**
+ * Expands `${VAR}`, `${VAR:-default}` and `${env:VAR}` (VS Code's form) from
+ * `env`. An unset variable without a default is a usage error naming it: a
+ * literal `${TOKEN}` must never reach a server.
+ */
+export function expandVariables(text: string, env: Record<string, string | undefined>, where: string): string {
+  return text.replace(
+    /\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g,
+    (_match, name: string, fallback: string | undefined) => {
+      const value = env[name];
+      if (value !== undefined && (value !== "" || fallback === undefined)) return value;
+      if (fallback !== undefined) return fallback;
+      throw new UsageError(
+        `Cannot use ${where}: it uses \${${name}}, which is not set; set ${name}, or write \${${name}:-default}`,
+      );
+    },
+  );
+}
+
+function stringRecord(value: unknown, expand: (text: string) => string): Record<string, string> | undefined {
+  if (!isObject(value)) return undefined;
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, expand(String(item))]));
+}
+
+/** Turns one config entry into a spec, with ${VAR} expanded everywhere a string is read. */
+export function specFromConfig(
+  name: string,
+  entry: unknown,
+  file: string,
+  env: Record<string, string | undefined> = sys.env(),
+  gemini = false,
+): ServerSpec {
+  const where = `server "${name}" of "${file}"`;
+  if (!isObject(entry)) throw new UsageError(`Cannot use ${where}: it is not an object`);
+  const expand = (text: string) => expandVariables(text, env, where);
+  const url = entry.httpUrl ?? entry.url ?? entry.serverUrl;
+  const type = typeof entry.type === "string" ? entry.type.toLowerCase() : undefined;
+  if (typeof url === "string" && typeof entry.command !== "string") {
+    if (type !== undefined && !["http", "streamable-http", "streamablehttp", "sse"].includes(type)) {
+      throw new UsageError(`Cannot use ${where}: its type "${entry.type}" is not one mcp.ts speaks (http, sse, stdio)`);
+    }
+    // Gemini CLI: httpUrl is Streamable HTTP, a plain url its SSE transport.
+    const sse = type === "sse" || (gemini && entry.httpUrl === undefined && entry.url !== undefined);
+    const spec: HttpServerSpec = { type: sse ? "sse" : "http", url: checkUrl(expand(url), where), name };
+    const headers = stringRecord(entry.headers, expand);
+    if (headers) spec.headers = headers;
+    return spec;
+  }
+  if (typeof entry.command !== "string") {
+    throw new UsageError(`Cannot use ${where}: it has neither a "command" nor a "url"`);
+  }
+  const args = Array.isArray(entry.args) ? entry.args.map((arg) => expand(String(arg))) : [];
+  const spec: StdioServerSpec = { command: expand(entry.command), args, name };
+  const serverEnv = stringRecord(entry.env, expand);
+  if (serverEnv) spec.env = serverEnv;
+  if (typeof entry.cwd === "string") spec.cwd = resolvePath(expand(entry.cwd), dirnameOf(file.replace(/ \(.*\)$/, "")));
+  return spec;
+}
+
+function checkUrl(text: string, where: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`Cannot use ${where}: "${text}" is not a URL`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new UsageError(`Cannot use ${where}: "${text}" is not an http:// or https:// URL`);
+  }
+  return url.href;
+}
+
+/**
+ * Turns a `<server>` argument into a spec: an http(s) URL, a config name (see
+ * findConfigs for where it is looked up), or a command line.
  */
 export async function resolveServer(
   target: string,
   options: { config?: string; cwd?: string; env?: Record<string, string | undefined> } = {},
 ): Promise<ServerSpec> {
   const env = options.env ?? sys.env();
+  if (/^https?:\/\//i.test(target)) return { type: "http", url: checkUrl(target, "the server URL") };
   const words = splitCommand(target);
   if (words.length === 0) throw new UsageError("the server command is empty");
   // A bare word may name a configured server; a command line never does.
   const bareWord = words.length === 1 && !/[\\/]/.test(words[0]);
   if (!bareWord && !options.config) return { command: words[0], args: words.slice(1) };
-  const configs = options.config
-    ? [(await readConfig(resolvePath(options.config, options.cwd), true))!]
-    : (await Promise.all([
-      readConfig(resolvePath(".mcp.json", options.cwd), false),
-      readConfig(claudeDesktopConfigPath(env), false),
-    ])).filter((config): config is ConfigFile => config !== undefined);
-  for (const { file, servers } of configs) {
-    if (Object.hasOwn(servers, target)) return specFromConfig(target, servers[target], file);
+  const configs = await findConfigs({ config: options.config, cwd: options.cwd, env });
+  for (const { file, servers, gemini } of configs) {
+    if (Object.hasOwn(servers, target)) return specFromConfig(target, servers[target], file, env, gemini);
   }
   if (bareWord && (await findOnPath(words[0], env)) === undefined) {
-    const names = configs.flatMap((config) => Object.keys(config.servers));
+    const names = [...new Set(configs.flatMap((config) => Object.keys(config.servers)))];
     const where = configs.length
       ? `nor a server in ${configs.map((config) => config.file).join(", ")}`
-      : `and no MCP config names it (none found: ./.mcp.json, ${claudeDesktopConfigPath(env)}; see --config)`;
+      : `and no MCP config names it (none found: .mcp.json here or above, ~/.claude.json, ${
+        claudeDesktopConfigPath(env)
+      }; see --config)`;
     const known = names.length ? `; servers it knows: ${names.join(", ")}` : "";
     throw new UsageError(`"${target}" is not a command on PATH ${where}${known}`);
   }
   return { command: words[0], args: words.slice(1) };
 }
+
+/** One name of `mcp.ts servers`: where it is defined and how it is reached. */
+export interface ConfiguredServer {
+  name: string;
+  file: string;
+  /** "stdio", "http" or "sse"; "invalid" with `problem` when the entry cannot be used. */
+  transport: string;
+  /** The command line or URL. */
+  target: string;
+  /** Defined again in an earlier file, which wins. */
+  shadowed?: boolean;
+  problem?: string;
+}
+
+/** Every server name the config files define, in lookup order. */
+export async function listConfiguredServers(
+  options: { config?: string; cwd?: string; env?: Record<string, string | undefined> } = {},
+): Promise<ConfiguredServer[]> {
+  const env = options.env ?? sys.env();
+  const seen = new Set<string>();
+  const list: ConfiguredServer[] = [];
+  for (const { file, servers, gemini } of await findConfigs({ config: options.config, cwd: options.cwd, env })) {
+    for (const [name, entry] of Object.entries(servers)) {
+      const item: ConfiguredServer = { name, file, transport: "invalid", target: "" };
+      try {
+        const spec = specFromConfig(name, entry, file, env, gemini);
+        item.transport = isHttpSpec(spec) ? spec.type : "stdio";
+        // As written, ${VAR} and all: an expanded value may be a secret.
+        const raw = entry as JsonObject;
+        item.target = isHttpSpec(spec)
+          ? String(raw.httpUrl ?? raw.url ?? raw.serverUrl)
+          : [String(raw.command), ...(Array.isArray(raw.args) ? raw.args.map(String) : [])].map(quoteWord).join(" ");
+      } catch (error) {
+        item.problem = errorMessage(error);
+      }
+      if (seen.has(name)) item.shadowed = true;
+      seen.add(name);
+      list.push(item);
+    }
+  }
+  return list;
+}
+
+// A word as a POSIX shell would need it quoted.
+function quoteWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+// === 12. Client transports ===================================================
+// How a client session reaches its server: message texts out, message texts
+// in, and failures said as ServerErrors. stdio spawns the server in a process
+// group of its own and stops it with a ladder; HTTP posts each message
+// (Streamable HTTP, either era) or speaks the 2024-11-05 HTTP+SSE transport.
+// Knows no MCP methods beyond initialize (whose answer carries the session id).
+
+const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+const DEFAULT_MAX_TIME_MS = 600_000;
+// A server's answers may be far larger than what we accept as a server (a 10 MiB image).
+const DEFAULT_CLIENT_MAX_LINE_BYTES = 64 * 1024 * 1024;
+const STDERR_TAIL_BYTES = 64 * 1024;
+// lifecycle.mdx "Shutdown": close stdin, wait, SIGTERM, wait, SIGKILL.
+const SHUTDOWN_STEP_MS = 2_000;
+const UNRESPONSIVE_STEP_MS = 250;
+// transports.mdx (2025-11-25): reconnect after the server's `retry`, else after this.
+const SSE_DEFAULT_RETRY_MS = 1_000;
+const SSE_MAX_RESUMES = 5;
+const SESSION_DELETE_TIMEOUT_MS = 1_000;
+const SSE_ENDPOINT_TIMEOUT_MS = 10_000;
+
+/** What a client transport reports to its session. */
+export interface TransportEvents {
+  /** One message text from the server (`parsed`: the same, when the transport already parsed it). */
+  message(text: string, parsed?: unknown): void;
+  /** A request we sent will get no answer: its HTTP exchange failed. */
+  failed(id: RequestId, error: Error): void;
+  /** The connection is gone: every request fails with this. */
+  closed(error: ServerError): void;
+  /** Output of the server that is not a message: a stdout line that is not JSON-RPC. */
+  invalid(text: string): void;
+  /** The server's stderr, as it arrives. */
+  stderr(text: string): void;
+  /** HTTP request lines and statuses, for --trace (no header values). */
+  trace(line: string): void;
+}
+
+/** A way to a server: {@linkcode StdioTransport} or {@linkcode HttpTransport}. */
+export interface ClientTransport {
+  readonly kind: "stdio" | "http" | "sse";
+  /** Spawns or connects; a failure is a ServerError, `retryable` when trying again may help. */
+  start(events: TransportEvents): Promise<void>;
+  /** Sends one message; `context.headers` go with it over HTTP. */
+  send(text: string, context?: SendContext): void;
+  /** Stops waiting for the answer to request `id` (over HTTP its response stream is closed). */
+  abandon(id: RequestId): void;
+  /** A request timed out: shutdown need not wait long for the server to notice. */
+  markUnresponsive(): void;
+  /** Stops the server or ends the HTTP session; resolves when nothing of it is left. */
+  close(): Promise<void>;
+  /** The end of the server's stderr (stdio), for error reports. */
+  readonly stderr: string;
+}
+
+/** Options of {@linkcode StdioTransport}. */
+export interface StdioTransportOptions {
+  /** Added to the server's environment (which otherwise is ours). */
+  env?: Record<string, string>;
+  /** The server's working directory (default the spec's). */
+  cwd?: string;
+  /** Longest line accepted from the server. */
+  maxLineBytes?: number;
+}
+
+/** A server spawned with piped stdio, in its own process group; stopped in order by close(). */
+export class StdioTransport implements ClientTransport {
+  readonly kind = "stdio";
+  #spec: StdioServerSpec;
+  #options: StdioTransportOptions;
+  #child: ChildHandle | undefined;
+  #writer: FrameWriter;
+  #stderrTail = "";
+  #exited: Promise<void>;
+  #markExited!: () => void;
+  #hasExited = false;
+  #unresponsive = false;
+  #closing: Promise<void> | undefined;
+
+  constructor(spec: StdioServerSpec, options: StdioTransportOptions = {}) {
+    this.#spec = spec;
+    this.#options = options;
+    this.#exited = new Promise((resolve) => this.#markExited = resolve);
+    this.#writer = new FrameWriter((text) => {
+      this.#child?.write(text);
+      return true;
+    });
+  }
+
+  get stderr(): string {
+    return this.#stderrTail;
+  }
+
+  async start(events: TransportEvents): Promise<void> {
+    const spec = this.#spec;
+    const reader = new FrameReader({
+      message: (text) => events.message(text),
+      oversize: (limit) => events.invalid(`(a line over ${limit} bytes, skipped; raise --max-line-bytes)`),
+    }, this.#options.maxLineBytes ?? DEFAULT_CLIENT_MAX_LINE_BYTES);
+    const stderrDecoder = new TextDecoder();
+    // Outside the try: Deno's missing --allow-env is a usage problem, not a failed start.
+    const env = { ...sys.env(), ...spec.env, ...this.#options.env } as Record<string, string>;
+    try {
+      this.#child = await spawnChild(spec.command, spec.args, { cwd: this.#options.cwd ?? spec.cwd, env }, {
+        stdout: (chunk) => reader.push(chunk),
+        stderr: (chunk) => {
+          const text = stderrDecoder.decode(chunk, { stream: true });
+          this.#stderrTail = keepTail(this.#stderrTail, text, STDERR_TAIL_BYTES);
+          events.stderr(text);
+        },
+        exit: (code, signal) => {
+          reader.end();
+          this.#setExited();
+          events.closed(new ServerError(`the server exited ${code !== null ? `with code ${code}` : `on ${signal}`}`));
+        },
+      });
+    } catch (error) {
+      const why = (error as { code?: string }).code === "ENOENT" ? "command not found" : errorMessage(error);
+      this.#setExited();
+      throw new ServerError(`Cannot start "${spec.command}": ${why}`, undefined, true);
+    }
+  }
+
+  send(text: string): void {
+    this.#writer.send(text);
+  }
+
+  abandon(): void {}
+
+  markUnresponsive(): void {
+    this.#unresponsive = true;
+  }
+
+  #setExited(): void {
+    this.#hasExited = true;
+    this.#markExited();
+  }
+
+  /** Close its stdin, wait, SIGTERM its group, wait, SIGKILL. */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#writer.flush();
+    const child = this.#child;
+    if (!child || this.#hasExited) return;
+    child.end();
+    // A server that let a request time out has had its chance: a moment to read
+    // the cancellation and its closed stdin, not the whole first step.
+    let wait = this.#unresponsive ? UNRESPONSIVE_STEP_MS : SHUTDOWN_STEP_MS;
+    for (const signal of ["SIGTERM", "SIGKILL", undefined] as const) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const exited = await Promise.race([
+        this.#exited.then(() => true),
+        new Promise<boolean>((resolve) => timer = setTimeout(() => resolve(false), wait)),
+      ]);
+      wait = SHUTDOWN_STEP_MS;
+      clearTimeout(timer);
+      if (exited || signal === undefined) return;
+      child.kill(signal);
+    }
+  }
+}
+
+/** An HTTP answer that is not one the protocol allows here (a 5xx, an unexpected 4xx). Exit code 3. */
+export class HttpStatusError extends ServerError {
+  /** The HTTP status. */
+  status: number;
+  constructor(message: string, status: number) {
+    super(message, undefined, status === 502 || status === 503 || status === 504);
+    this.name = "HttpStatusError";
+    this.status = status;
+  }
+}
+
+/** The server could not be reached at all: refused, DNS, TLS, a reset. Exit code 3. */
+export class UnreachableError extends ServerError {
+  constructor(message: string, retryable = false) {
+    super(message, undefined, retryable);
+    this.name = "UnreachableError";
+  }
+}
+
+/**
+ * A response stream that ended before its answer, with no way to resume it. In
+ * 2026-07-28 the request is then sent again with a new id (changelog, item 9).
+ */
+export class StreamBrokenError extends ServerError {
+  constructor(message: string) {
+    super(message);
+    this.name = "StreamBrokenError";
+  }
+}
+
+/** Options of {@linkcode HttpTransport}. */
+export interface HttpTransportOptions {
+  /** Sent on every request (after the spec's, overriding them). */
+  headers?: Record<string, string>;
+  /** Longest message (JSON body or SSE event) accepted. */
+  maxBytes?: number;
+}
+
+/**
+ * Streamable HTTP (transports.mdx 2025-11-25, streamable-http.mdx 2026-07-28):
+ *
+ *   POST /mcp  Accept: application/json, text/event-stream   one message per request
+ *   ← 200 application/json {…}  |  200 text/event-stream  event: message / data: {…}  |  202 (a notification)
+ *
+ * A legacy session's id comes with the initialize answer and goes on every later
+ * request; a 404 for it starts a new session (`renewSession`) and sends the
+ * request again. A stream that breaks after an event id is resumed with GET and
+ * Last-Event-ID, after the server's `retry`. A server that refuses the POST of
+ * initialize (400, 404, 405) may speak the 2024-11-05 HTTP+SSE transport: GET
+ * the URL, POST to the `endpoint` it names, read every answer from the GET stream.
+ */
+export class HttpTransport implements ClientTransport {
+  kind: "http" | "sse";
+  readonly stderr = "";
+  /** The legacy session's id, from the initialize answer. */
+  sessionId: string | undefined;
+  /** The negotiated version, sent as MCP-Protocol-Version after initialize (legacy). */
+  protocolVersion: string | undefined;
+  /** Set by the session: runs initialize again when the server has forgotten our session. */
+  renewSession: (() => Promise<void>) | undefined;
+  #url: URL;
+  #headers: Record<string, string>;
+  #maxBytes: number;
+  #events!: TransportEvents;
+  #inflight = new Map<RequestId, AbortController>();
+  #stream: AbortController | undefined; // the GET stream (HTTP+SSE, or a legacy session's)
+  #postUrl: URL | undefined; // HTTP+SSE: where messages go
+  #renewing: Promise<void> | undefined;
+  #notifying: Promise<void> | undefined; // a notification on its way (initialized): requests wait for it
+  #closed = false;
+
+  constructor(spec: HttpServerSpec, options: HttpTransportOptions = {}) {
+    this.kind = spec.type;
+    this.#url = new URL(spec.url);
+    this.#headers = { ...spec.headers, ...options.headers };
+    this.#maxBytes = options.maxBytes ?? DEFAULT_CLIENT_MAX_LINE_BYTES;
+  }
+
+  async start(events: TransportEvents): Promise<void> {
+    this.#events = events;
+    if (this.kind === "sse") await this.#openSse();
+  }
+
+  send(text: string, context?: SendContext): void {
+    if (this.#closed) return;
+    let message: JsonObject;
+    try {
+      message = JSON.parse(text);
+    } catch {
+      return;
+    }
+    void this.#deliver(text, message, context?.headers);
+  }
+
+  abandon(id: RequestId): void {
+    this.#inflight.get(id)?.abort();
+  }
+
+  markUnresponsive(): void {}
+
+  /**
+   * Opens the GET stream of a legacy session, for what the server sends unasked
+   * (a 405 means none). Resolves once the server has answered the GET, so that
+   * what it sends there from then on is not lost.
+   */
+  listen(): Promise<void> {
+    if (this.kind !== "http" || this.#stream || this.#closed) return Promise.resolve();
+    const controller = this.#stream = new AbortController();
+    let opened!: () => void;
+    const answered = new Promise<void>((resolve) => opened = resolve);
+    void (async () => {
+      let lastId: string | undefined;
+      let retry = SSE_DEFAULT_RETRY_MS;
+      for (let failures = 0; failures < 3 && !controller.signal.aborted;) {
+        const headers: Record<string, string> = { accept: "text/event-stream" };
+        if (lastId !== undefined) headers["last-event-id"] = lastId;
+        const response = await this.#fetch("GET", this.#url, { headers, signal: controller.signal });
+        opened();
+        if (!response.ok || !isEventStream(response)) {
+          await response.body?.cancel().catch(noop);
+          return; // 405: the server offers no GET stream
+        }
+        await this.#readEvents(response, (event) => {
+          if (event.id !== undefined) lastId = event.id;
+          if (event.retry !== undefined) retry = event.retry;
+          if (event.data && event.event === "message") this.#events.message(event.data);
+        });
+        if (lastId === undefined) failures++;
+        await abortableSleep(retry, controller.signal);
+      }
+    })().catch(noop).finally(opened);
+    return answered;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#stream?.abort();
+    for (const controller of this.#inflight.values()) controller.abort();
+    // transports.mdx: a client that no longer needs its session SHOULD end it with DELETE.
+    if (this.kind === "http" && this.sessionId !== undefined) {
+      const response = await this.#fetch("DELETE", this.#url, {
+        headers: {},
+        signal: AbortSignal.timeout(SESSION_DELETE_TIMEOUT_MS),
+      }).catch(() => undefined);
+      await response?.body?.cancel().catch(noop);
+    }
+  }
+
+  // One message out. A request's failure fails that request; a notification's is only traced.
+  async #deliver(text: string, message: JsonObject, extra: Record<string, string> = {}): Promise<void> {
+    const method = typeof message.method === "string" ? message.method : undefined;
+    const id = method !== undefined && isRequestId(message.id) ? message.id : undefined;
+    const controller = new AbortController();
+    if (id !== undefined) this.#inflight.set(id, controller);
+    let delivered!: () => void;
+    if (id === undefined && method !== undefined) {
+      const before = this.#notifying;
+      this.#notifying = new Promise<void>((resolve) => delivered = resolve);
+      await before;
+    } else if (this.#notifying) {
+      await this.#notifying; // lifecycle.mdx: notifications/initialized comes before what follows
+    }
+    try {
+      if (this.kind === "sse") {
+        await this.#postToSse(text, controller.signal);
+        return;
+      }
+      let response = await this.#post(text, extra, controller.signal);
+      if (response.status === 404 && this.sessionId !== undefined && method !== "initialize" && this.renewSession) {
+        // transports.mdx: a 404 for our session id: a new session, and the request again.
+        await response.body?.cancel().catch(noop);
+        this.sessionId = undefined;
+        this.#renewing ??= this.renewSession().finally(() => this.#renewing = undefined);
+        await this.#renewing;
+        response = await this.#post(text, extra, controller.signal);
+      }
+      if (method === "initialize" && [400, 404, 405].includes(response.status)) {
+        const body = await readBody(response, this.#maxBytes);
+        const error = jsonRpcErrorOf(body);
+        // versioning.mdx: a recognized 2026-07-28 error means a modern server; anything else may be an old one.
+        const modern = error !== undefined && error.code <= ErrorCode.HeaderMismatch && error.code >= -32099;
+        if (!modern && (await this.#tryOldSse(controller.signal))) {
+          await this.#postToSse(text, controller.signal);
+          return;
+        }
+        throw error ?? httpStatusError(response, body, method);
+      }
+      await this.#answer(response, id, method, controller.signal);
+    } catch (error) {
+      if (controller.signal.aborted || this.#closed) return;
+      if (id !== undefined) this.#events.failed(id, error instanceof Error ? error : new Error(String(error)));
+      else this.#events.trace(`  (${method ?? "a response"} was not delivered: ${errorMessage(error)})`);
+    } finally {
+      if (id !== undefined) this.#inflight.delete(id);
+      delivered?.();
+    }
+  }
+
+  #post(text: string, extra: Record<string, string>, signal: AbortSignal): Promise<Response> {
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      ...extra,
+    };
+    return this.#fetch("POST", this.#url, { headers, body: text, signal });
+  }
+
+  // What came back for one POST.
+  async #answer(response: Response, id: RequestId | undefined, method: string | undefined, signal: AbortSignal) {
+    if (method === "initialize" && response.ok) {
+      const session = response.headers.get("mcp-session-id");
+      if (session !== null) this.sessionId = session;
+    }
+    checkAuthorization(response, this.#url);
+    if (id === undefined) {
+      // A notification or a response: 202, nothing to read.
+      const body = await readBody(response, this.#maxBytes).catch(() => "");
+      if (!response.ok) throw httpStatusError(response, body, method ?? "a response");
+      return;
+    }
+    if (response.ok && isEventStream(response)) return await this.#readAnswerStream(response, id, method!, signal);
+    const body = await readBody(response, this.#maxBytes);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      if (!response.ok) throw httpStatusError(response, body, method!);
+      const type = response.headers.get("content-type")?.split(";")[0] || "no content type";
+      throw new ServerError(`the server answered ${method} with a body that is not JSON (${type}): ${brief(body)}`);
+    }
+    if (isObject(parsed) && parsed.id === id && ("result" in parsed || "error" in parsed)) {
+      this.#events.message(body, parsed);
+      return;
+    }
+    const error = jsonRpcErrorOf(parsed); // about our request, even when its id is null (a 400 before parsing)
+    if (error) throw error;
+    if (!response.ok) throw httpStatusError(response, body, method!);
+    this.#events.message(body, parsed); // something else (a request of the server's): the session judges it
+    throw new ServerError(`the server answered ${method} with a message that is not its response: ${brief(body)}`);
+  }
+
+  // An SSE answer: messages until ours. Broken after an event id: resumed by GET with Last-Event-ID.
+  async #readAnswerStream(response: Response, id: RequestId, method: string, signal: AbortSignal): Promise<void> {
+    let answered = false;
+    let lastId: string | undefined;
+    let retry = SSE_DEFAULT_RETRY_MS;
+    const onEvent = (event: SseEvent) => {
+      if (event.id !== undefined) lastId = event.id;
+      if (event.retry !== undefined) retry = event.retry;
+      if (!event.data || event.event !== "message") return;
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(event.data);
+      } catch {
+        this.#events.invalid(event.data);
+        return;
+      }
+      if (isObject(parsed) && parsed.id === id && parsed.method === undefined) answered = true;
+      this.#events.message(event.data, parsed);
+    };
+    await this.#readEvents(response, onEvent);
+    for (let resumes = 0; !answered && lastId !== undefined && resumes < SSE_MAX_RESUMES; resumes++) {
+      // transports.mdx (2025-11-25): the client MUST respect `retry`; resumption is always by GET.
+      await abortableSleep(retry, signal);
+      const resumed = await this.#fetch("GET", this.#url, {
+        headers: { accept: "text/event-stream", "last-event-id": lastId },
+        signal,
+      });
+      if (!resumed.ok || !isEventStream(resumed)) {
+        await resumed.body?.cancel().catch(noop);
+        break;
+      }
+      await this.#readEvents(resumed, onEvent);
+    }
+    if (!answered && !signal.aborted) {
+      throw new StreamBrokenError(`the server ended the response stream of ${method} before answering`);
+    }
+  }
+
+  async #readEvents(response: Response, onEvent: (event: SseEvent) => void): Promise<void> {
+    const reader = new SseReader(onEvent, this.#maxBytes);
+    try {
+      for await (const chunk of response.body ?? []) reader.push(chunk);
+    } catch {
+      // a stream that breaks has ended; what follows decides whether it is resumed
+    }
+    reader.end();
+  }
+
+  // HTTP+SSE (2024-11-05): GET the URL; its first event names the endpoint to POST to.
+  async #openSse(): Promise<void> {
+    const controller = this.#stream = new AbortController();
+    const response = await this.#fetch("GET", this.#url, {
+      headers: { accept: "text/event-stream" },
+      signal: controller.signal,
+    });
+    checkAuthorization(response, this.#url);
+    if (!response.ok || !isEventStream(response)) {
+      const body = await readBody(response, 4096).catch(() => "");
+      throw httpStatusError(response, body, "the SSE stream (GET)");
+    }
+    let found!: (url: URL | Error) => void;
+    const endpoint = new Promise<URL | Error>((resolve) => found = resolve);
+    const timer = setTimeout(
+      () => found(new ServerError(`the server sent no endpoint event within ${SSE_ENDPOINT_TIMEOUT_MS} ms`)),
+      SSE_ENDPOINT_TIMEOUT_MS,
+    );
+    void this.#readEvents(response, (event) => {
+      if (event.event === "endpoint") {
+        let url: URL | Error;
+        try {
+          url = new URL(event.data.trim(), this.#url);
+          // The SDK's rule too: messages never go to another origin than the one we chose.
+          if (url.origin !== this.#url.origin) {
+            url = new ServerError(`the server named an endpoint on another origin (${url.origin})`);
+          }
+        } catch {
+          url = new ServerError(`the server named an endpoint that is not a URL: ${brief(event.data)}`);
+        }
+        found(url);
+      } else if (event.data && event.event === "message") {
+        this.#events.message(event.data);
+      }
+    }).then(() => {
+      found(new ServerError("the server closed its SSE stream before naming an endpoint"));
+      if (!this.#closed) this.#events.closed(new ServerError("the server closed its SSE stream"));
+    });
+    const url = await endpoint;
+    clearTimeout(timer);
+    if (url instanceof Error) {
+      controller.abort();
+      throw url;
+    }
+    this.#postUrl = url;
+  }
+
+  // The fallback of a client that supports old servers (transports.mdx, "Backwards compatibility").
+  async #tryOldSse(signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted) return false;
+    try {
+      await this.#openSse();
+    } catch {
+      return false;
+    }
+    this.kind = "sse";
+    this.#events.trace("  (the server speaks the 2024-11-05 HTTP+SSE transport)");
+    return true;
+  }
+
+  async #postToSse(text: string, signal: AbortSignal): Promise<void> {
+    const response = await this.#fetch("POST", this.#postUrl!, {
+      headers: { "content-type": "application/json" },
+      body: text,
+      signal,
+    });
+    checkAuthorization(response, this.#url);
+    const body = await readBody(response, 4096).catch(() => "");
+    if (!response.ok) throw httpStatusError(response, body, "a message");
+  }
+
+  // Every request goes through here: our headers, the session's, the user's; --trace without values.
+  async #fetch(
+    method: string,
+    url: URL,
+    init: { headers: Record<string, string>; body?: string; signal: AbortSignal },
+  ): Promise<Response> {
+    const headers: Record<string, string> = { ...init.headers };
+    if (this.sessionId !== undefined && this.kind === "http") headers["mcp-session-id"] = this.sessionId;
+    if (this.protocolVersion !== undefined && headers["mcp-protocol-version"] === undefined) {
+      headers["mcp-protocol-version"] = this.protocolVersion;
+    }
+    for (const [name, value] of Object.entries(this.#headers)) headers[name.toLowerCase()] = value;
+    this.#events.trace(`> ${method} ${url.pathname}${url.search ? "?…" : ""}`);
+    let response: Response;
+    try {
+      response = await fetch(url, { method, headers, body: init.body, signal: init.signal, redirect: "follow" });
+    } catch (error) {
+      if (init.signal.aborted) throw init.signal.reason ?? error;
+      throw fetchFailure(error, url);
+    }
+    const type = response.headers.get("content-type")?.split(";")[0];
+    this.#events.trace(`< ${response.status}${type ? ` ${type}` : ""}`);
+    return response;
+  }
+}
+
+function isEventStream(response: Response): boolean {
+  return /^\s*text\/event-stream/i.test(response.headers.get("content-type") ?? "");
+}
+
+// A body as text, at most `limit` bytes (the rest is not read).
+async function readBody(response: Response, limit: number): Promise<string> {
+  if (!response.body) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of response.body) {
+    size += chunk.length;
+    if (size > limit) {
+      await response.body.cancel().catch(noop);
+      throw new ServerError(`the server's answer is over ${limit} bytes (raise --max-line-bytes)`);
+    }
+    chunks.push(chunk);
+  }
+  return new TextDecoder().decode(concatBytes(chunks, size));
+}
+
+// A JSON-RPC error response (text or parsed) as an RpcError, else undefined.
+function jsonRpcErrorOf(body: unknown): RpcError | undefined {
+  let parsed = body;
+  if (typeof body === "string") {
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      return undefined;
+    }
+  }
+  if (!isObject(parsed) || !isObject(parsed.error) || typeof parsed.error.code !== "number") return undefined;
+  return new RpcError(parsed.error.code, String(parsed.error.message ?? "error"), parsed.error.data);
+}
+
+function httpStatusError(response: Response, body: string, what: string): HttpStatusError {
+  const text = body.trim() ? `: ${brief(body.trim().split("\n")[0])}` : "";
+  return new HttpStatusError(
+    `the server answered ${what} with HTTP ${response.status}${
+      response.statusText ? ` ${response.statusText}` : ""
+    }${text}`,
+    response.status,
+  );
+}
+
+// A 401, or a 403 that asks for more scopes: authorization we do not have.
+function checkAuthorization(response: Response, url: URL): void {
+  const challenge = response.headers.get("www-authenticate") ?? "";
+  if (response.status === 401 || (response.status === 403 && /insufficient_scope/i.test(challenge))) {
+    void response.body?.cancel().catch(noop);
+    const why = response.status === 401
+      ? "needs authorization (HTTP 401)"
+      : "refused our token (HTTP 403 insufficient_scope)";
+    throw new AuthorizationError(
+      `the server at ${url.origin}${url.pathname} ${why}; sign-in with OAuth is not built yet: ` +
+        `give a token with -H "Authorization: Bearer TOKEN", or in the config entry's "headers"`,
+      response.status,
+    );
+  }
+}
+
+// What a failed fetch means to a person, from the runtime's words for it.
+function fetchFailure(error: unknown, url: URL): UnreachableError {
+  const cause = (error as { cause?: unknown }).cause;
+  const code = (cause as { code?: unknown })?.code ?? (error as { code?: unknown }).code ?? "";
+  const text = `${errorMessage(error)} ${cause ? errorMessage(cause) : ""} ${code}`;
+  const where = `Cannot reach ${url.origin}`;
+  if (/ECONNREFUSED|refused/i.test(text)) {
+    return new UnreachableError(`${where}: connection refused (is the server running?)`, true);
+  }
+  if (/ENOTFOUND|EAI_AGAIN|EAI_NONAME|dns|failed to lookup|getaddrinfo|Name or service not known/i.test(text)) {
+    return new UnreachableError(`${where}: the host name does not resolve (DNS)`);
+  }
+  if (/certificate|TLS|SSL|CERT_|self.signed|UNABLE_TO_VERIFY|handshake|corrupt message/i.test(text)) {
+    const why = errorMessage(cause ?? error).split("\n")[0].replace(/^.*(?:routines|client error \(Connect\)):/, "");
+    return new UnreachableError(`${where}: the TLS handshake failed (${why.trim()})`);
+  }
+  if (/ECONNRESET|socket hang up|reset|closed/i.test(text)) {
+    return new UnreachableError(`${where}: the connection was closed before an answer`, true);
+  }
+  return new UnreachableError(`${where}: ${errorMessage(cause ?? error)}`);
+}
+
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+// === 13. MCP client ==========================================================
+// A session with one server over a transport: which era it speaks (probed with
+// server/discover, else the initialize handshake), requests with timeouts,
+// progress and cancellation, paging, the 2026-07-28 envelope and mirror
+// headers, input the server asks for (legacy requests, or input_required
+// results), and retries. Prints nothing: it reports through callbacks.
+
+const RETRY_BASE_MS = 200;
+const MAX_LIST_PAGES = 10_000;
+// basic/versioning.mdx: a dual-era client probes first; a server silent to the probe gets this long.
+const PROBE_SILENCE_MS = 1_000;
+const MAX_INPUT_ROUNDS = 16;
+const LISTEN_WAIT_MS = 2_000;
+// basic/patterns/mrtr.mdx: the methods that may answer input_required.
+const INPUT_METHODS = new Set(["tools/call", "prompts/get", "resources/read"]);
 
 /** What a request made by a client may take. */
 export interface RequestOptions {
@@ -4731,15 +5698,27 @@ export interface RequestOptions {
   maxTime?: number;
 }
 
+// How the session itself sends: the handshake and the probe are not cancelled, carry no progress token.
+interface InternalRequestOptions extends RequestOptions {
+  handshake?: boolean;
+  /** The probe: the 2026-07-28 envelope before the era is known. */
+  probe?: string;
+}
+
 /** Options of {@linkcode connect}. */
 export interface ConnectOptions {
-  /** Added to the server's environment (which otherwise is ours). */
+  /** Added to a stdio server's environment (which otherwise is ours). */
   env?: Record<string, string>;
-  /** The server's working directory. */
+  /** A stdio server's working directory. */
   cwd?: string;
   /** An MCP config file to look server names up in. */
   config?: string;
-  /** The protocol version to ask for (default the latest legacy-handshake version). */
+  /** Sent on every request to an HTTP server (over the config entry's headers). */
+  headers?: Record<string, string>;
+  /**
+   * "auto" (default): probe with server/discover, else the initialize handshake;
+   * "legacy": initialize at once; a version pins it ("2026-07-28": modern only).
+   */
   protocol?: string;
   /** Idle timeout per request in ms (default 60000), restarted by progress. */
   timeout?: number;
@@ -4749,146 +5728,267 @@ export interface ConnectOptions {
   retries?: number;
   /** Aborts the start-up and every request. */
   signal?: AbortSignal;
-  /** Longest line accepted from the server (default 64 MiB). */
+  /** Longest message accepted from the server (default 64 MiB). */
   maxLineBytes?: number;
+  /** What the client declares it can answer: `roots`, `sampling`, `elicitation` (default none). */
+  capabilities?: JsonObject;
+  /**
+   * Answers what the server asks the client (roots/list, sampling/createMessage,
+   * elicitation/create): as a legacy request, or as an input_required result's
+   * input request. Throw an RpcError to refuse. Without it: "method not found".
+   */
+  onRequest?: (method: string, params: JsonObject) => unknown;
+  /** Each notification other than progress and log messages (e.g. notifications/tools/list_changed). */
+  onNotification?: (method: string, params: JsonObject) => void;
+  /** Ask the server for log messages from this level up (logging/setLevel, or the request envelope). */
+  logLevel?: LogLevel;
+  /** Keep a legacy HTTP session's GET stream open (for what the server sends unasked). */
+  listen?: boolean;
   /** The server's stderr, as it arrives. */
   onStderr?: (text: string) => void;
   /** Each notifications/message params. */
   onLog?: (params: JsonObject) => void;
   /** Each line of the server's stdout that is not JSON-RPC. */
   onInvalidLine?: (text: string) => void;
-  /** Each frame: "> " + sent, "< " + received. */
+  /** Each frame: "> " + sent, "< " + received; over HTTP also "> POST /mcp", "< 200 application/json". */
   onTrace?: (line: string) => void;
+  /** Each message as it is sent or received, for recordings. */
+  onMessage?: (direction: "send" | "recv", text: string) => void;
+  /** Something the user should know that does not stop the command (a tool dropped from a list). */
+  onWarning?: (message: string) => void;
 }
 
-/** A spawned, initialized MCP server. Made by {@linkcode connect}. */
+/** A connected MCP server, in either era. Made by {@linkcode connect}. */
 export class McpClient {
-  /** How the server was started. */
+  /** Where the server is. */
   readonly spec: ServerSpec;
-  /** The server's initialize result. */
+  /** "legacy" (the initialize handshake) or "modern" (2026-07-28, stateless). */
+  era: "legacy" | "modern" = "legacy";
+  /** What the server said of itself: the initialize result, or its discover result in that shape. */
   initializeResult: JsonObject = {};
+  /** The server/discover result, in the modern era. */
+  discoverResult: JsonObject | undefined;
   /** Lines on the server's stdout that were not JSON-RPC. */
   invalidLines = 0;
   #options: ConnectOptions;
-  #child: ChildHandle | undefined;
-  #peer: JsonRpcPeer;
-  #writer: FrameWriter;
-  #stderrTail = "";
+  #transport!: ClientTransport;
+  #peer!: JsonRpcPeer;
   #failure: ServerError | undefined;
-  #exited: Promise<void>;
-  #markExited!: () => void;
-  #hasExited = false;
+  #started = false;
   #progress = new Map<RequestId, (params: JsonObject) => void>();
   #nextToken = 0;
   #closing: Promise<void> | undefined;
-  #unresponsive = false; // a request timed out: shutdown does not wait for it to notice its stdin closing
+  #tools: Map<string, JsonObject> | undefined; // 2026-07-28 over HTTP: schemas for Mcp-Param-* headers
+  #listed: JsonObject[] | undefined; // the last tools/list, for idempotentHint
+  #dropped: Map<string, string> | undefined; // tools left out of the list, and why
 
   constructor(spec: ServerSpec, options: ConnectOptions = {}) {
     this.spec = spec;
     this.#options = options;
-    this.#exited = new Promise((resolve) => this.#markExited = resolve);
-    const trace = options.onTrace;
-    this.#writer = new FrameWriter((text) => {
-      this.#child?.write(text);
-      return true;
-    });
-    this.#peer = new JsonRpcPeer({
-      send: (text) => {
-        trace?.(`> ${text}`);
-        this.#writer.send(text);
+    this.#attach();
+  }
+
+  /** The last 64 KiB of a stdio server's stderr. */
+  get stderr(): string {
+    return this.#transport.stderr;
+  }
+
+  /** The protocol version in use. */
+  get protocolVersion(): string {
+    return String(this.initializeResult.protocolVersion ?? "");
+  }
+
+  /** The transport in use: "stdio", "http" (Streamable HTTP) or "sse" (2024-11-05 HTTP+SSE). */
+  get transport(): string {
+    return this.#transport.kind;
+  }
+
+  // A fresh transport and peer (again when a stdio server died of the probe).
+  #attach(): void {
+    const spec = this.spec;
+    const options = this.#options;
+    this.#failure = undefined;
+    this.#transport = isHttpSpec(spec)
+      ? new HttpTransport(spec, { headers: options.headers, maxBytes: options.maxLineBytes })
+      : new StdioTransport(spec, { env: options.env, cwd: options.cwd, maxLineBytes: options.maxLineBytes });
+    const transport = this.#transport;
+    const peer = this.#peer = new JsonRpcPeer({
+      send: (text, context) => {
+        options.onTrace?.(`> ${text}`);
+        options.onMessage?.("send", text);
+        transport.send(text, context);
       },
-      request: (method) => {
-        if (method === "ping") return {};
-        // We declare no client capabilities: roots, sampling, elicitation are not ours to answer.
-        throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
-      },
+      request: (method, params) => this.#answerServer(method, params),
       notification: (method, params) => {
         if (method === "notifications/progress") this.#progress.get(params.progressToken as RequestId)?.(params);
         else if (method === "notifications/message") options.onLog?.(params);
+        else options.onNotification?.(method, params);
       },
       invalid: (text) => {
         this.invalidLines++;
         options.onInvalidLine?.(text);
       },
+      cancel: (id, reason) => {
+        // cancellation.mdx: notifications/cancelled, except over HTTP in 2026-07-28: closing the stream is it.
+        if (this.era === "legacy" || transport.kind === "stdio") {
+          peer.notify("notifications/cancelled", { requestId: id, reason });
+        }
+        transport.abandon(id);
+      },
+    });
+    this.#receive = (text, parsed) => {
+      options.onTrace?.(`< ${text}`);
+      options.onMessage?.("recv", text);
+      peer.receive(text, parsed);
+    };
+  }
+
+  #receive: (text: string, parsed?: unknown) => void = noop;
+
+  async #open(): Promise<void> {
+    const peer = this.#peer;
+    const options = this.#options;
+    await this.#transport.start({
+      message: (text, parsed) => this.#receive(text, parsed),
+      failed: (id, error) => peer.fail(id, error),
+      closed: (error) => {
+        if (!this.#started) {
+          error.message += ` before answering ${this.era === "modern" ? "server/discover" : "initialize"}`;
+          error.retryable = true;
+        }
+        this.#fail(error);
+      },
+      invalid: (text) => {
+        this.invalidLines++;
+        options.onInvalidLine?.(text);
+      },
+      stderr: (text) => options.onStderr?.(text),
+      trace: (line) => options.onTrace?.(line),
     });
   }
 
-  /** The last 64 KiB of the server's stderr. */
-  get stderr(): string {
-    return this.#stderrTail;
-  }
-
-  /** The protocol version the server agreed to. */
-  get protocolVersion(): string {
-    return String(this.initializeResult.protocolVersion ?? "");
-  }
-
-  /** Spawns the server and performs the initialize handshake. */
+  /** Connects, then finds the era: server/discover first (unless told otherwise), else initialize. */
   async start(): Promise<void> {
-    const { spec } = this;
-    const options = this.#options;
-    const reader = new FrameReader({
-      message: (text) => {
-        options.onTrace?.(`< ${text}`);
-        this.#peer.receive(text);
-      },
-      oversize: (limit) => {
-        this.invalidLines++;
-        options.onInvalidLine?.(`(a line over ${limit} bytes, skipped; raise --max-line-bytes)`);
-      },
-    }, options.maxLineBytes ?? DEFAULT_CLIENT_MAX_LINE_BYTES);
-    const stderrDecoder = new TextDecoder();
-    // Outside the try: Deno's missing --allow-env is a usage problem, not a failed start.
-    const env = { ...sys.env(), ...spec.env, ...options.env } as Record<string, string>;
-    try {
-      this.#child = await spawnChild(spec.command, spec.args, { cwd: options.cwd ?? spec.cwd, env }, {
-        stdout: (chunk) => reader.push(chunk),
-        stderr: (chunk) => {
-          const text = stderrDecoder.decode(chunk, { stream: true });
-          this.#stderrTail = keepTail(this.#stderrTail, text, STDERR_TAIL_BYTES);
-          options.onStderr?.(text);
-        },
-        exit: (code, signal) => {
-          reader.end();
-          const how = code !== null ? `with code ${code}` : `on ${signal}`;
-          const when = this.initializeResult.protocolVersion ? "" : " before answering initialize";
-          this.#fail(new ServerError(`the server exited ${how}${when}`, undefined, when !== ""));
-          this.#setExited();
-        },
-      });
-    } catch (error) {
-      const why = (error as { code?: string }).code === "ENOENT" ? "command not found" : errorMessage(error);
-      this.#setExited();
-      throw this.#fail(new ServerError(`Cannot start "${spec.command}": ${why}`, undefined, true));
+    await this.#open();
+    const protocol = this.#options.protocol ?? "auto";
+    const modern = (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(protocol);
+    if ((protocol === "auto" || modern) && await this.#discover(protocol === "auto" ? undefined : protocol)) {
+      this.#started = true;
+      return;
     }
+    await this.#initialize(protocol === "auto" || protocol === "legacy" ? LATEST_PROTOCOL_VERSION : protocol);
+    this.#started = true;
+  }
 
-    const requested = options.protocol ?? LATEST_PROTOCOL_VERSION;
+  // versioning.mdx: probe with server/discover; any answer that is not a modern one (an error of any
+  // code, a 4xx, silence, a stdio server dying of it) means the handshake era. `pinned`: no fallback.
+  async #discover(pinned: string | undefined): Promise<boolean> {
+    let version = pinned ?? MODERN_PROTOCOL_VERSIONS[0];
+    for (let attempt = 0; attempt < 2; attempt++) {
+      let result: JsonObject;
+      try {
+        result = await this.request("server/discover", {}, {
+          probe: version,
+          timeout: pinned ? undefined : Math.min(PROBE_SILENCE_MS, this.#options.timeout ?? PROBE_SILENCE_MS),
+        });
+      } catch (error) {
+        if (error instanceof AuthorizationError || error instanceof InterruptedError) throw error;
+        if (this.#options.signal?.aborted) throw error;
+        const mutual = error instanceof ServerError && error.code === ErrorCode.UnsupportedProtocolVersion
+          ? mutualVersion(error.data)
+          : undefined;
+        if (mutual !== undefined && attempt === 0) {
+          version = mutual; // -32022 names one we speak: once more with it
+          continue;
+        }
+        if (pinned) throw error;
+        if (this.#transport.kind === "stdio" && this.#failure) {
+          // It died of the probe: a fresh one for the handshake.
+          await this.#transport.close();
+          this.#attach();
+          await this.#open();
+          return false;
+        }
+        // Refused, DNS, TLS, a 5xx: no era would help. Any other answer, or none, is not a modern one.
+        if (error instanceof UnreachableError || (error instanceof HttpStatusError && error.status >= 500)) throw error;
+        return false;
+      }
+      const supported = Array.isArray(result.supportedVersions) ? result.supportedVersions : [];
+      if (supported.includes(version)) {
+        this.#becomeModern(version, result);
+        return true;
+      }
+      if (pinned) {
+        throw new ServerError(
+          `the server does not speak ${pinned} (its server/discover offers ${supported.join(", ") || "nothing"})`,
+        );
+      }
+      const offered = mutualVersion({ supported });
+      if (offered === undefined || attempt > 0) return false;
+      version = offered;
+    }
+    return false;
+  }
+
+  #becomeModern(version: string, result: JsonObject): void {
+    this.era = "modern";
+    this.discoverResult = result;
+    const meta = isObject(result._meta) ? result._meta : {};
+    const info: JsonObject = {
+      protocolVersion: version,
+      capabilities: isObject(result.capabilities) ? result.capabilities : {},
+      serverInfo: meta[META.serverInfo] ?? result.serverInfo ?? {},
+    };
+    if (typeof result.instructions === "string") info.instructions = result.instructions;
+    if (Array.isArray(result.supportedVersions)) info.supportedVersions = result.supportedVersions;
+    this.initializeResult = info;
+  }
+
+  async #initialize(version: string): Promise<void> {
+    const options = this.#options;
     let result: JsonObject;
     try {
       result = await this.request("initialize", {
-        protocolVersion: requested,
-        capabilities: {},
+        protocolVersion: version,
+        capabilities: options.capabilities ?? {},
         clientInfo: { name: "mcp.ts", version: VERSION },
-      }, { initialize: true });
+      }, { handshake: true });
     } catch (error) {
       if (error instanceof TimeoutError) error.retryable = true;
       throw error;
     }
-    const version = result.protocolVersion;
-    if (!(SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(version)) {
+    const agreed = result.protocolVersion;
+    if (!(SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(agreed)) {
       // lifecycle.mdx: a client that does not support the server's version SHOULD disconnect.
       throw new ServerError(
-        `the server answered protocol version ${JSON.stringify(version)}, which mcp.ts does not speak ` +
-          `(it speaks ${SUPPORTED_PROTOCOL_VERSIONS.join(", ")})`,
+        `the server answered protocol version ${JSON.stringify(agreed)}, which mcp.ts does not speak ` +
+          `(it speaks ${[...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS].join(", ")})`,
       );
     }
+    this.era = "legacy";
     this.initializeResult = result;
+    const transport = this.#transport;
+    if (transport instanceof HttpTransport) {
+      transport.protocolVersion = String(agreed); // transports.mdx: on every request after initialize
+      transport.renewSession ??= () => this.#initialize(version);
+    }
     this.#peer.notify("notifications/initialized");
+    const capabilities = isObject(result.capabilities) ? result.capabilities : {};
+    if (options.logLevel && isObject(capabilities.logging)) {
+      await this.request("logging/setLevel", { level: options.logLevel }).catch(noop);
+    }
+    const declared = Object.keys(options.capabilities ?? {}).length > 0;
+    if (transport instanceof HttpTransport && (options.listen ?? declared)) {
+      // A server may ask on that stream only: be listening before the first request.
+      await Promise.race([transport.listen(), abortableSleep(LISTEN_WAIT_MS)]);
+    }
   }
 
-  #setExited(): void {
-    this.#hasExited = true;
-    this.#markExited();
+  // A server's request of the client: a legacy request, or an input request of an input_required result.
+  #answerServer(method: string, params: JsonObject): unknown {
+    if (method === "ping") return {};
+    if (!this.#options.onRequest) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
+    return this.#options.onRequest(method, params);
   }
 
   // Remembers the first failure; every pending and later request fails with it.
@@ -4900,12 +6000,8 @@ export class McpClient {
     return this.#failure;
   }
 
-  /** Sends a request with the client's timeouts; server errors become ServerError. */
-  async request(
-    method: string,
-    params?: JsonObject,
-    options: RequestOptions & { initialize?: boolean } = {},
-  ): Promise<JsonObject> {
+  /** Sends a request with the client's timeouts and era; server errors become ServerError. */
+  async request(method: string, params: JsonObject = {}, options: InternalRequestOptions = {}): Promise<JsonObject> {
     if (this.#failure) throw this.#failure;
     const timeout = options.timeout ?? this.#options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS;
     const maxTime = options.maxTime ?? this.#options.maxTime ?? DEFAULT_MAX_TIME_MS;
@@ -4931,22 +6027,63 @@ export class McpClient {
       else signal.addEventListener("abort", forward, { once: true });
     }
     let token: RequestId | undefined;
-    if (!options.initialize && method !== "ping") {
+    if (!options.handshake && !options.probe && method !== "ping") {
       // A progress token lets a long call keep its idle timeout alive.
       token = `mcp.ts-${++this.#nextToken}`;
-      params = { ...params, _meta: { ...(isObject(params?._meta) ? params._meta : {}), progressToken: token } };
+      params = { ...params, _meta: { ...(isObject(params._meta) ? params._meta : {}), progressToken: token } };
       this.#progress.set(token, (progress) => {
         armIdle();
         options.onProgress?.(progress);
       });
     }
+    const retried = new Set<string>(); // each recovery at most once per request
     try {
-      // lifecycle.mdx: the client MUST NOT cancel initialize.
-      const result = await this.#peer.request(method, params, controller.signal, !options.initialize);
-      if (!isObject(result)) throw new ServerError(`the server sent an invalid ${method} result: not an object`);
-      return result;
+      for (let round = 0;; round++) {
+        const version = options.probe ?? (this.era === "modern" ? this.protocolVersion : undefined);
+        const [sent, context] = this.#envelope(method, params, version);
+        let result: unknown;
+        try {
+          // lifecycle.mdx: the client MUST NOT cancel initialize; the probe is not cancelled either.
+          result = await this.#peer.request(
+            method,
+            sent,
+            controller.signal,
+            !options.handshake && !options.probe,
+            context,
+          );
+        } catch (error) {
+          const code = error instanceof RpcError ? error.code : undefined;
+          if (version !== undefined && !options.probe) {
+            if (code === ErrorCode.HeaderMismatch && method === "tools/call" && !retried.has("headers")) {
+              // streamable-http.mdx: our idea of the tool's headers may be stale; list again, retry once.
+              retried.add("headers");
+              this.#tools = undefined;
+              await this.listTools({ signal: controller.signal }).catch(noop);
+              continue;
+            }
+            if (error instanceof StreamBrokenError && !retried.has("stream")) {
+              retried.add("stream"); // a broken stream loses the request: again, with a new id
+              continue;
+            }
+          }
+          throw error;
+        }
+        if (!isObject(result)) throw new ServerError(`the server sent an invalid ${method} result: not an object`);
+        if (version === undefined) return result;
+        // basic/index.mdx (2026-07-28): no resultType is "complete"; one we do not know is invalid.
+        const type = result.resultType ?? "complete";
+        if (type === "complete") return result;
+        if (type !== "input_required" || !INPUT_METHODS.has(method)) {
+          throw new ServerError(`the server sent an invalid ${method} result: resultType ${JSON.stringify(type)}`);
+        }
+        if (round >= MAX_INPUT_ROUNDS) {
+          throw new ServerError(`the server still asked for input after ${MAX_INPUT_ROUNDS} rounds of ${method}`);
+        }
+        params = await this.#fulfil(method, params, result);
+        armIdle();
+      }
     } catch (error) {
-      if (error instanceof TimeoutError) this.#unresponsive = true;
+      if (error instanceof TimeoutError) this.#transport.markUnresponsive();
       if (error instanceof RpcError) {
         const message = `the server answered ${method} with error ${error.code}: ${error.message}`;
         throw new ServerError(message, error.code, false, error.data);
@@ -4960,9 +6097,81 @@ export class McpClient {
     }
   }
 
+  // A request as the era sends it: 2026-07-28 puts the envelope in _meta and, over HTTP, mirrors
+  // the method, name and x-mcp-header arguments in headers (basic/index.mdx, streamable-http.mdx).
+  #envelope(method: string, params: JsonObject, version: string | undefined): [JsonObject, SendContext | undefined] {
+    const http = this.#transport.kind === "http";
+    const headers: Record<string, string> = {};
+    if (http) {
+      headers["mcp-method"] = method;
+      const name = method === "resources/read"
+        ? params.uri
+        : method === "tools/call" || method === "prompts/get"
+        ? params.name
+        : undefined;
+      if (typeof name === "string") headers["mcp-name"] = encodeHeaderValue(name);
+    }
+    if (version === undefined) return [params, http ? { headers } : undefined];
+    const options = this.#options;
+    const meta: JsonObject = {
+      ...(isObject(params._meta) ? params._meta : {}),
+      [META.protocolVersion]: version,
+      [META.clientCapabilities]: options.capabilities ?? {},
+      [META.clientInfo]: { name: "mcp.ts", version: VERSION },
+    };
+    if (options.logLevel) meta[META.logLevel] = options.logLevel;
+    if (http) {
+      headers["mcp-protocol-version"] = version;
+      if (method === "tools/call") {
+        Object.assign(headers, paramHeaders(this.#tools?.get(String(params.name)), params.arguments));
+      }
+    }
+    return [{ ...params, _meta: meta }, http ? { headers } : undefined];
+  }
+
+  // mrtr.mdx: answer every input request, then the same request again with a new id, the answers,
+  // and the requestState exactly as given (none when none was given).
+  async #fulfil(method: string, params: JsonObject, result: JsonObject): Promise<JsonObject> {
+    const requests = isObject(result.inputRequests) ? result.inputRequests : {};
+    const responses: JsonObject = {};
+    for (const [key, request] of Object.entries(requests)) {
+      if (!isObject(request) || typeof request.method !== "string") {
+        throw new ServerError(`the server sent an invalid ${method} result: input request "${key}" has no method`);
+      }
+      try {
+        responses[key] = await this.#answerServer(request.method, isObject(request.params) ? request.params : {});
+      } catch (error) {
+        throw new ServerError(
+          `the server needs input mcp.ts cannot give: ${describeInputRequest(request)} (${errorMessage(error)})`,
+        );
+      }
+    }
+    const next: JsonObject = { ...params };
+    delete next.inputResponses;
+    delete next.requestState;
+    if (Object.keys(responses).length > 0) next.inputResponses = responses;
+    if (typeof result.requestState === "string") next.requestState = result.requestState;
+    return next;
+  }
+
   /** Every tool of the server, following nextCursor to the end. */
   async listTools(options: RequestOptions = {}): Promise<JsonObject[]> {
-    return await this.#listAll("tools/list", "tools", options);
+    let tools = await this.#listAll("tools/list", "tools", options);
+    if (this.era === "modern" && this.#transport.kind === "http") {
+      // tools.mdx (2026-07-28): an HTTP client MUST drop a tool whose x-mcp-header annotations are invalid.
+      this.#dropped = new Map();
+      tools = tools.filter((tool) => {
+        const problem = invalidHeaderAnnotation(tool.inputSchema);
+        if (problem) {
+          this.#dropped!.set(String(tool.name), problem);
+          this.#options.onWarning?.(`left out tool "${tool.name}": ${problem}`);
+        }
+        return !problem;
+      });
+      this.#tools = new Map(tools.map((tool) => [String(tool.name), tool]));
+    }
+    this.#listed = tools;
+    return tools;
   }
 
   async #listAll(method: string, key: string, options: RequestOptions): Promise<JsonObject[]> {
@@ -4987,8 +6196,47 @@ export class McpClient {
     throw new ServerError(`the server sent more than ${MAX_LIST_PAGES} pages of ${key}`);
   }
 
-  /** Calls a tool and returns its CallToolResult (isError included); an unknown tool throws NotFoundError. */
-  async callTool(name: string, args: JsonObject = {}, options: RequestOptions = {}): Promise<JsonObject> {
+  /**
+   * Calls a tool and returns its CallToolResult (isError included); an unknown
+   * tool throws NotFoundError. `retries`: when the server dies under the call,
+   * start it again and repeat the call that many times, but only for a tool
+   * annotated idempotentHint (a second call does no harm).
+   */
+  async callTool(
+    name: string,
+    args: JsonObject = {},
+    options: RequestOptions & { retries?: number; onRetry?: (error: ServerError, attempt: number) => void } = {},
+  ): Promise<JsonObject> {
+    const retries = options.retries ?? 0;
+    if (retries > 0 && !this.#listed) await this.listTools(options); // which tools say idempotentHint
+    for (let attempt = 0;; attempt++) {
+      try {
+        return await this.#callOnce(name, args, options);
+      } catch (error) {
+        // A call already sent is repeated only when the server died under it and
+        // the tool says a second call does no harm (annotations.idempotentHint).
+        const tool = this.#listed?.find((candidate) => candidate.name === name);
+        const idempotent = isObject(tool?.annotations) && tool.annotations.idempotentHint === true;
+        const died = error instanceof ServerError && error.code === undefined && !(error instanceof TimeoutError) &&
+          !(error instanceof HttpStatusError && error.status < 500);
+        if (!died || !idempotent || attempt >= retries) throw error;
+        options.onRetry?.(error, attempt + 1);
+        await this.#transport.close();
+        this.#attach();
+        this.#started = false;
+        await this.start();
+      }
+    }
+  }
+
+  async #callOnce(name: string, args: JsonObject, options: RequestOptions): Promise<JsonObject> {
+    if (this.era === "modern" && this.#transport.kind === "http" && !this.#tools) {
+      await this.listTools(options).catch(noop); // the Mcp-Param-* headers need the tool's schema
+    }
+    const dropped = this.#dropped?.get(name);
+    if (dropped !== undefined) {
+      throw new NotFoundError("tool", name, [...this.#tools!.keys()], `mcp.ts leaves it out: ${dropped}`);
+    }
     let result: JsonObject;
     try {
       result = await this.request("tools/call", { name, arguments: args }, options);
@@ -5083,40 +6331,124 @@ export class McpClient {
     return result;
   }
 
-  /** Pings the server; resolves with the round-trip time in ms. */
+  /** Pings the server; resolves with the round-trip time in ms. In 2026-07-28 (no ping) it times server/discover. */
   async ping(options: RequestOptions = {}): Promise<number> {
     const started = performance.now();
-    await this.request("ping", undefined, options);
+    if (this.era === "modern") await this.request("server/discover", {}, options);
+    else await this.request("ping", undefined, options);
     return Math.round((performance.now() - started) * 1000) / 1000; // µs: the timer's noise below that
   }
 
-  /** Shuts the server down: close its stdin, wait, SIGTERM, wait, SIGKILL. */
+  /** Stops the server (stdio) or ends the session (HTTP); nothing of it is left after. */
   close(): Promise<void> {
-    this.#closing ??= this.#shutdown();
+    this.#closing ??= (async () => {
+      this.#fail(new ServerError("the connection is closed"));
+      await this.#transport.close();
+    })();
     return this.#closing;
   }
+}
 
-  async #shutdown(): Promise<void> {
-    this.#writer.flush();
-    this.#fail(new ServerError("the connection is closed"));
-    const child = this.#child;
-    if (!child || this.#hasExited) return;
-    child.end();
-    // A server that let a request time out has had its chance: a moment to read
-    // the cancellation and its closed stdin, not the whole first step.
-    let wait = this.#unresponsive ? UNRESPONSIVE_STEP_MS : SHUTDOWN_STEP_MS;
-    for (const signal of ["SIGTERM", "SIGKILL", undefined] as const) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const exited = await Promise.race([
-        this.#exited.then(() => true),
-        new Promise<boolean>((resolve) => timer = setTimeout(() => resolve(false), wait)),
-      ]);
-      wait = SHUTDOWN_STEP_MS;
-      clearTimeout(timer);
-      if (exited || signal === undefined) return;
-      child.kill(signal);
+// A version of -32022's `supported` list (or discover's) that we speak: the newest modern one.
+function mutualVersion(data: unknown): string | undefined {
+  const supported = isObject(data) && Array.isArray(data.supported) ? data.supported : [];
+  return MODERN_PROTOCOL_VERSIONS.find((version) => supported.includes(version));
+}
+
+// "elicitation/create (form: "Your name?")": what an input request asked, for the error that says we cannot answer.
+function describeInputRequest(request: JsonObject): string {
+  const params = isObject(request.params) ? request.params : {};
+  const message = typeof params.message === "string" ? `: ${JSON.stringify(brief(params.message))}` : "";
+  return `${request.method}${message}`;
+}
+
+/**
+ * A header value as streamable-http.mdx (2026-07-28) sends it: as it is when it
+ * is plain visible ASCII (inner spaces allowed), else `=?base64?…?=` of its UTF-8.
+ * @internal
+ */
+export function encodeHeaderValue(value: string): string {
+  const plain = value === "" ||
+    (/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(value) && !/^=\?base64\?.*\?=$/i.test(value));
+  return plain ? value : `=?base64?${bytesToBase64(encoder.encode(value))}?=`;
+}
+
+// The x-mcp-header annotated properties of a schema: [header name, path of property keys].
+function headerProperties(schema: unknown): [string, string[]][] {
+  const found: [string, string[]][] = [];
+  const walk = (node: unknown, path: string[]) => {
+    if (!isObject(node)) return;
+    if (typeof node["x-mcp-header"] === "string") found.push([node["x-mcp-header"], path]);
+    if (isObject(node.properties)) {
+      for (const [key, child] of Object.entries(node.properties)) walk(child, [...path, key]);
     }
+  };
+  walk(schema, []);
+  return found;
+}
+
+// Mcp-Param-* for a tools/call's arguments: null and absent values send no header.
+function paramHeaders(tool: JsonObject | undefined, args: unknown): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (!tool) return headers;
+  for (const [name, path] of headerProperties(tool.inputSchema)) {
+    let value: unknown = args;
+    for (const key of path) value = isObject(value) ? value[key] : undefined;
+    if (value === undefined || value === null) continue;
+    const text = typeof value === "string"
+      ? value
+      : typeof value === "number" || typeof value === "boolean"
+      ? String(value)
+      : JSON.stringify(value);
+    headers[`mcp-param-${name.toLowerCase()}`] = encodeHeaderValue(text);
   }
+  return headers;
+}
+
+/**
+ * Why a tool's x-mcp-header annotations are invalid (tools.mdx, 2026-07-28), or
+ * undefined when they are valid or absent: each a non-empty RFC 9110 token,
+ * unique case-insensitively, on a string, integer or boolean property reached
+ * only through `properties`.
+ * @internal
+ */
+export function invalidHeaderAnnotation(schema: unknown): string | undefined {
+  const names = new Set<string>();
+  const problems: string[] = [];
+  const walk = (node: unknown, path: string, viaProperties: boolean) => {
+    if (Array.isArray(node)) {
+      node.forEach((item) => walk(item, path, false));
+      return;
+    }
+    if (!isObject(node)) return;
+    const header = node["x-mcp-header"];
+    if (header !== undefined) {
+      const where = path || "the schema";
+      const type = node.type;
+      if (typeof header !== "string" || !/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(header)) {
+        problems.push(`x-mcp-header ${JSON.stringify(header)} of ${where} is not a valid header name`);
+      } else if (names.has(header.toLowerCase())) {
+        problems.push(`x-mcp-header "${header}" is used twice`);
+      } else if (!viaProperties) {
+        problems.push(`x-mcp-header "${header}" is on ${where}, which is not reached through properties alone`);
+      } else if (type !== "string" && type !== "integer" && type !== "boolean") {
+        problems.push(`x-mcp-header "${header}" is on ${where} of type ${JSON.stringify(type ?? "any")}`);
+      }
+      if (typeof header === "string") names.add(header.toLowerCase());
+    }
+    for (const [key, child] of Object.entries(node)) {
+      if (key === "x-mcp-header") continue;
+      if (key === "properties" && isObject(child)) {
+        for (const [name, property] of Object.entries(child)) {
+          walk(property, path ? `${path}.${name}` : name, viaProperties);
+        }
+      } else if (typeof child === "object" && child !== null) {
+        walk(child, path ? `${path}/${key}` : key, false);
+      }
+    }
+  };
+  walk(schema, "", true);
+  return problems[0];
 }
 
 /** A usage error naming the required arguments of a prompt (its prompts/list entry) that `args` lacks. */
@@ -5132,27 +6464,12 @@ export function throwIfMissingArguments(prompt: JsonObject, args: Record<string,
   );
 }
 
-function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 /**
- * Starts a server (a command line, a config name, or a spec) and performs the
- * handshake. Start-up failures are retried `retries` times with backoff.
+ * Connects to a server (a URL, a command line, a config name, or a spec) and
+ * finds its era. Start-up failures are retried `retries` times with backoff.
  */
 export async function connect(server: string | ServerSpec, options: ConnectOptions = {}): Promise<McpClient> {
-  // Our working directory finds ./.mcp.json (--cwd is the server's), and our PATH
+  // Our working directory finds the configs (--cwd is the server's), and our PATH
   // with the -e additions finds a bare command, as spawning will.
   const spec = typeof server === "string"
     ? await resolveServer(server, { config: options.config, env: { ...sys.env(), ...options.env } })
@@ -5268,7 +6585,7 @@ function editDistance(a: string, b: string): number {
   return previous[b.length];
 }
 
-// === 12. Output ==============================================================
+// === 14. Output ==============================================================
 // What the client commands print, as pure functions of what the server sent.
 
 /** How output is shaped for where it goes. */
@@ -5476,11 +6793,17 @@ export function renderPromptMessages(result: JsonObject): string {
 }
 
 /** The initialize result, for people. */
-export function renderInfo(result: JsonObject): string {
+export function renderInfo(result: JsonObject, how: { era?: string; transport?: string } = {}): string {
   const info = isObject(result.serverInfo) ? result.serverInfo : {};
   const capabilities = isObject(result.capabilities) ? result.capabilities : {};
+  const era = how.era === "modern" ? "stateless (server/discover)" : how.era ? "legacy (initialize handshake)" : "";
+  const over = how.transport === "sse"
+    ? "HTTP+SSE (2024-11-05)"
+    : how.transport === "http"
+    ? "Streamable HTTP"
+    : how.transport;
   const lines = [
-    `protocol:      ${result.protocolVersion}`,
+    `protocol:      ${result.protocolVersion}${era ? `, ${era}` : ""}${over ? `, over ${over}` : ""}`,
     `server:        ${info.name ?? "?"} ${info.version ?? ""}`.trimEnd(),
   ];
   if (typeof info.title === "string") lines.push(`title:         ${info.title}`);
@@ -5495,7 +6818,7 @@ export function renderInfo(result: JsonObject): string {
   return lines.join("\n") + "\n";
 }
 
-// === 13. CLI =================================================================
+// === 15. CLI =================================================================
 // argv in, exit code out. Parses flags, loads plugins, wires the process's
 // streams and signals, and keeps plugins' output off the protocol stream.
 
@@ -5979,6 +7302,12 @@ function describeStack(error: unknown): string {
 }
 
 const CLIENT_FLAGS = {
+  header: { type: "string", short: "H", multiple: true },
+  root: { type: "string", multiple: true },
+  elicit: { type: "string" },
+  "elicit-json": { type: "string" },
+  "sample-command": { type: "string" },
+  record: { type: "string" },
   timeout: { type: "string" },
   "max-time": { type: "string" },
   env: { type: "string", short: "e", multiple: true },
@@ -6039,6 +7368,212 @@ async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
   return { kind: "pairs", pairs: words };
 }
 
+/**
+ * What the client offers the server, from --root, --elicit/--elicit-json,
+ * --sample-command (and a person at a terminal): the capabilities to declare
+ * and the answers to give. Only what was given is declared.
+ */
+async function clientAnswers(
+  values: Record<string, string | boolean | string[] | undefined>,
+  io: CliIo,
+): Promise<{ capabilities: JsonObject; onRequest: (method: string, params: JsonObject) => unknown }> {
+  const capabilities: JsonObject = {};
+  const roots = ((values.root ?? []) as string[]).map((dir) => {
+    const path = resolvePath(dir);
+    return { uri: fileUrl(path), name: basenameOf(path.replace(/[\\/]+$/, "")) || path };
+  });
+  if (roots.length > 0) capabilities.roots = {};
+  const elicit = values.elicit as string | undefined;
+  if (elicit !== undefined && !["accept", "decline", "cancel"].includes(elicit)) {
+    throw new UsageError(`--elicit takes accept, decline or cancel, got "${elicit}"`);
+  }
+  let given: JsonObject = {};
+  if (values["elicit-json"] !== undefined) {
+    if (elicit !== "accept") throw new UsageError("--elicit-json goes with --elicit accept");
+    try {
+      given = JSON.parse(values["elicit-json"] as string);
+    } catch (error) {
+      throw new UsageError(`Cannot read --elicit-json: not JSON (${errorMessage(error)})`);
+    }
+    if (!isObject(given)) throw new UsageError("Cannot use --elicit-json: a JSON object is needed");
+  }
+  // A person can answer a form when both ends of the terminal are theirs (asked only then: it costs on Bun).
+  const interactive = elicit === undefined && io.stderr.isTTY === true && !io.stdin && (await sys.stdinIsTerminal());
+  if (elicit !== undefined || interactive) capabilities.elicitation = {};
+  const sampler = values["sample-command"] as string | undefined;
+  const sampleWords = sampler === undefined ? undefined : splitCommand(sampler);
+  if (sampleWords !== undefined) {
+    if (sampleWords.length === 0) throw new UsageError("--sample-command needs a command");
+    capabilities.sampling = {};
+  }
+  const refuse = (method: string, hint: string) => {
+    throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method} (mcp.ts answers it when given ${hint})`);
+  };
+  return {
+    capabilities,
+    onRequest: async (method, params) => {
+      switch (method) {
+        case "roots/list":
+          return roots.length > 0 ? { roots } : refuse(method, "--root DIR");
+        case "elicitation/create":
+          if (elicit !== undefined) return answerElicitation(elicit, given, params);
+          return interactive ? await askElicitation(params, io) : refuse(method, "--elicit accept|decline|cancel");
+        case "sampling/createMessage":
+          return sampleWords ? await runSampleCommand(sampleWords, params) : refuse(method, '--sample-command "CMD"');
+        default:
+          throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
+      }
+    },
+  };
+}
+
+// --elicit: accept fills the form with its defaults and --elicit-json over them; a form that then
+// does not fit the schema is declined (elicitation.mdx: the client should validate).
+function answerElicitation(action: string, given: JsonObject, params: JsonObject): JsonObject {
+  if (action !== "accept") return { action };
+  if (params.mode === "url") return { action: "decline" }; // nothing here can open it
+  const schema = isObject(params.requestedSchema) ? params.requestedSchema : { type: "object" };
+  const properties = isObject(schema.properties) ? schema.properties : {};
+  const content: JsonObject = {};
+  for (const [key, property] of Object.entries(properties)) {
+    if (isObject(property) && property.default !== undefined) content[key] = property.default;
+  }
+  Object.assign(content, given);
+  return validate(schema, content).length === 0 ? { action: "accept", content } : { action: "decline" };
+}
+
+// A form asked field by field on the terminal. An empty answer takes the default; Ctrl-D cancels.
+async function askElicitation(params: JsonObject, io: CliIo): Promise<JsonObject> {
+  const { createInterface } = await import("node:readline/promises");
+  const terminal = createInterface({ input: proc().stdin, output: proc().stderr });
+  const ask = (question: string) =>
+    new Promise<string | null>((resolve) => {
+      terminal.once("close", () => resolve(null));
+      terminal.question(question).then(resolve, () => resolve(null));
+    });
+  try {
+    io.stderr.write(`mcp: the server asks: ${typeof params.message === "string" ? params.message : "(no message)"}\n`);
+    if (params.mode === "url") {
+      io.stderr.write(`mcp: it asks you to open ${params.url}\n`);
+      const answer = await ask("  opened and done? [y/N] ");
+      return answer === null ? { action: "cancel" } : { action: /^y/i.test(answer) ? "accept" : "decline" };
+    }
+    const schema = isObject(params.requestedSchema) ? params.requestedSchema : {};
+    const properties = isObject(schema.properties) ? schema.properties : {};
+    const required = Array.isArray(schema.required) ? schema.required : [];
+    const content: JsonObject = {};
+    for (const [key, property] of Object.entries(properties)) {
+      const field = isObject(property) ? property : {};
+      const choices = Array.isArray(field.enum) ? field.enum : undefined;
+      const type = String(field.type ?? "string");
+      const hints = [choices ? choices.join("|") : type === "boolean" ? "y/n" : type];
+      if (required.includes(key)) hints.push("required");
+      const shown = field.default === undefined ? "" : ` [${field.default}]`;
+      const label = typeof field.title === "string" ? field.title : key;
+      const about = typeof field.description === "string" ? ` — ${field.description}` : "";
+      for (;;) {
+        const answer = await ask(`  ${label} (${hints.join(", ")})${about}${shown}: `);
+        if (answer === null) return { action: "cancel" };
+        const text = answer.trim();
+        if (text === "") {
+          if (field.default !== undefined) content[key] = field.default;
+          else if (required.includes(key)) continue;
+          break;
+        }
+        const value = type === "boolean"
+          ? /^(y|yes|true)$/i.test(text) ? true : /^(n|no|false)$/i.test(text) ? false : undefined
+          : type === "number" || type === "integer"
+          ? Number(text)
+          : text;
+        if (value === undefined || (typeof value === "number" && !Number.isFinite(value))) continue;
+        if (validate(field, value).length > 0) {
+          io.stderr.write(`  ${validate(field, value)[0]}\n`);
+          continue;
+        }
+        content[key] = value;
+        break;
+      }
+    }
+    const answer = await ask("  send it? [Y/n/c(ancel)] ");
+    if (answer === null || /^c/i.test(answer)) return { action: "cancel" };
+    return /^n/i.test(answer) ? { action: "decline" } : { action: "accept", content };
+  } finally {
+    terminal.close();
+  }
+}
+
+// --sample-command: the request's params as one JSON line on its stdin; its stdout a
+// CreateMessageResult, or plain text taken as one assistant text message.
+async function runSampleCommand(words: string[], params: JsonObject): Promise<JsonObject> {
+  const out: Uint8Array[] = [];
+  let errTail = "";
+  const errDecoder = new TextDecoder();
+  let finished!: (how: string) => void;
+  const exited = new Promise<string>((resolve) => finished = resolve);
+  let child: ChildHandle;
+  try {
+    child = await spawnChild(words[0], words.slice(1), { env: sys.env() as Record<string, string> }, {
+      stdout: (chunk) => out.push(chunk),
+      stderr: (chunk) => errTail = keepTail(errTail, errDecoder.decode(chunk, { stream: true }), 2048),
+      exit: (code, signal) =>
+        finished(code === 0 ? "" : code !== null ? `exited with code ${code}` : `ended on ${signal}`),
+    });
+  } catch (error) {
+    throw new RpcError(ErrorCode.InternalError, `Cannot run the sample command "${words[0]}": ${errorMessage(error)}`);
+  }
+  child.write(JSON.stringify(params) + "\n");
+  child.end();
+  const failed = await exited;
+  const text = new TextDecoder().decode(concatBytes(out, out.reduce((sum, chunk) => sum + chunk.length, 0))).trim();
+  if (failed) {
+    throw new RpcError(
+      ErrorCode.InternalError,
+      `the sample command ${failed}${errTail ? `: ${brief(errTail.trim())}` : ""}`,
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (isObject(parsed) && isObject(parsed.content)) {
+    return { role: "assistant", model: basenameOf(words[0]), stopReason: "endTurn", ...parsed };
+  }
+  return { role: "assistant", content: { type: "text", text }, model: basenameOf(words[0]), stopReason: "endTurn" };
+}
+
+/**
+ * --record FILE: the session as a cassette (CONTRACT "Proxy, recording and
+ * replay"): a header line, then one line per message with its time and
+ * direction. Messages only: no header values, no tokens.
+ */
+async function openRecording(file: string, server: string) {
+  const { openSync, writeSync, closeSync } = await import("node:fs");
+  let fd: number;
+  try {
+    fd = openSync(file, "w", 0o600);
+  } catch (error) {
+    throw new UsageError(`Cannot record to ${file}: ${errorMessage(error)}`);
+  }
+  const started = performance.now();
+  // A URL's query and credentials may hold secrets: the cassette keeps its origin and path.
+  const shown = /^https?:\/\//i.test(server)
+    ? (() => {
+      const url = new URL(server);
+      return url.origin + url.pathname;
+    })()
+    : server;
+  writeSync(fd, JSON.stringify({ mcpCassette: 1, server: shown, recorded: new Date().toISOString() }) + "\n");
+  return {
+    write: (direction: "send" | "recv", text: string) => {
+      const t = Math.round((performance.now() - started) * 10) / 10;
+      writeSync(fd, `{"t":${t},"dir":"${direction}","message":${text}}\n`);
+    },
+    close: () => closeSync(fd),
+  };
+}
+
 async function readAll(stream: Readable): Promise<string> {
   const chunks: Uint8Array[] = [];
   for await (const chunk of stream) chunks.push(typeof chunk === "string" ? encoder.encode(chunk) : chunk);
@@ -6085,6 +7620,7 @@ function worse(a: number, b: number): number {
 
 function exitCodeOf(error: unknown): number {
   if (error instanceof InterruptedError) return 130;
+  if (error instanceof AuthorizationError) return 4;
   if (error instanceof UsageError || isPermissionError(error)) return 2;
   if (error instanceof ServerError) return 3;
   return 1;
@@ -6193,9 +7729,25 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
     env[pair.slice(0, equals)] = pair.slice(equals + 1);
   }
   const protocol = values.protocol as string | undefined;
-  if (protocol !== undefined && !(SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(protocol)) {
-    throw new UsageError(`--protocol ${protocol} is not one mcp.ts speaks (${SUPPORTED_PROTOCOL_VERSIONS.join(", ")})`);
+  const versions = [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS] as string[];
+  if (protocol !== undefined && protocol !== "auto" && protocol !== "legacy" && !versions.includes(protocol)) {
+    throw new UsageError(
+      `--protocol takes auto, legacy or a version mcp.ts speaks (${versions.join(", ")}), got "${protocol}"`,
+    );
   }
+  const headers: Record<string, string> = {};
+  for (const line of (values.header ?? []) as string[]) {
+    const colon = line.indexOf(":");
+    const headerName = colon > 0 ? line.slice(0, colon).trim() : "";
+    // The value is never shown, not even in this error.
+    if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(headerName)) {
+      throw new UsageError(
+        `-H takes "Name: Value", got a header without a valid name${headerName ? ` ("${headerName}")` : ""}`,
+      );
+    }
+    headers[headerName] = line.slice(colon + 1).trim();
+  }
+  const answers = await clientAnswers(values, io);
   if (output !== undefined && command !== "call" && command !== "read") {
     throw new UsageError(`-o/--output goes with call and read, not ${command}`);
   }
@@ -6206,11 +7758,19 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   const onSigint = () => interrupt.abort(new InterruptedError());
   const stopSigint = sys.onSignal("SIGINT", onSigint);
   const progress = progressReporter(io, verbose);
+  const recorder = values.record === undefined ? undefined : await openRecording(values.record as string, target);
   const options: ConnectOptions = {
     env,
     cwd: values.cwd as string | undefined,
     config: values.config as string | undefined,
+    headers,
     protocol,
+    capabilities: answers.capabilities,
+    onRequest: answers.onRequest,
+    logLevel: verbose ? "debug" : undefined,
+    // Tools left out of a list matter where lists are shown.
+    onWarning: command === "list" || verbose ? (message) => progress.note(`mcp: warning: ${message}\n`) : undefined,
+    onMessage: recorder?.write,
     timeout: positiveInteger("--timeout", values.timeout as string | undefined, DEFAULT_REQUEST_TIMEOUT_MS),
     maxTime: positiveInteger("--max-time", values["max-time"] as string | undefined, DEFAULT_MAX_TIME_MS),
     retries: positiveInteger("--retries", values.retries as string | undefined, 0, true),
@@ -6237,10 +7797,6 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
     client = await connect(target, options);
     const capabilities = isObject(client.initializeResult.capabilities) ? client.initializeResult.capabilities : {};
     const offers = (capability: string) => isObject(capabilities[capability]);
-    if (verbose && offers("logging")) {
-      // --verbose wants every log message, not just what the server sends by default.
-      await client.request("logging/setLevel", { level: "debug" }).catch(() => {});
-    }
     // A list the server does not offer is an empty list (and a line saying so).
     const listOrNone = async (capability: string, list: () => Promise<JsonObject[]>) => {
       if (!offers(capability)) return [];
@@ -6258,33 +7814,20 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
       case "call": {
         let args: JsonObject = callArgs!.kind === "object" ? callArgs!.value : {};
         const retries = options.retries ?? 0;
-        let tool: JsonObject | undefined;
         // key=value follows the tool's schema (zip=007 stays a string when it is typed string),
         // and --retries needs its annotations: only then is the tool list worth a round trip.
         if (callArgs!.kind === "pairs" || retries > 0) {
           const tools = await client.listTools();
-          tool = tools.find((candidate) => candidate.name === name);
+          const tool = tools.find((candidate) => candidate.name === name);
           if (!tool) throw new NotFoundError("tool", name, tools.map((candidate) => String(candidate.name)));
           if (callArgs!.kind === "pairs") args = argsFromPairs(callArgs!.pairs, tool.inputSchema);
         }
-        const idempotent = isObject(tool?.annotations) && tool.annotations.idempotentHint === true;
-        let result: JsonObject;
-        for (let attempt = 0;; attempt++) {
-          try {
-            result = await client.callTool(name, args, { onProgress: (params) => progress.update(params) });
-            break;
-          } catch (error) {
-            // A call already sent is repeated only when the server died under it and
-            // the tool says a second call does no harm (annotations.idempotentHint).
-            const died = error instanceof ServerError && error.code === undefined && !(error instanceof TimeoutError);
-            if (!died || !idempotent || attempt >= retries) throw error;
-            progress.note(
-              `mcp: ${error.message}; calling idempotent "${name}" again (${attempt + 1} of ${retries})\n`,
-            );
-            await client.close();
-            client = await connect(target, options);
-          }
-        }
+        let result = await client.callTool(name, args, {
+          onProgress: (params) => progress.update(params),
+          retries,
+          onRetry: (error, attempt) =>
+            progress.note(`mcp: ${error.message}; calling idempotent "${name}" again (${attempt} of ${retries})\n`),
+        });
         progress.clear();
         if (output !== undefined) result = await writeBinaryItem(result, output);
         if (json) {
@@ -6310,9 +7853,15 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
         io.stdout.write(json ? JSON.stringify({ tools }) + "\n" : renderToolList(tools, fit()));
         break;
       }
-      case "info":
-        io.stdout.write(json ? JSON.stringify(client.initializeResult) + "\n" : renderInfo(client.initializeResult));
+      case "info": {
+        const era = { era: client.era, transport: client.transport };
+        io.stdout.write(
+          json
+            ? JSON.stringify({ ...client.initializeResult, ...era }) + "\n"
+            : renderInfo(client.initializeResult, era),
+        );
         break;
+      }
       case "ping": {
         const ms = await client.ping();
         io.stdout.write(json ? JSON.stringify({ ms }) + "\n" : `${ms.toFixed(1)} ms\n`);
@@ -6390,6 +7939,7 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   } finally {
     stopSigint();
     await client?.close();
+    recorder?.close();
   }
   if (client && client.invalidLines > 0) {
     io.stderr.write(

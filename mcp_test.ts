@@ -1566,7 +1566,11 @@ describe("9. MCP client", () => {
         resolveServer("nope", { cwd: dir, env }),
         /"nope" is not a command on PATH nor a server in .*; servers it knows: fake/,
       );
-      await assert.rejects(resolveServer("web", { cwd: dir, env, config: "other.json" }), /HTTP server/);
+      assert.deepEqual(await resolveServer("web", { cwd: dir, env, config: "other.json" }), {
+        type: "http",
+        url: "https://x/",
+        name: "web",
+      });
       assert.deepEqual(await resolveServer("node server.js", { cwd: dir, env }), {
         command: "node",
         args: ["server.js"],
@@ -1953,9 +1957,10 @@ describe("11. CLI", () => {
     ]);
     assert.equal(
       info.stdout,
-      "protocol:      2025-11-25\nserver:        fake 1.0\ncapabilities:  tools, logging\ninstructions:  A fake server.\n",
+      "protocol:      2025-11-25, legacy (initialize handshake), over stdio\nserver:        fake 1.0\n" +
+        "capabilities:  tools, logging\ninstructions:  A fake server.\n",
     );
-    assert.match(old.stdout, /^protocol: +2024-11-05$/m);
+    assert.match(old.stdout, /^protocol: +2024-11-05, legacy/m);
     assert.equal(bad.code, 3);
     assert.match(bad.stderr, /answered protocol version "1999-01-01", which mcp\.ts does not speak/);
     assert.equal(JSON.parse(json.stdout).protocolVersion, "2025-06-18");
@@ -1970,7 +1975,8 @@ describe("11. CLI", () => {
   test("--retries retries start-up failures with backoff", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-flaky-"));
     try {
-      const env = ["-e", "FAKE_MODE=flaky", "-e", "FAKE_FAILS=2"];
+      // --protocol legacy: a server that dies on the server/discover probe is restarted for the handshake.
+      const env = ["-e", "FAKE_MODE=flaky", "-e", "FAKE_FAILS=2", "--protocol", "legacy"];
       const ok = await runCli(["call", FAKE, "echo", "text=up", "--retries", "2", ...env, "-e", `FAKE_STATE=${dir}/a`]);
       assert.equal(ok.code, 0, ok.stderr);
       assert.equal(ok.stdout, "up\n");
