@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The official MCP conformance suite (@modelcontextprotocol/conformance, which speaks only HTTP) against mcp.ts: on
-# stdio through bridges (server, client), or on its own Streamable HTTP (http). Run from the repository root:
+# The official MCP conformance suite (@modelcontextprotocol/conformance, which speaks only HTTP) against mcp.ts: its
+# server on stdio through a bridge (server) or on its own Streamable HTTP (http), and its client by URL (client). Run
+# from the repository root:
 #
 #   interop/conformance.sh server "<stdio server command>" [--scenario S] [--expected-failures F.yml] [suite options]
 #       lib/http-to-stdio.mjs serves the command over Streamable HTTP, one child process per HTTP session.
@@ -15,10 +16,15 @@
 #       --scenario S runs that one scenario at each such revision's wire (the suite's --spec-version); --suite or
 #       --spec-version pass through as they are, for one run.
 #       e.g. interop/conformance.sh http "deno run -A mcp.ts serve testdata/conformance" --requirements 2026-07-28
-#   interop/conformance.sh client "<mcp.ts invocation>" [--scenario initialize|tools_call] [suite options]
-#       The suite serves HTTP and appends its URL to the client command; lib/conformance-client.sh puts a stdio
-#       bridge (lib/stdio-to-http.mjs) in front of it and runs `<mcp.ts invocation> info|call "<bridge>" ...`.
-#       Without --scenario: initialize, then tools_call (what a stdio-only legacy client can take part in).
+#   interop/conformance.sh client "<mcp.ts invocation>" [--requirements 2025-11-25|2026-07-28] [--scenario S] [options]
+#       For each scenario the suite serves a mock server over HTTP and runs lib/conformance-client.sh with its URL,
+#       which runs the mcp.ts commands a user would type against it (`info URL`, `call URL add_numbers a=2 b=3`,
+#       `batch URL` for several calls, ...). Without --scenario: the client scenarios of the revision's requirement
+#       set that need no authorization (the suite's own --requirements would run the OAuth ones too), one suite run
+#       each (--scenario S --spec-version R), a line per scenario (the suite's report when it fails), the revision's
+#       totals; for 2025-11-25, then 2026-07-28 without --requirements. It fails when a scored scenario fails.
+#       --scenario S: the suite's whole report, at each revision whose set lists S (at R with --requirements R);
+#       --suite or --spec-version pass through as they are, for one run. -o DIR: the results under DIR/REVISION.
 #       e.g. interop/conformance.sh client "bun ./mcp.ts" --scenario tools_call
 #   interop/conformance.sh list [suite options]      all scenarios (--requirements 2025-11-25: the required ones)
 set -euo pipefail
@@ -155,14 +161,118 @@ case $mode in
     export MCP_INTEROP_CLIENT=$1
     shift
     wrapper=$(printf '%q' "$here/lib/conformance-client.sh") # the suite splits --command on spaces, runs it in sh
-    if has --scenario "$@" || has --suite "$@" || has --requirements "$@"; then
-      suite client --command "$wrapper" "$@"
-    else
+    revisions=() # --requirements, taken out of the arguments: one loop per revision
+    scenario=
+    output= # -o DIR: DIR/REVISION for each revision (the suite's result folders do not name it)
+    args=()
+    while [ $# -gt 0 ]; do
+      case $1 in
+        --requirements | --scenario | -o | --output-dir)
+          [ $# -ge 2 ] || usage
+          case $1 in --scenario) scenario=$2 ;; --requirements) revisions+=("$2") ;; *) output=$2 ;; esac
+          shift 2
+          ;;
+        --requirements=*)
+          revisions+=("${1#*=}")
+          shift
+          ;;
+        --scenario=*)
+          scenario=${1#*=}
+          shift
+          ;;
+        --output-dir=*)
+          output=${1#*=}
+          shift
+          ;;
+        *)
+          args+=("$1")
+          shift
+          ;;
+      esac
+    done
+    if has --suite "${args[@]}" || has --spec-version "${args[@]}"; then
+      if [ ${#revisions[@]} -gt 0 ]; then
+        echo "conformance: --requirements fixes the scenarios and the wire; it takes no --suite or --spec-version" >&2
+        exit 2
+      fi
+      suite client --command "$wrapper" ${scenario:+--scenario "$scenario"} ${output:+-o "$output"} "${args[@]}"
+      exit
+    fi
+    # The suite's own --requirements R runs R's client scenarios in parallel, the authorization ones included (most
+    # of them). So: one suite run per scenario, at R's wire, over the names R's requirement set lists.
+    sets="$IOP_CACHE/node_modules/@modelcontextprotocol/conformance/requirements"
+    listed() { # listed R: "NAME scored" or "NAME not-scored", a line per client scenario of requirement set R
+      [ -f "$sets/$1.yaml" ] || {
+        echo "conformance: no requirement set $1 (there are: $(cd "$sets" && echo *.yaml | sed 's/\.yaml//g'))" >&2
+        return 2
+      }
+      awk '/^[^ #]/ { section = $1 }
+        section == "client:" && $1 == "-" { print $2, "scored" }
+        section == "not_scored:" && $1 == "-" && $2 == "scenario:" { name = $3 }
+        section == "not_scored:" && $1 == "leg:" && $2 == "client" { print name, "not-scored" }' "$sets/$1.yaml"
+    }
+
+    if [ -n "$scenario" ]; then # one scenario, the suite's whole report, at each revision that lists it
+      if [ ${#revisions[@]} -eq 0 ]; then
+        for revision in 2025-11-25 2026-07-28; do
+          if listed "$revision" | awk -v s="$scenario" '$1 == s { found = 1 } END { exit !found }'; then
+            revisions+=("$revision")
+          fi
+        done
+        [ ${#revisions[@]} -gt 0 ] || revisions=("") # in neither set: at the wire the suite picks for it
+      fi
       status=0
-      for scenario in initialize tools_call; do
-        suite client --command "$wrapper" --scenario "$scenario" "$@" || status=1
+      for revision in "${revisions[@]}"; do
+        echo "conformance: client $MCP_INTEROP_CLIENT, scenario $scenario${revision:+ at $revision}" >&2
+        suite client --command "$wrapper" --scenario "$scenario" ${revision:+--spec-version "$revision"} \
+          ${output:+-o "$output${revision:+/$revision}"} "${args[@]}" || status=1
       done
       exit "$status"
     fi
+
+    [ ${#revisions[@]} -gt 0 ] || revisions=(2025-11-25 2026-07-28)
+    work=$(mktemp -d "${TMPDIR:-/tmp}/mcp-interop.XXXXXX")
+    trap 'rm -rf "$work"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    status=0
+    totals=()
+    for revision in "${revisions[@]}"; do
+      lines=$(listed "$revision") || exit 2
+      echo "conformance: client $MCP_INTEROP_CLIENT, requirements $revision without authorization" >&2
+      ran=0 ok=0 passed=0 failed=0 warnings=0 unscored=()
+      while read -r name scoring; do
+        case $name in auth/*) continue ;; esac # OAuth: not yet
+        result=0
+        suite client --command "$wrapper" --scenario "$name" --spec-version "$revision" \
+          ${output:+-o "$output/$revision"} "${args[@]}" >"$work/out" 2>&1 </dev/null || result=$?
+        case $result in 130 | 143) exit "$result" ;; esac # the suite was interrupted
+        # "Passed: 3/4, 1 failed, 0 warnings": SUCCESS/(SUCCESS+FAILURE), then FAILURE and WARNING checks
+        read -r p f w < <(sed -n 's|^Passed: \([0-9]*\)/[0-9]*, \([0-9]*\) failed, \([0-9]*\) warnings$|\1 \2 \3|p' \
+          "$work/out" | tail -n1) || true # none when the suite itself failed
+        ran=$((ran + 1)) passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0})) warnings=$((warnings + ${w:-0}))
+        why=$(grep -oE 'CLIENT TIMED OUT|CLIENT EXITED WITH ERROR \(code -?[0-9]+\)' "$work/out" | head -n1 || true)
+        [ "${p:-0}${f:-0}" != 00 ] || why="${why:+$why, }no check judged" # what the scenario checks never came
+        note=${p:+: $p passed, $f failed, $w warnings}${why:+, $why}
+        [ "$scoring" = scored ] || { note="$note (not scored)" && unscored+=("$name"); }
+        if [ "$result" -eq 0 ]; then
+          ok=$((ok + 1))
+          echo "  ✓ $name$note"
+        else
+          echo "  ✗ $name${note:- (exit $result)}"
+          sed 's/^/      /' "$work/out"
+          [ "$scoring" != scored ] || status=1
+        fi
+      done <<<"$lines"
+      total="$ok/$ran scenarios passed${unscored[0]:+ (${#unscored[@]} not scored)}"
+      totals+=("$revision: $total, checks: $passed passed, $failed failed, $warnings warnings")
+      echo "  ${totals[-1]}"
+    done
+    if [ ${#totals[@]} -gt 1 ]; then
+      echo
+      echo "conformance: client $MCP_INTEROP_CLIENT, the scenarios without authorization"
+      printf '  %s\n' "${totals[@]}"
+    fi
+    exit "$status"
     ;;
 esac
