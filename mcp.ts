@@ -1381,6 +1381,7 @@ export class SseReader {
   #id: string | undefined;
   #retry: number | undefined;
   #oversize = false;
+  #ended = false;
 
   constructor(onEvent: (event: SseEvent) => void, maxBytes: number) {
     this.#onEvent = onEvent;
@@ -1394,6 +1395,7 @@ export class SseReader {
 
   /** The body ended: an unfinished event is dropped, as the format says. */
   end(): void {
+    this.#ended = true;
     this.#lines(this.#decoder.decode());
   }
 
@@ -1404,7 +1406,7 @@ export class SseReader {
     for (let i = 0; i < all.length; i++) {
       const ch = all.charCodeAt(i);
       if (ch !== 10 && ch !== 13) continue;
-      if (ch === 13 && i + 1 === all.length) break; // a \r\n split across chunks: wait for the \n
+      if (ch === 13 && i + 1 === all.length && !this.#ended) break; // a \r\n split across chunks: wait for the \n
       this.#line(all.slice(start, i));
       if (ch === 13 && all.charCodeAt(i + 1) === 10) i++;
       start = i + 1;
@@ -6823,28 +6825,43 @@ export function renderInfo(result: JsonObject, how: { era?: string; transport?: 
 // streams and signals, and keeps plugins' output off the protocol stream.
 
 const CLIENT_OPTIONS_HELP = `
-<server> is ONE argument: a command line in quotes ("deno run -A mcp.ts serve ./tools", split
-with shell quoting and run without a shell) or a server name from --config FILE, ./.mcp.json,
-or Claude Desktop's config.
+<server> is ONE argument: an http:// or https:// URL (Streamable HTTP, either protocol era; the
+2024-11-05 HTTP+SSE transport too), a command line in quotes ("deno run -A mcp.ts serve ./tools",
+split with shell quoting and run without a shell), or a server name from --config FILE, else the
+nearest .mcp.json (.cursor/mcp.json, .vscode/mcp.json), ~/.claude.json or Claude Desktop's config
+(see: mcp.ts servers). \${VAR} and \${VAR:-default} in a config entry come from the environment.
 
 Options:
   --timeout MS             idle timeout per request (default ${DEFAULT_REQUEST_TIMEOUT_MS}), restarted by progress
   --max-time MS            hard cap per request (default ${DEFAULT_MAX_TIME_MS})
-  -e, --env KEY=VALUE      add to the server's environment (repeatable); it inherits ours
-  --cwd DIR                the server's working directory
-  --config FILE            an MCP config file ({"mcpServers": {NAME: {command, args, env, cwd}}})
+  -H, --header "N: V"      an HTTP header on every request to an HTTP server (repeatable; never printed)
+  -e, --env KEY=VALUE      add to a stdio server's environment (repeatable); it inherits ours
+  --cwd DIR                a stdio server's working directory
+  --config FILE            an MCP config file ({"mcpServers": {NAME: {command, args, env} | {url, headers}}})
+  --protocol P             auto (default: server/discover first, else initialize), legacy, or a
+                           version: ${[...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS].join(", ")}
   --json                   machine-readable JSON output
   -v, --verbose            stream the server's stderr, its log messages and progress to stderr
-  --trace                  every frame sent (>) and received (<) on stderr
-  --retries N              retry start-up failures N times, backing off from ${RETRY_BASE_MS} ms
-                           (and a call the server died under, if the tool is idempotentHint)
-  --protocol VERSION       the protocol version to ask for (default ${LATEST_PROTOCOL_VERSION})
-  --max-line-bytes N       longest line accepted from the server (default ${DEFAULT_CLIENT_MAX_LINE_BYTES})
+  --trace                  every message sent (>) and received (<) on stderr; HTTP request lines
+                           and statuses too (no header values)
+  --record FILE            write the session to FILE as a cassette (NDJSON; for mcp.ts replay)
+  --retries N              retry start-up failures N times (a refused connection too), backing off
+                           from ${RETRY_BASE_MS} ms (and a call the server died under, if the tool is idempotentHint)
+  --max-line-bytes N       longest message accepted from the server (default ${DEFAULT_CLIENT_MAX_LINE_BYTES})
   -o, --output FILE        call, read: write the binary result or contents to FILE
+
+What the server may ask of the client (declared to it only when given):
+  --root DIR               a root directory (repeatable): answers roots/list
+  --elicit ACTION          answer forms with accept (their defaults, and --elicit-json over
+                           them), decline or cancel; on a terminal without it, you are asked
+  --elicit-json JSON       the values to accept a form with
+  --sample-command "CMD"   answers sampling/createMessage: CMD gets the request's params as one JSON
+                           line on stdin and prints a CreateMessageResult (or plain text)
 
 Errors are one "mcp: ..." line on stderr; with --json, one JSON object {"error", "exitCode", ...}.
 Exit codes: 0 success, 1 the tool reported an error, 2 usage error or unknown tool,
-3 the server failed (could not start, died, error answer, timeout), 130 interrupted.
+3 the server failed (could not start or be reached, died, error answer, timeout, asked for
+input we cannot give), 4 the server wants authorization, 130 interrupted.
 A list the server does not offer (no tools, resources or prompts) prints nothing, says so on
 stderr and exits 0; reading a resource or prompt it does not offer is exit 2.
 `;
@@ -6864,6 +6881,7 @@ Usage:
   mcp.ts prompts <server>            prompts
   mcp.ts prompt <server> <name> [ARGS]
                                      a prompt's messages
+  mcp.ts servers                     the server names MCP config files define, with file and transport
   mcp.ts help [command]              this text, or a command's
   mcp.ts --version                   the version
 
@@ -6871,7 +6889,7 @@ Run it with:  deno run -A mcp.ts …   |   bun mcp.ts …   |   node mcp.ts … 
 `,
   call: `Usage: mcp.ts call <server> <tool> [ARGS] [options]
 
-Starts the server, calls one tool, prints the result, stops the server.
+Connects to the server (or starts it), calls one tool, prints the result, stops it.
 ARGS: a JSON object ('{"a":1}'), - (JSON from stdin), @file.json, or key=value pairs
 typed by the tool's inputSchema (zip=007 stays "007" when zip is a string). Default {}.
 Prints each text item on its own line; structured content (when there is no text, and
@@ -6888,8 +6906,9 @@ With TOOL: that tool's description, arguments and output schema; --json prints i
 ${CLIENT_OPTIONS_HELP}`,
   info: `Usage: mcp.ts info <server> [options]
 
-Prints what the server said in its initialize result: protocol version, serverInfo,
-capabilities and instructions. --json prints the result as it came.
+Prints the protocol version and era (stateless 2026-07-28, or the legacy initialize
+handshake), the transport, serverInfo, capabilities and instructions. --json prints the
+initialize (or server/discover) result with "era" and "transport" added.
 ${CLIENT_OPTIONS_HELP}`,
   ping: `Usage: mcp.ts ping <server> [options]
 
@@ -6917,6 +6936,14 @@ Prints a prompt's messages, one "[role] text" line each (other content as JSON).
 ARGS as for call (a JSON object of strings, -, @file.json, or key=value pairs).
 --json prints the GetPromptResult.
 ${CLIENT_OPTIONS_HELP}`,
+  servers: `Usage: mcp.ts servers [--config FILE] [--json]
+
+Prints every server name the MCP config files define, in the order names are looked up: NAME,
+its transport (stdio, http, sse), its command line or URL as written (\${VAR} unexpanded), and
+its file. With --config FILE, that file only. --json prints {"servers": [...]}.
+Looked up: .mcp.json, .cursor/mcp.json, .vscode/mcp.json in this directory and each one above,
+then ~/.claude.json (this project's servers, then the user's), then Claude Desktop's config.
+`,
   batch: `Usage: mcp.ts batch <server> [--concurrency N] [options]
 
 Keeps one server for many calls. Each stdin line is {"tool": NAME, "arguments": {...}};
@@ -8045,6 +8072,43 @@ async function runBatch(client: McpClient, io: CliIo, concurrency: number, maxLi
   return worst;
 }
 
+/** `servers`: every name the config files define, where, and how it is reached. */
+async function runServers(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseFlags(args, {
+    config: { type: "string" },
+    json: { type: "boolean" },
+    help: { type: "boolean", short: "h" },
+  }, "servers");
+  if (values.help) {
+    io.stdout.write(HELP.servers);
+    return 0;
+  }
+  if (positionals.length > 0) throw new UsageError("servers takes no arguments (see: mcp.ts help servers)");
+  const servers = await listConfiguredServers({ config: values.config as string | undefined });
+  if (values.json) {
+    io.stdout.write(JSON.stringify({ servers }) + "\n");
+    return 0;
+  }
+  if (servers.length === 0) {
+    io.stderr.write(
+      `mcp: no MCP config defines a server (looked for .mcp.json, .cursor/mcp.json and .vscode/mcp.json here and ` +
+        `above, ~/.claude.json and ${claudeDesktopConfigPath()})\n`,
+    );
+    return 0;
+  }
+  const rows = servers.map((server) => [
+    server.name,
+    server.transport,
+    server.problem ?? server.target,
+    server.file + (server.shadowed ? " (shadowed by the one above)" : ""),
+  ]);
+  const widths = [0, 1, 2].map((column) => Math.max(...rows.map((row) => row[column].length)));
+  for (const row of rows) {
+    io.stdout.write(row.map((cell, i) => i < 3 ? cell.padEnd(widths[i]) : cell).join("  ") + "\n");
+  }
+  return 0;
+}
+
 /** Runs the CLI with `argv` (without the runtime and script) and returns the exit code. */
 export async function main(argv: string[], io?: CliIo): Promise<number> {
   const own = io ? undefined : processIo();
@@ -8079,6 +8143,8 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
       case "prompts":
       case "prompt":
         return await runClient(command, rest, cli);
+      case "servers":
+        return await runServers(rest, cli);
       case undefined:
       case "help":
       case "--help":
@@ -8099,7 +8165,7 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
         return 0;
       default:
         throw new UsageError(
-          `unknown command "${command}" (commands: serve, call, list, info, ping, batch, resources, read, prompts, prompt, help)`,
+          `unknown command "${command}" (commands: serve, call, list, info, ping, batch, resources, read, prompts, prompt, servers, help)`,
         );
     }
   } catch (error) {
@@ -8150,6 +8216,19 @@ function isPermissionError(error: unknown): boolean {
 function describeFailure(error: unknown): string {
   if (isPermissionError(error)) {
     return `${errorMessage(error).split("\n")[0]}; run it as: deno run -A mcp.ts …`;
+  }
+  if (error instanceof ServerError && error.code === ErrorCode.MissingRequiredClientCapability) {
+    // The server needs an answer we were not told how to give: name the option that gives it.
+    const needed = isObject(error.data) && isObject(error.data.requiredCapabilities)
+      ? Object.keys(error.data.requiredCapabilities)
+      : [];
+    const flags: Record<string, string> = {
+      elicitation: "--elicit accept|decline|cancel",
+      sampling: '--sample-command "CMD"',
+      roots: "--root DIR",
+    };
+    const hints = needed.filter((name) => name in flags).map((name) => flags[name]);
+    if (hints.length > 0) return `${errorMessage(error)}; give ${hints.join(" and ")}`;
   }
   return errorMessage(error);
 }

@@ -16,6 +16,8 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
+import { Buffer } from "node:buffer";
+import { createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -29,9 +31,12 @@ import {
   connect,
   createHandler,
   defineTool,
+  encodeHeaderValue,
   ErrorCode,
+  expandVariables,
   FrameReader,
   FrameWriter,
+  invalidHeaderAnnotation,
   isPluginFile,
   LATEST_PROTOCOL_VERSION,
   loadTools,
@@ -44,10 +49,12 @@ import {
   serve,
   ServerError,
   splitCommand,
+  SseReader,
   TimeoutError,
   toCallToolResult,
   type ToolContext,
   unsupportedRuntime,
+  UsageError,
   validate,
   VERSION,
   windowsCommand,
@@ -1690,6 +1697,611 @@ const TOOL_SCHEMA_FOR_PAIRS = {
 };
 
 // --- 10. Output -----------------------------------------------------------------------
+
+describe("11. Server configs", () => {
+  test("expandVariables() takes ${VAR}, ${VAR:-default}, ${env:VAR}; an unset one is a usage error naming it", () => {
+    const env = { TOKEN: "t0k", EMPTY: "" };
+    assert.equal(expandVariables("Bearer ${TOKEN}", env, "x"), "Bearer t0k");
+    assert.equal(
+      expandVariables("${env:TOKEN}/${MISSING:-none}/${EMPTY:-fallback}/${EMPTY}", env, "x"),
+      "t0k/none/fallback/",
+    );
+    assert.throws(() => expandVariables("${NOPE}", env, 'server "a"'), (error: Error) => {
+      assert.ok(error instanceof UsageError);
+      assert.match(error.message, /^Cannot use server "a": it uses \$\{NOPE\}, which is not set/);
+      return true;
+    });
+  });
+
+  test("configs as hosts write them: nearest .mcp.json up, .cursor, .vscode servers, ~/.claude.json, URLs", async () => {
+    const home = mkdtempSync(join(tmpdir(), "mcp-home-"));
+    try {
+      const project = join(home, "work", "app");
+      const deep = join(project, "src", "lib");
+      mkdirSync(deep, { recursive: true });
+      mkdirSync(join(project, ".vscode"));
+      mkdirSync(join(home, ".gemini"));
+      writeFileSync(
+        join(project, ".mcp.json"),
+        JSON.stringify({
+          mcpServers: { near: { command: "node", args: ["${HOME}/s.js"], env: { K: "${KEY:-dflt}" } } },
+        }),
+      );
+      writeFileSync(
+        join(project, ".vscode", "mcp.json"),
+        JSON.stringify({
+          servers: {
+            code: { type: "http", url: "https://example.com/mcp", headers: { Authorization: "Bearer ${env:KEY}" } },
+            near: { command: "shadowed" },
+          },
+        }),
+      );
+      writeFileSync(
+        join(home, ".claude.json"),
+        JSON.stringify({
+          mcpServers: { user: { type: "sse", url: "https://old.example.com/sse" } },
+          projects: { [deep]: { mcpServers: { local: { command: "local-server" } } } },
+        }),
+      );
+      writeFileSync(
+        join(home, ".gemini", "settings.json"),
+        JSON.stringify({
+          mcpServers: { g1: { url: "https://g.example.com/sse" }, g2: { httpUrl: "https://g.example.com/mcp" } },
+        }),
+      );
+      writeFileSync(
+        join(home, "windsurf.json"),
+        JSON.stringify({ mcpServers: { w: { serverUrl: "https://w.example.com/mcp" } } }),
+      );
+      const env = { HOME: home, PATH: "", KEY: "k3y", XDG_CONFIG_HOME: join(home, ".config") };
+      assert.deepEqual(await resolveServer("near", { cwd: deep, env }), {
+        command: "node",
+        args: [`${home}/s.js`],
+        env: { K: "k3y" },
+        name: "near",
+      });
+      assert.deepEqual(await resolveServer("code", { cwd: deep, env }), {
+        type: "http",
+        url: "https://example.com/mcp",
+        headers: { Authorization: "Bearer k3y" },
+        name: "code",
+      });
+      assert.deepEqual(await resolveServer("local", { cwd: deep, env }), {
+        command: "local-server",
+        args: [],
+        name: "local",
+      });
+      assert.deepEqual(await resolveServer("user", { cwd: deep, env }), {
+        type: "sse",
+        url: "https://old.example.com/sse",
+        name: "user",
+      });
+      const gemini = join(home, ".gemini", "settings.json");
+      assert.equal((await resolveServer("g1", { config: gemini, env })).type, "sse", "Gemini's plain url is SSE");
+      assert.equal((await resolveServer("g2", { config: gemini, env })).type, "http");
+      assert.equal(
+        (await resolveServer("w", { config: join(home, "windsurf.json"), env }) as { url: string }).url,
+        "https://w.example.com/mcp",
+      );
+      await assert.rejects(
+        resolveServer("code", { cwd: deep, env: { ...env, KEY: undefined } }),
+        /\$\{KEY\}, which is not set/,
+      );
+      assert.deepEqual(await resolveServer("https://x.example/mcp", { env }), {
+        type: "http",
+        url: "https://x.example/mcp",
+      });
+
+      const listed = await runCli(["servers"], { cwd: deep, env: { HOME: home, KEY: "k3y" } });
+      assert.equal(listed.code, 0, listed.stderr);
+      const rows = listed.stdout.trim().split("\n").map((line) => line.split(/ {2,}/));
+      assert.deepEqual(rows.map((row) => row.slice(0, 2)), [
+        ["near", "stdio"],
+        ["code", "http"],
+        ["near", "stdio"],
+        ["local", "stdio"],
+        ["user", "sse"],
+      ]);
+      assert.match(listed.stdout, /node '\$\{HOME\}\/s\.js'/);
+      assert.doesNotMatch(listed.stdout, /k3y/, "values stay unexpanded");
+      assert.match(rows[2][3], /shadowed/);
+      const missing = await runCli(["info", "code"], { cwd: deep, env: { HOME: home } });
+      assert.equal(missing.code, 2, missing.stderr);
+      assert.match(
+        missing.stderr,
+        /^mcp: Cannot use server "code" of ".*mcp\.json": it uses \$\{KEY\}, which is not set/,
+      );
+    } finally {
+      rmSync(home, { recursive: true });
+    }
+  });
+});
+
+describe("13. MCP client: the 2026-07-28 header rules", () => {
+  test("encodeHeaderValue() keeps plain ASCII and sends the rest as =?base64?…?=", () => {
+    assert.equal(encodeHeaderValue("us-west1"), "us-west1");
+    assert.equal(encodeHeaderValue("a b"), "a b");
+    assert.equal(encodeHeaderValue(""), "");
+    for (const value of [" lead", "trail ", "tab\there", "crlf\r\n", "né", "=?base64?abc?="]) {
+      assert.equal(encodeHeaderValue(value), `=?base64?${Buffer.from(value).toString("base64")}?=`, value);
+    }
+  });
+
+  test("invalidHeaderAnnotation() names what makes a tool's x-mcp-header invalid", () => {
+    const tool = (properties: Message) => ({ type: "object", properties });
+    assert.equal(invalidHeaderAnnotation(tool({ a: { type: "string", "x-mcp-header": "Region" } })), undefined);
+    assert.equal(
+      invalidHeaderAnnotation(
+        tool({ o: { type: "object", properties: { b: { type: "boolean", "x-mcp-header": "B" } } } }),
+      ),
+      undefined,
+    );
+    for (
+      const [properties, why] of [
+        [{ a: { type: "string", "x-mcp-header": "" } }, /not a valid header name/],
+        [{ a: { type: "number", "x-mcp-header": "N" } }, /of type "number"/],
+        [{ a: { type: "string", "x-mcp-header": "X" }, b: { type: "string", "x-mcp-header": "x" } }, /used twice/],
+        [{ a: { type: "string", "x-mcp-header": "a:b" } }, /not a valid header name/],
+        [{ a: { type: "array", items: { type: "string", "x-mcp-header": "I" } } }, /not reached through properties/],
+      ] as const
+    ) {
+      assert.match(invalidHeaderAnnotation(tool(properties)) ?? "", why);
+    }
+  });
+});
+
+// --- 12. Client transports and 13. the client over HTTP ------------------------------------------
+
+interface FakeHttp {
+  url: string;
+  /** Every request the fake received on its MCP endpoint (and other paths), in order. */
+  log(): Promise<{ method: string; path: string; headers: Record<string, string>; body: Message; time: number }[]>;
+  stderr(): string;
+  close(): void;
+}
+
+/** Starts testdata/fake_http_server.ts with FAKE_MODE=`mode`; resolves once it listens. */
+async function fakeHttp(mode: string, env: Record<string, string> = {}): Promise<FakeHttp> {
+  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), HERE + "testdata/fake_http_server.ts"], {
+    env: { ...process.env, FAKE_MODE: mode, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+      out += text;
+      const match = /listening (\S+)/.exec(out);
+      if (match) resolve(match[1]);
+    });
+    child.on("exit", () => reject(new Error(`the fake HTTP server exited: ${stderr}`)));
+  });
+  return {
+    url,
+    log: async () => await (await fetch(url.replace(/\/mcp$/, "/_log"))).json(),
+    stderr: () => stderr,
+    close: () => void child.kill("SIGTERM"),
+  };
+}
+
+async function withFakeHttp(mode: string, body: (fake: FakeHttp) => Promise<void>, env?: Record<string, string>) {
+  const fake = await fakeHttp(mode, env);
+  try {
+    await body(fake);
+  } finally {
+    fake.close();
+  }
+}
+
+/** Whether a process has ended (a zombie waiting for init to reap it counts as ended), waiting up to 1 s. */
+async function isGone(pid: number): Promise<boolean> {
+  for (let i = 0; i < 20; i++) {
+    if (!isAlive(pid)) return true;
+    try {
+      if (/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"))) return true;
+    } catch {
+      // no /proc here: wait and ask again
+    }
+    await sleep(50);
+  }
+  return false;
+}
+
+describe("12. Client transports", () => {
+  test("SseReader splits events at blank lines, over any chunking, and skips comments", () => {
+    const body = ': keep-alive\r\n\r\nid: 7\r\nretry: 500\r\ndata: \r\n\r\nevent: message\ndata: {"a":\ndata: 1}\n\n' +
+      "event: endpoint\rdata: /messages?x=1\r\r";
+    for (const size of [1, 3, body.length]) {
+      const events: unknown[] = [];
+      const reader = new SseReader((event) => events.push(event), 1024);
+      const bytes = new TextEncoder().encode(body);
+      for (let i = 0; i < bytes.length; i += size) reader.push(bytes.slice(i, i + size));
+      reader.end();
+      assert.deepEqual(events, [
+        { event: "message", data: "", id: "7", retry: 500 },
+        { event: "message", data: '{"a":\n1}' },
+        { event: "endpoint", data: "/messages?x=1" },
+      ], `chunks of ${size}`);
+    }
+    const big: unknown[] = [];
+    const capped = new SseReader((event) => big.push(event), 10);
+    capped.push(new TextEncoder().encode(`data: ${"x".repeat(50)}\n\ndata: ok\n\n`));
+    assert.deepEqual(big, [{ event: "message", data: "ok" }], "an event over the cap is dropped whole");
+  });
+
+  test("a stdio server is stopped with its whole process group: a wrapper cannot leave it behind", async () => {
+    // The wrapper starts the real server as its child and dies on SIGTERM, as npx does; the server
+    // ignores stdin closing and SIGTERM, so only a SIGKILL to the group ends it.
+    const wrapped = `sh ${quote(HERE + "testdata/wrapper.sh")} ${FAKE}`;
+    const started = Date.now();
+    const timedOut = await runCli(["call", wrapped, "echo", "--timeout", "300", "-e", "FAKE_MODE=ignore-sigterm"]);
+    const took = Date.now() - started;
+    assert.equal(timedOut.code, 3, timedOut.stderr);
+    assert.match(timedOut.stderr, /timed out/);
+    const pid = Number(/fake: pid (\d+)/.exec(timedOut.stderr)?.[1]);
+    assert.ok(pid > 0, timedOut.stderr);
+    assert.ok(took < 6_000, `returned after ${took} ms`);
+    assert.equal(await isGone(pid), true, "the server under the wrapper is gone");
+
+    // Ctrl-C: the server is in its own group, so only we get the SIGINT; we stop it in order.
+    let cli = 0;
+    const interrupted = runCli(["call", wrapped, "echo", "-v", "-e", "FAKE_MODE=ignore-sigterm"], {
+      onStart: (child) => cli = child,
+    });
+    await sleep(1_500);
+    const before = Date.now();
+    process.kill(cli, "SIGINT");
+    const run = await interrupted;
+    assert.equal(run.code, 130, run.stderr);
+    assert.ok(Date.now() - before < 4_500, `returned ${Date.now() - before} ms after SIGINT`);
+    const second = Number(/fake: pid (\d+)/.exec(run.stderr)?.[1]);
+    assert.ok(second > 0, run.stderr);
+    assert.equal(await isGone(second), true, "no process left after Ctrl-C");
+  });
+});
+
+describe("13. MCP client over HTTP and in both eras", () => {
+  test("the probe: a legacy server's error costs one round trip; silence at most 1 s; dying, a restart", async () => {
+    const [legacy, silent, dies, modern] = await Promise.all([
+      runCli(["info", FAKE, "--trace"]),
+      runCli(["info", FAKE, "-e", "FAKE_MODE=silent-probe"]),
+      runCli(["info", FAKE, "-e", "FAKE_MODE=die-on-probe"]),
+      runCli(["info", SERVE, "--trace"]),
+    ]);
+    assert.equal(legacy.code, 0, legacy.stderr);
+    const sent = legacy.stderr.split("\n").filter((line) => line.startsWith("> ")).map((line) =>
+      JSON.parse(line.slice(2))
+    );
+    assert.deepEqual(sent.map((message) => message.method), [
+      "server/discover",
+      "initialize",
+      "notifications/initialized",
+    ]);
+    assert.match(legacy.stdout, /^protocol: +2025-11-25, legacy/);
+    assert.equal(silent.code, 0, silent.stderr);
+    assert.match(silent.stdout, /legacy/);
+    assert.equal(dies.code, 0, dies.stderr);
+    assert.match(dies.stdout, /legacy/);
+    assert.equal(modern.code, 0, modern.stderr);
+    assert.match(modern.stdout, /^protocol: +2026-07-28, stateless/);
+    assert.doesNotMatch(modern.stderr, /"initialize"/);
+    const [pinned, legacyOnly] = await Promise.all([
+      runCli(["info", FAKE, "--protocol", "2026-07-28"]),
+      runCli(["info", SERVE, "--protocol", "legacy", "--trace"]),
+    ]);
+    assert.equal(pinned.code, 3, "a pinned modern version does not fall back");
+    assert.match(legacyOnly.stdout, /legacy/);
+    assert.doesNotMatch(legacyOnly.stderr, /server\/discover/);
+    const started = Date.now();
+    const again = await runCli(["info", FAKE, "-e", "FAKE_MODE=silent-probe"]);
+    assert.equal(again.code, 0);
+    assert.ok(Date.now() - started < 3_000, `a silent probe cost ${Date.now() - started} ms in all`);
+  });
+
+  test("a legacy HTTP session: the id on every later request, the version header, DELETE at the end", async () => {
+    await withFakeHttp("sse", async (fake) => {
+      const [call, list] = await Promise.all([
+        runCli(["call", fake.url, "slow", "steps=2", "ms=20", "-v"]),
+        runCli(["list", fake.url, "--json"]),
+      ]);
+      assert.equal(call.code, 0, call.stderr);
+      assert.equal(call.stdout, "done 2\n");
+      assert.match(call.stderr, /progress 2\/2/);
+      assert.equal(list.code, 0, list.stderr);
+      assert.ok(JSON.parse(list.stdout).tools.some((tool: Message) => tool.name === "whoami"));
+      const log = await fake.log();
+      const posts = log.filter((entry) => entry.method === "POST");
+      for (const entry of posts) {
+        assert.match(entry.headers.accept, /application\/json/);
+        assert.match(entry.headers.accept, /text\/event-stream/);
+      }
+      const afterInit = posts.filter((entry) => !["initialize", "server/discover"].includes(entry.body.method));
+      assert.ok(afterInit.length >= 4);
+      for (const entry of afterInit) {
+        assert.ok(entry.headers["mcp-session-id"], `${entry.body.method} carries the session`);
+        assert.equal(entry.headers["mcp-protocol-version"], "2025-11-25");
+      }
+      assert.equal(log.filter((entry) => entry.method === "DELETE").length, 2, "each command ends its session");
+    });
+  });
+
+  test("an expired session (404) gets one new initialize and the request again", async () => {
+    await withFakeHttp("expire", async (fake) => {
+      const lines = ["1", "2", "3", "4", "5"].map((b) =>
+        JSON.stringify({ tool: "add", arguments: { a: 1, b: Number(b) } })
+      );
+      const run = await runCli(["batch", fake.url], { stdin: lines.join("\n") + "\n" });
+      assert.equal(run.code, 0, run.stderr);
+      assert.deepEqual(run.stdout.trim().split("\n").map((line) => JSON.parse(line).content[0].text), [
+        "2",
+        "3",
+        "4",
+        "5",
+        "6",
+      ]);
+      const inits = (await fake.log()).filter((entry) => entry.body?.method === "initialize");
+      assert.ok(inits.length >= 2, "a new session was made");
+      assert.equal(inits[1].headers["mcp-session-id"], undefined, "the new initialize carries no old id");
+    }, { FAKE_EXPIRE_AFTER: "2" });
+  });
+
+  test("a broken SSE answer is resumed by GET with Last-Event-ID after the server's retry", async () => {
+    await withFakeHttp("sse-retry", async (fake) => {
+      const run = await runCli(["call", fake.url, "echo", "text=again"]);
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, "again\n");
+      const log = await fake.log();
+      const cut = log.find((entry) => entry.method === "SERVER-CLOSED")!;
+      const resumed = log.find((entry) => entry.method === "GET" && entry.headers["last-event-id"])!;
+      assert.equal(resumed.headers["last-event-id"], "ev-1");
+      const gap = resumed.time - cut.time;
+      assert.ok(gap >= 450 && gap < 1_500, `reconnected ${gap} ms after the cut (retry: 500)`);
+    });
+  });
+
+  test("2026-07-28 over HTTP: envelope, mirror headers, x-mcp-header arguments, invalid tools left out", async () => {
+    await withFakeHttp("modern", async (fake) => {
+      const [list, call, dropped, retried] = await Promise.all([
+        runCli(["list", fake.url]),
+        runCli(["call", fake.url, "region", "region= us-wést", "priority=7"]),
+        runCli(["call", fake.url, "bad_space", "{}"]),
+        runCli(["read", fake.url, "fake://hello"]),
+      ]);
+      assert.equal(list.code, 0, list.stderr);
+      assert.doesNotMatch(list.stdout, /bad_/);
+      assert.match(list.stderr, /warning: left out tool "bad_number"/);
+      assert.equal(call.code, 0, call.stderr);
+      assert.deepEqual(JSON.parse(call.stdout), { region: " us-wést", priority: 7 });
+      assert.equal(dropped.code, 2);
+      assert.match(dropped.stderr, /no tool named "bad_space": mcp.ts leaves it out/);
+      assert.equal(retried.stdout, "hello\n");
+      const posts = (await fake.log()).filter((entry) => entry.method === "POST");
+      for (const { headers, body } of posts) {
+        const meta = body.params._meta;
+        assert.equal(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+        assert.deepEqual(meta["io.modelcontextprotocol/clientCapabilities"], {});
+        assert.equal(headers["mcp-protocol-version"], "2026-07-28");
+        assert.equal(headers["mcp-method"], body.method);
+      }
+      const region = posts.find((entry) => entry.body.params.name === "region")!;
+      assert.equal(region.headers["mcp-name"], "region");
+      assert.equal(region.headers["mcp-param-priority"], "7");
+      assert.equal(region.headers["mcp-param-region"], `=?base64?${Buffer.from(" us-wést").toString("base64")}?=`);
+      assert.equal(posts.find((entry) => entry.body.method === "resources/read")!.headers["mcp-name"], "fake://hello");
+      assert.ok(!posts.some((entry) => entry.body.params.name === "bad_space"), "a left-out tool is never called");
+    });
+  });
+
+  test("input_required: answered and retried with a new id and the requestState as given, or exit 3", async () => {
+    await withFakeHttp("modern", async (fake) => {
+      const [confirmed, roots, sampled, refused, noType, badType] = await Promise.all([
+        runCli(["call", fake.url, "confirm", "--elicit", "accept"]),
+        runCli(["call", fake.url, "roots_needed", "--root", HERE + "testdata"]),
+        runCli(["call", fake.url, "sample", "--sample-command", "echo Paris"]),
+        runCli(["call", fake.url, "confirm"]),
+        runCli(["call", fake.url, "no_result_type"]),
+        runCli(["call", fake.url, "weird_type"]),
+      ]);
+      assert.equal(confirmed.stdout, 'confirmed: {"action":"accept","content":{"ok":true}}\n', confirmed.stderr);
+      assert.match(roots.stdout, /file:\/\/.*testdata/);
+      assert.equal(sampled.stdout, "Paris\n", sampled.stderr);
+      assert.equal(refused.code, 3);
+      assert.match(refused.stderr, /elicitation.*give --elicit accept\|decline\|cancel/);
+      assert.equal(noType.stdout, "no type\n", "an absent resultType is complete");
+      assert.equal(badType.code, 3);
+      assert.match(badType.stderr, /invalid tools\/call result: resultType "mystery"/);
+      const calls = (await fake.log()).filter((entry) => entry.body?.params?.name === "confirm");
+      const first = calls.find((entry) => !entry.body.params.requestState)!;
+      const retry = calls.find((entry) => entry.body.params.requestState)!;
+      assert.notEqual(retry.body.id, first.body.id);
+      assert.deepEqual(retry.body.params.inputResponses.confirm, { action: "accept", content: { ok: true } });
+      const rootsRetry = (await fake.log()).find((entry) =>
+        entry.body?.params?.name === "roots_needed" && entry.body.params.inputResponses
+      )!;
+      assert.equal("requestState" in rootsRetry.body.params, false, "no requestState when none was given");
+    });
+  });
+
+  test("a 400 -32020 re-lists the tools and retries once; a -32022 naming our version retries once", async () => {
+    for (const mode of ["header-mismatch-once", "version-retry"]) {
+      await withFakeHttp(mode, async (fake) => {
+        const run = await runCli(["call", fake.url, "add", '{"a":2,"b":2}']);
+        assert.equal(run.code, 0, `${mode}: ${run.stderr}`);
+        assert.equal(run.stdout, "4\n");
+      });
+    }
+  });
+
+  test("old servers: the 2024-11-05 HTTP+SSE transport after a refused POST; a config's type sse", async () => {
+    await withFakeHttp("old-sse", async (fake) => {
+      const dir = mkdtempSync(join(tmpdir(), "mcp-sse-"));
+      try {
+        writeFileSync(join(dir, "c.json"), JSON.stringify({ mcpServers: { old: { type: "sse", url: fake.url } } }));
+        const [fallback, typed] = await Promise.all([
+          runCli(["call", fake.url, "add", "a=1", "b=5"]),
+          runCli(["info", "old", "--config", join(dir, "c.json")]),
+        ]);
+        assert.equal(fallback.code, 0, fallback.stderr);
+        assert.equal(fallback.stdout, "6\n");
+        assert.match(typed.stdout, /over HTTP\+SSE/);
+      } finally {
+        rmSync(dir, { recursive: true });
+      }
+    });
+  });
+
+  test("server requests on a legacy session: roots, elicitation, sampling as given; declared only then", async () => {
+    await withFakeHttp("server-requests", async (fake) => {
+      const [given, none] = await Promise.all([
+        runCli([
+          "call",
+          fake.url,
+          "ask",
+          "--root",
+          "/srv/data",
+          "--elicit",
+          "accept",
+          "--elicit-json",
+          '{"age":3}',
+          "--sample-command",
+          "sh -c 'read -r request; echo four'",
+        ]),
+        runCli(["call", fake.url, "ask"]),
+      ]);
+      assert.equal(given.code, 0, given.stderr);
+      const answers = JSON.parse(given.stdout);
+      assert.deepEqual(answers.roots, { roots: [{ uri: "file:///srv/data", name: "data" }] });
+      assert.deepEqual(answers.elicitation, { action: "accept", content: { name: "anon", age: 3 } });
+      assert.equal(answers.sampling.content.text, "four");
+      assert.deepEqual(JSON.parse(none.stdout), {
+        roots: "not declared",
+        elicitation: "not declared",
+        sampling: "not declared",
+      });
+    });
+  });
+
+  test("HTTP failures: each one line and exit 3 (a 401 exit 4); -H headers sent, never printed", async () => {
+    const closed = await new Promise<number>((resolve) => {
+      const server = createNetServer().listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as { port: number };
+        server.close(() => resolve(port));
+      });
+    });
+    const fakes = await Promise.all(["error500", "garbage", "unauthorized", ""].map((mode) => fakeHttp(mode)));
+    try {
+      const [five, garbage, unauthorized, refused, headers] = await Promise.all([
+        runCli(["info", fakes[0].url]),
+        runCli(["info", fakes[1].url]),
+        runCli(["info", fakes[2].url]),
+        runCli(["info", `http://127.0.0.1:${closed}/mcp`]),
+        runCli(["call", fakes[3].url, "whoami", "-H", "X-Api-Key: s3cret-value", "--trace"]),
+      ]);
+      assert.equal(five.code, 3);
+      assert.match(
+        five.stderr,
+        /^mcp: the server answered \S+ with HTTP 500 Internal Server Error: "internal failure"\n$/,
+      );
+      assert.equal(garbage.code, 3);
+      assert.match(garbage.stderr, /^mcp: the server answered \S+ with a body that is not JSON/);
+      assert.equal(unauthorized.code, 4);
+      assert.match(unauthorized.stderr, /needs authorization \(HTTP 401\)/);
+      assert.equal(refused.code, 3);
+      assert.match(refused.stderr, /^mcp: Cannot reach http:\/\/127\.0\.0\.1:\d+: connection refused/);
+      assert.equal(headers.code, 0, headers.stderr);
+      assert.equal(JSON.parse(headers.stdout)["x-api-key"], "s3cret-value");
+      assert.doesNotMatch(headers.stderr.replace(/^< \{.*$/gm, ""), /s3cret/, "--trace shows no header values");
+      assert.match(headers.stderr, /^> POST \/mcp$/m);
+      assert.match(headers.stderr, /^< 200 application\/json$/m);
+      const authorized = await runCli(["info", fakes[2].url, "-H", "Authorization: Bearer secret-token"]);
+      assert.equal(authorized.code, 0, authorized.stderr);
+    } finally {
+      for (const fake of fakes) fake.close();
+    }
+  });
+
+  test("timeouts and cancellation over HTTP: modern closes the stream, legacy sends notifications/cancelled", async () => {
+    await withFakeHttp("sse-modern", async (fake) => {
+      const started = Date.now();
+      const run = await runCli(["call", fake.url, "slow", "steps=50", "ms=100", "--max-time", "700"]);
+      assert.equal(run.code, 3);
+      assert.match(run.stderr, /timed out after 700 ms/);
+      assert.ok(Date.now() - started < 5_000);
+      await sleep(200);
+      assert.ok((await fake.log()).some((entry) => entry.method === "CLOSED"), "the stream was closed");
+    });
+    await withFakeHttp("slow", async (fake) => {
+      const run = await runCli(["call", fake.url, "echo", "text=x", "--timeout", "400", "--protocol", "legacy"]);
+      assert.equal(run.code, 3);
+      assert.match(run.stderr, /initialize timed out/);
+    }, { FAKE_DELAY_MS: "5000" });
+  });
+
+  test("mcp.ts serve --http end to end, by URL, in both eras", async () => {
+    const server = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, "serve", HERE + "testdata/tools", "--http", "0"], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    try {
+      const url = await new Promise<string>((resolve) => {
+        let err = "";
+        server.stderr!.setEncoding("utf8").on("data", (text: string) => {
+          err += text;
+          const match = /serving (http:\S+)/.exec(err);
+          if (match) resolve(match[1]);
+        });
+      });
+      const [modern, legacy, slow, prompt] = await Promise.all([
+        runCli(["call", url, "add", "a=2", "b=3"]),
+        runCli(["call", url, "add", '{"a":2,"b":4}', "--protocol", "legacy"]),
+        runCli(["call", url, "slow", "steps=2", "ms=10", "-v", "--protocol", "legacy"]),
+        runCli(["info", url, "--json"]),
+      ]);
+      assert.equal(modern.stdout, "5\n", modern.stderr);
+      assert.equal(legacy.stdout, "6\n", legacy.stderr);
+      assert.equal(slow.code, 0, slow.stderr);
+      assert.match(slow.stderr, /progress 2\/2/);
+      assert.deepEqual([JSON.parse(prompt.stdout).era, JSON.parse(prompt.stdout).transport], ["modern", "http"]);
+    } finally {
+      server.kill("SIGTERM");
+    }
+  });
+
+  test("--record writes a cassette: a header line, then each message with its time and direction", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-record-"));
+    try {
+      await withFakeHttp("", async (fake) => {
+        const file = join(dir, "session.ndjson");
+        const run = await runCli([
+          "call",
+          fake.url,
+          "echo",
+          '{"text":"hi"}',
+          "--record",
+          file,
+          "-H",
+          "Authorization: Bearer tok3n",
+        ]);
+        assert.equal(run.code, 0, run.stderr);
+        const text = readFileSync(file, "utf8");
+        assert.doesNotMatch(text, /tok3n/);
+        const [header, ...lines] = text.trim().split("\n").map((line) => JSON.parse(line));
+        assert.equal(header.mcpCassette, 1);
+        assert.equal(header.server, fake.url);
+        assert.ok(lines.every((line) => typeof line.t === "number" && ["send", "recv"].includes(line.dir)));
+        assert.deepEqual(lines.filter((line) => line.dir === "send").map((line) => line.message.method), [
+          "server/discover",
+          "initialize",
+          "notifications/initialized",
+          "tools/call",
+        ]);
+        assert.equal(lines.at(-1).message.result.content[0].text, "hi");
+      });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+});
 
 describe("10. Output", () => {
   test("renderCallResult() on a terminal sums up binary items, and never prints structured content that repeats them", () => {

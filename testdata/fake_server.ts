@@ -20,6 +20,8 @@
 //   flaky            crashes before initialize while FAKE_STATE (a file) counts fewer than FAKE_FAILS starts
 //   crash-call-once  dies on its first tools/call, unless FAKE_STATE (a file) says it already did
 //   sdk-unknown      answers a call to an unknown tool with an isError result "Tool X not found", as the SDK does
+//   silent-probe     never answers server/discover (a legacy server that ignores what it does not know)
+//   die-on-probe     exits 1 on server/discover (a legacy server that crashes on what it does not know)
 //
 // Every message received is noted on stderr ("fake: got <method>"), which the client shows when it fails.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -165,6 +167,11 @@ async function handle(message: Message) {
   const fail = (code: number, text: string) =>
     write({ jsonrpc: "2.0", id: message.id, error: { code, message: text } });
   if (mode === "silent") return;
+  if (message.method === "server/discover" && mode === "silent-probe") return;
+  if (message.method === "server/discover" && mode === "die-on-probe") {
+    note("server/discover? never heard of it: exiting");
+    process.exit(1);
+  }
   switch (message.method) {
     case "initialize": {
       const asked = message.params?.protocolVersion;
