@@ -6085,7 +6085,8 @@ export class McpClient {
         armIdle();
       }
     } catch (error) {
-      if (error instanceof TimeoutError) this.#transport.markUnresponsive();
+      // It has been asked to stop this request: shutdown need not give it long.
+      if (error instanceof TimeoutError || error instanceof InterruptedError) this.#transport.markUnresponsive();
       if (error instanceof RpcError) {
         const message = `the server answered ${method} with error ${error.code}: ${error.message}`;
         throw new ServerError(message, error.code, false, error.data);

@@ -2182,6 +2182,21 @@ describe("13. MCP client over HTTP and in both eras", () => {
     });
   });
 
+  test("a legacy session's GET stream: opened when the client offers answers; its requests are answered", async () => {
+    await withFakeHttp("get-stream", async (fake) => {
+      const run = await runCli(["call", fake.url, "slow", "steps=6", "ms=100", "--root", "/srv/data"]);
+      assert.equal(run.code, 0, run.stderr);
+      const log = await fake.log();
+      const get = log.find((entry) => entry.method === "GET")!;
+      assert.equal(get.headers.accept, "text/event-stream");
+      assert.ok(get.headers["mcp-session-id"]);
+      const answer = log.find((entry) => entry.method === "POST" && entry.body.id === "srv-1")!;
+      assert.deepEqual(answer.body.result, { roots: [{ uri: "file:///srv/data", name: "data" }] });
+      const first = log.find((entry) => entry.body?.method === "tools/call")!;
+      assert.ok(get.time <= first.time, "listening before the first request");
+    });
+  });
+
   test("HTTP failures: each one line and exit 3 (a 401 exit 4); -H headers sent, never printed", async () => {
     const closed = await new Promise<number>((resolve) => {
       const server = createNetServer().listen(0, "127.0.0.1", () => {
