@@ -204,7 +204,7 @@ function peakRss(pid: number): number {
   return Number(/VmHWM:\s+(\d+) kB/.exec(status)![1]) * 1024;
 }
 
-// --- 3. Framing ----------------------------------------------------------------
+// --- 4. Framing ----------------------------------------------------------------
 
 function frames(chunks: (string | Uint8Array)[], maxBytes = 100) {
   const messages: string[] = [];
@@ -220,7 +220,7 @@ function frames(chunks: (string | Uint8Array)[], maxBytes = 100) {
   return { messages, oversize, framing };
 }
 
-describe("3. Framing", () => {
+describe("4. Framing", () => {
   test("FrameReader splits lines, accepts CRLF and ignores blank lines", () => {
     const { messages } = frames(['{"a":1}\r\n\n  \r\n{"b"', ':2}\n{"c":3}']);
     assert.deepEqual(messages, ['{"a":1}', '{"b":2}', '{"c":3}']);
@@ -294,9 +294,9 @@ describe("3. Framing", () => {
 
 const NEWLINE_BYTE = 0x0a;
 
-// --- 4. JSON-RPC over a real server ----------------------------------------------
+// --- 5. JSON-RPC peer, over a real server ----------------------------------------------
 
-describe("4. JSON-RPC", () => {
+describe("5. JSON-RPC peer", () => {
   test("serve answers malformed frames with the right error and keeps serving", async () => {
     await withServer(["testdata/tools"], async (server) => {
       server.send(
@@ -383,9 +383,9 @@ describe("4. JSON-RPC", () => {
   });
 });
 
-// --- 5. Schema validation -------------------------------------------------------
+// --- 7. Schema validation -------------------------------------------------------
 
-describe("5. Schema validation", () => {
+describe("7. Schema validation", () => {
   const schema = {
     type: "object",
     properties: {
@@ -452,9 +452,9 @@ describe("5. Schema validation", () => {
   });
 });
 
-// --- 6. MCP server ----------------------------------------------------------------
+// --- 8. MCP server ----------------------------------------------------------------
 
-describe("6. MCP server", () => {
+describe("8. MCP server", () => {
   test("initialize echoes each supported version and answers the latest for others", () => {
     for (
       const [asked, answered] of [
@@ -673,9 +673,9 @@ describe("6. MCP server", () => {
   });
 });
 
-// --- 7. Plugins -------------------------------------------------------------------
+// --- 9. Plugins -------------------------------------------------------------------
 
-describe("7. Plugins", () => {
+describe("9. Plugins", () => {
   test("isPluginFile() skips helpers, sidecars, docs, typings and tests", () => {
     for (const name of ["add.ts", "wc.sh", "x.mjs"]) assert.ok(isPluginFile(name), name);
     for (const name of [".hidden.ts", "_helper.ts", "wc.json", "README.md", "types.d.ts", "add_test.ts"]) {
@@ -757,9 +757,9 @@ describe("7. Plugins", () => {
   });
 });
 
-// --- 8. Serving streams -----------------------------------------------------------
+// --- 10. Server transports: stdio -----------------------------------------------------------
 
-describe("8. Serving streams", () => {
+describe("10. Server transports: stdio", () => {
   test("serve() as a library on the process's stdout keeps its tools' console output off the protocol", () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-lib-"));
     try {
@@ -1483,7 +1483,7 @@ describe("10. Server transports: Streamable HTTP", () => {
   });
 });
 
-// --- 9. MCP client ------------------------------------------------------------------
+// --- 11.-13. Server configs, client transports, MCP client ------------------------------------------------------------------
 
 const quote = (word: string) => `'${word.replaceAll("'", "'\\''")}'`;
 /** The fake server as a <server> command line. */
@@ -1539,7 +1539,7 @@ function isAlive(pid: number): boolean {
   }
 }
 
-describe("9. MCP client", () => {
+describe("13. MCP client", () => {
   test("splitCommand() follows POSIX quoting without expanding anything", () => {
     assert.deepEqual(splitCommand(`deno run -A  mcp.ts serve ./tools`), [
       "deno",
@@ -1696,7 +1696,7 @@ const TOOL_SCHEMA_FOR_PAIRS = {
   },
 };
 
-// --- 10. Output -----------------------------------------------------------------------
+// --- 14. Output -----------------------------------------------------------------------
 
 describe("11. Server configs", () => {
   test("expandVariables() takes ${VAR}, ${VAR:-default}, ${env:VAR}; an unset one is a usage error naming it", () => {
@@ -2318,7 +2318,7 @@ describe("13. MCP client over HTTP and in both eras", () => {
   });
 });
 
-describe("10. Output", () => {
+describe("14. Output", () => {
   test("renderCallResult() on a terminal sums up binary items, and never prints structured content that repeats them", () => {
     const png = btoa("x".repeat(27_340));
     const image = { type: "image", data: png, mimeType: "image/png" };
@@ -2400,9 +2400,9 @@ describe("10. Output", () => {
   });
 });
 
-// --- 11. CLI ------------------------------------------------------------------------------
+// --- 15. CLI ------------------------------------------------------------------------------
 
-describe("11. CLI", () => {
+describe("15. CLI", () => {
   test("call ↔ serve end to end: JSON, key=value, stdin and @file ARGS", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-args-"));
     try {
@@ -2906,7 +2906,7 @@ describe("11. CLI", () => {
   });
 });
 
-// --- 6. MCP server: resources, prompts, completion ---------------------------------------
+// --- 8. MCP server: resources, prompts, completion ---------------------------------------
 
 /** An in-process server with a message log; `ask` sends a request and returns its answer. */
 function inProcess(options: ConstructorParameters<typeof McpServer>[0]) {
@@ -3211,7 +3211,7 @@ describe("8. MCP server: the 2026-07-28 era", () => {
   });
 });
 
-describe("6. MCP server: resources, prompts, completion", () => {
+describe("8. MCP server: resources, prompts, completion", () => {
   test("capabilities name only what DIR provides", async () => {
     const caps = async (dir: string, extra: string[] = []) => {
       let capabilities: Message = {};
@@ -3362,9 +3362,9 @@ describe("6. MCP server: resources, prompts, completion", () => {
   });
 });
 
-// --- 7. Plugins: executable tools and --watch ----------------------------------------------
+// --- 9. Plugins: executable tools and --watch ----------------------------------------------
 
-describe("7. Plugins: executable tools and --watch", () => {
+describe("9. Plugins: executable tools and --watch", () => {
   test("an executable gets its arguments on stdin only, runs in DIR, and its stdout is the answer", async () => {
     await withServer(["testdata/exec"], async (server) => {
       await server.initialize();
@@ -3473,7 +3473,7 @@ describe("7. Plugins: executable tools and --watch", () => {
   });
 });
 
-describe("7. Plugins: --watch with resources and prompts", () => {
+describe("9. Plugins: --watch with resources and prompts", () => {
   test("--watch sends resources and prompts list_changed only for the lists that changed", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-watch-rp-"));
     try {
@@ -3504,7 +3504,7 @@ describe("7. Plugins: --watch with resources and prompts", () => {
   });
 });
 
-describe("7. Plugins: fault injection, load errors, fresh reloads", () => {
+describe("9. Plugins: fault injection, load errors, fresh reloads", () => {
   test("a plugin's process.exit, a thrown object without toString and errors from its timers are answered, and serving goes on", async () => {
     await withServer(["testdata/faults"], async (server) => {
       await server.initialize();
@@ -3644,9 +3644,9 @@ describe("7. Plugins: fault injection, load errors, fresh reloads", () => {
   });
 });
 
-// --- 11. CLI: resources and prompts ------------------------------------------------------------
+// --- 15. CLI: resources and prompts ------------------------------------------------------------
 
-describe("11. CLI: resources and prompts", () => {
+describe("15. CLI: resources and prompts", () => {
   const CONFORMANCE = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance"].map(quote).join(" ");
 
   test("resources lists resources and templates; read prints text, raw binary, or JSON", async () => {
