@@ -7445,7 +7445,7 @@ async function clientAnswers(
           return roots.length > 0 ? { roots } : refuse(method, "--root DIR");
         case "elicitation/create":
           if (elicit !== undefined) return answerElicitation(elicit, given, params);
-          return interactive ? await askElicitation(params, io) : refuse(method, "--elicit accept|decline|cancel");
+          return interactive ? await askElicitation(params) : refuse(method, "--elicit accept|decline|cancel");
         case "sampling/createMessage":
           return sampleWords ? await runSampleCommand(sampleWords, params) : refuse(method, '--sample-command "CMD"');
         default:
@@ -7471,8 +7471,10 @@ function answerElicitation(action: string, given: JsonObject, params: JsonObject
 }
 
 // A form asked field by field on the terminal. An empty answer takes the default; Ctrl-D cancels.
-async function askElicitation(params: JsonObject, io: CliIo): Promise<JsonObject> {
+async function askElicitation(params: JsonObject): Promise<JsonObject> {
   const { createInterface } = await import("node:readline/promises");
+  // One stream for the questions and what is said between them, so they come in order.
+  const say = (text: string) => void proc().stderr.write(text);
   const terminal = createInterface({ input: proc().stdin, output: proc().stderr });
   const ask = (question: string) =>
     new Promise<string | null>((resolve) => {
@@ -7480,9 +7482,9 @@ async function askElicitation(params: JsonObject, io: CliIo): Promise<JsonObject
       terminal.question(question).then(resolve, () => resolve(null));
     });
   try {
-    io.stderr.write(`mcp: the server asks: ${typeof params.message === "string" ? params.message : "(no message)"}\n`);
+    say(`mcp: the server asks: ${typeof params.message === "string" ? params.message : "(no message)"}\n`);
     if (params.mode === "url") {
-      io.stderr.write(`mcp: it asks you to open ${params.url}\n`);
+      say(`mcp: it asks you to open ${params.url}\n`);
       const answer = await ask("  opened and done? [y/N] ");
       return answer === null ? { action: "cancel" } : { action: /^y/i.test(answer) ? "accept" : "decline" };
     }
@@ -7515,7 +7517,7 @@ async function askElicitation(params: JsonObject, io: CliIo): Promise<JsonObject
           : text;
         if (value === undefined || (typeof value === "number" && !Number.isFinite(value))) continue;
         if (validate(field, value).length > 0) {
-          io.stderr.write(`  ${validate(field, value)[0]}\n`);
+          say(`  ${validate(field, value)[0]}\n`);
           continue;
         }
         content[key] = value;
