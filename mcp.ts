@@ -5077,6 +5077,8 @@ export interface ClientTransport {
   readonly stderr: string;
 }
 
+// --- 12a. stdio ---
+
 /** Options of {@linkcode StdioTransport}. */
 export interface StdioTransportOptions {
   /** Added to the server's environment (which otherwise is ours). */
@@ -5187,6 +5189,8 @@ export class StdioTransport implements ClientTransport {
     }
   }
 }
+
+// --- 12b. Streamable HTTP and HTTP+SSE ---
 
 /** An HTTP answer that is not one the protocol allows here (a 5xx, an unexpected 4xx). Exit code 3. */
 export class HttpStatusError extends ServerError {
@@ -5687,6 +5691,8 @@ const MAX_INPUT_ROUNDS = 16;
 const LISTEN_WAIT_MS = 2_000;
 // basic/patterns/mrtr.mdx: the methods that may answer input_required.
 const INPUT_METHODS = new Set(["tools/call", "prompts/get", "resources/read"]);
+
+// --- 13a. The session ---
 
 /** What a request made by a client may take. */
 export interface RequestOptions {
@@ -6352,6 +6358,47 @@ export class McpClient {
   }
 }
 
+/** A usage error naming the required arguments of a prompt (its prompts/list entry) that `args` lacks. */
+export function throwIfMissingArguments(prompt: JsonObject, args: Record<string, unknown>): void {
+  const declared = Array.isArray(prompt.arguments) ? prompt.arguments.filter(isObject) : [];
+  const missing = declared.filter((arg) => arg.required === true && !(String(arg.name) in args)).map((arg) => arg.name);
+  if (missing.length === 0) return;
+  const example = missing.map((name) => `${name}=…`).join(" ");
+  throw new UsageError(
+    `prompt "${prompt.name}" needs ${missing.join(", ")} (required); give ${
+      missing.length > 1 ? "them" : "it"
+    }: ${example}`,
+  );
+}
+
+/**
+ * Connects to a server (a URL, a command line, a config name, or a spec) and
+ * finds its era. Start-up failures are retried `retries` times with backoff.
+ */
+export async function connect(server: string | ServerSpec, options: ConnectOptions = {}): Promise<McpClient> {
+  // Our working directory finds the configs (--cwd is the server's), and our PATH
+  // with the -e additions finds a bare command, as spawning will.
+  const spec = typeof server === "string"
+    ? await resolveServer(server, { config: options.config, env: { ...sys.env(), ...options.env } })
+    : server;
+  const retries = options.retries ?? 0;
+  for (let attempt = 0;; attempt++) {
+    const client = new McpClient(spec, options);
+    try {
+      await client.start();
+      return client;
+    } catch (error) {
+      await client.close();
+      if (error instanceof ServerError) error.stderr = client.stderr;
+      if (!(error instanceof ServerError && error.retryable) || attempt >= retries) throw error;
+      options.onStderr?.(`mcp: ${error.message}; retrying (${attempt + 1} of ${retries})\n`);
+      await abortableSleep(RETRY_BASE_MS * 2 ** attempt, options.signal);
+    }
+  }
+}
+
+// --- 13b. The 2026-07-28 rules a client keeps ---
+
 // A version of -32022's `supported` list (or discover's) that we speak: the newest modern one.
 function mutualVersion(data: unknown): string | undefined {
   const supported = isObject(data) && Array.isArray(data.supported) ? data.supported : [];
@@ -6454,44 +6501,7 @@ export function invalidHeaderAnnotation(schema: unknown): string | undefined {
   return problems[0];
 }
 
-/** A usage error naming the required arguments of a prompt (its prompts/list entry) that `args` lacks. */
-export function throwIfMissingArguments(prompt: JsonObject, args: Record<string, unknown>): void {
-  const declared = Array.isArray(prompt.arguments) ? prompt.arguments.filter(isObject) : [];
-  const missing = declared.filter((arg) => arg.required === true && !(String(arg.name) in args)).map((arg) => arg.name);
-  if (missing.length === 0) return;
-  const example = missing.map((name) => `${name}=…`).join(" ");
-  throw new UsageError(
-    `prompt "${prompt.name}" needs ${missing.join(", ")} (required); give ${
-      missing.length > 1 ? "them" : "it"
-    }: ${example}`,
-  );
-}
-
-/**
- * Connects to a server (a URL, a command line, a config name, or a spec) and
- * finds its era. Start-up failures are retried `retries` times with backoff.
- */
-export async function connect(server: string | ServerSpec, options: ConnectOptions = {}): Promise<McpClient> {
-  // Our working directory finds the configs (--cwd is the server's), and our PATH
-  // with the -e additions finds a bare command, as spawning will.
-  const spec = typeof server === "string"
-    ? await resolveServer(server, { config: options.config, env: { ...sys.env(), ...options.env } })
-    : server;
-  const retries = options.retries ?? 0;
-  for (let attempt = 0;; attempt++) {
-    const client = new McpClient(spec, options);
-    try {
-      await client.start();
-      return client;
-    } catch (error) {
-      await client.close();
-      if (error instanceof ServerError) error.stderr = client.stderr;
-      if (!(error instanceof ServerError && error.retryable) || attempt >= retries) throw error;
-      options.onStderr?.(`mcp: ${error.message}; retrying (${attempt + 1} of ${retries})\n`);
-      await abortableSleep(RETRY_BASE_MS * 2 ** attempt, options.signal);
-    }
-  }
-}
+// --- 13c. Arguments as typed, names as meant ---
 
 /** Splits `key=value` at the first "=". */
 export function splitPair(pair: string): [string, string] {
