@@ -5043,6 +5043,7 @@ const SSE_DEFAULT_RETRY_MS = 1_000;
 const SSE_MAX_RESUMES = 5;
 const SESSION_DELETE_TIMEOUT_MS = 1_000;
 const SSE_ENDPOINT_TIMEOUT_MS = 10_000;
+const NOTIFY_WAIT_MS = 500;
 
 /** What a client transport reports to its session. */
 export interface TransportEvents {
@@ -5261,6 +5262,7 @@ export class HttpTransport implements ClientTransport {
   #postUrl: URL | undefined; // HTTP+SSE: where messages go
   #renewing: Promise<void> | undefined;
   #notifying: Promise<void> | undefined; // a notification on its way (initialized): requests wait for it
+  #sending = new Set<AbortController>(); // notifications and responses on their way
   #closed = false;
 
   constructor(spec: HttpServerSpec, options: HttpTransportOptions = {}) {
@@ -5329,6 +5331,10 @@ export class HttpTransport implements ClientTransport {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // What we told the server (initialized, cancelled) gets a moment to arrive, not forever: a
+    // server that has forgotten us may never answer it.
+    if (this.#notifying) await within(this.#notifying, NOTIFY_WAIT_MS);
+    for (const controller of this.#sending) controller.abort();
     this.#stream?.abort();
     for (const controller of this.#inflight.values()) controller.abort();
     // transports.mdx: a client that no longer needs its session SHOULD end it with DELETE.
@@ -5347,6 +5353,7 @@ export class HttpTransport implements ClientTransport {
     const id = method !== undefined && isRequestId(message.id) ? message.id : undefined;
     const controller = new AbortController();
     if (id !== undefined) this.#inflight.set(id, controller);
+    else this.#sending.add(controller);
     let delivered!: () => void;
     if (id === undefined && method !== undefined) {
       const before = this.#notifying;
@@ -5387,6 +5394,7 @@ export class HttpTransport implements ClientTransport {
       else this.#events.trace(`  (${method ?? "a response"} was not delivered: ${errorMessage(error)})`);
     } finally {
       if (id !== undefined) this.#inflight.delete(id);
+      this.#sending.delete(controller);
       delivered?.();
     }
   }
@@ -5659,6 +5667,13 @@ function fetchFailure(error: unknown, url: URL): UnreachableError {
     return new UnreachableError(`${where}: the connection was closed before an answer`, true);
   }
   return new UnreachableError(`${where}: ${errorMessage(cause ?? error)}`);
+}
+
+// Waits for `promise`, or `ms` at most; leaves no timer behind (one would keep the process alive).
+async function within(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([promise, new Promise((resolve) => timer = setTimeout(resolve, ms))]);
+  clearTimeout(timer);
 }
 
 function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -5963,6 +5978,11 @@ export class McpClient {
       }, { handshake: true });
     } catch (error) {
       if (error instanceof TimeoutError) error.retryable = true;
+      if (error instanceof ServerError && error.code === ErrorCode.UnsupportedProtocolVersion) {
+        const supported = isObject(error.data) && Array.isArray(error.data.supported) ? error.data.supported : [];
+        error.message = `the server does not speak ${version}: it speaks ${supported.join(", ") || "other versions"}` +
+          ((this.#options.protocol ?? "auto") === "auto" ? "" : "; leave out --protocol (auto finds its era)");
+      }
       throw error;
     }
     const agreed = result.protocolVersion;
@@ -5988,7 +6008,7 @@ export class McpClient {
     const declared = Object.keys(options.capabilities ?? {}).length > 0;
     if (transport instanceof HttpTransport && (options.listen ?? declared)) {
       // A server may ask on that stream only: be listening before the first request.
-      await Promise.race([transport.listen(), abortableSleep(LISTEN_WAIT_MS)]);
+      await within(transport.listen(), LISTEN_WAIT_MS);
     }
   }
 
