@@ -2229,8 +2229,13 @@ describe("13. MCP client over HTTP and in both eras", () => {
       assert.doesNotMatch(headers.stderr.replace(/^< \{.*$/gm, ""), /s3cret/, "--trace shows no header values");
       assert.match(headers.stderr, /^> POST \/mcp$/m);
       assert.match(headers.stderr, /^< 200 application\/json$/m);
-      const authorized = await runCli(["info", fakes[2].url, "-H", "Authorization: Bearer secret-token"]);
+      const [authorized, retried] = await Promise.all([
+        runCli(["info", fakes[2].url, "-H", "Authorization: Bearer secret-token"]),
+        runCli(["info", `http://127.0.0.1:${closed}/mcp`, "--retries", "2", "-v"]),
+      ]);
       assert.equal(authorized.code, 0, authorized.stderr);
+      assert.equal(retried.code, 3);
+      assert.match(retried.stderr, /connection refused \(is the server running\?\); retrying \(2 of 2\)/);
     } finally {
       for (const fake of fakes) fake.close();
     }
