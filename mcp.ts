@@ -2104,6 +2104,8 @@ export interface ToolContext {
   readonly signal: AbortSignal;
   /** The JSON-RPC id of the request being served. */
   readonly requestId: RequestId;
+  /** On a protected HTTP server: what the caller's verified token says (sub, scopes, clientId, claims). */
+  readonly auth?: AuthInfo;
   /** Reports progress; a no-op when the caller sent no progressToken. */
   progress(progress: number, total?: number, message?: string): void;
   /** Sends a log notification when `level` is at or above the client's level. */
@@ -2420,6 +2422,7 @@ interface Work {
   lastProgress: number;
   client: ClientView; // whom it is served for (legacy: the connection's view, which logging/setLevel changes)
   era: Era;
+  auth: AuthInfo | undefined; // what the request's token says (ctx.auth)
   questions: Questions | undefined; // 2026-07-28 tools/call, prompts/get, resources/read: may end input_required
   fail(message: string): unknown; // what a throw or a timeout answers: a result, or an RpcError
   resolve(result: unknown): void; // answers the request (or, with NO_RESPONSE, drops it)
@@ -2505,6 +2508,10 @@ class RequestContext implements ToolContext {
 
   get requestId(): RequestId {
     return this.#work.id;
+  }
+
+  get auth(): AuthInfo | undefined {
+    return this.#work.auth;
   }
 
   get signal(): AbortSignal {
@@ -2774,6 +2781,8 @@ export class McpServer {
   #closed = false;
   /** Server→client requests are not possible here (HTTP --stateless): why, for the plugin's error. */
   noClientRequests: string | undefined;
+  /** What the token of the request being received was verified to say (a protected HTTP server). */
+  auth: AuthInfo | undefined;
 
   constructor(
     options: ServerOptions | ServerCore,
@@ -3296,6 +3305,7 @@ export class McpServer {
       lastProgress: -Infinity,
       client,
       era,
+      auth: this.auth,
       questions,
       fail,
       resolve: noop,
@@ -3947,6 +3957,8 @@ export interface HandlerOptions extends ServerOptions {
   allowedHosts?: string[];
   /** Every request must carry `Authorization: Bearer <token>`. */
   token?: string;
+  /** An OAuth protected resource: tokens of this issuer (JWTs), checked with its keys. */
+  auth?: ResourceServerOptions;
   /** No legacy sessions: each legacy POST is served on its own; GET and DELETE get 405. */
   stateless?: boolean;
   /** An idle legacy session ends after this many ms (default 30 minutes). */
@@ -4176,7 +4188,12 @@ interface LegacySession {
  * or Node through `listenHttp`.
  */
 export function createHandler(options: HandlerOptions = {}): McpHandler {
-  const core = new ServerCore({ ...options, privateCache: options.privateCache ?? options.token !== undefined });
+  const core = new ServerCore({
+    ...options,
+    privateCache: options.privateCache ?? (options.token !== undefined || options.auth !== undefined),
+  });
+  const verifier = options.auth ? new TokenVerifier(options.auth) : undefined;
+  const authOf = new WeakMap<Request, AuthInfo>(); // what a request's token was verified to say
   const path = options.path ?? "/mcp";
   const hosts = new Set(options.allowedHosts ?? LOOPBACK_HOSTS);
   const origins = new Set(options.allowOrigins ?? []);
@@ -4250,7 +4267,29 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     if (pathname === "/health" && request.method === "GET") {
       return Response.json({ status: "ok" }, { headers: cors });
     }
+    const wellKnown = "/.well-known/oauth-protected-resource";
+    if (options.auth && (pathname === wellKnown || pathname === wellKnown + path) && request.method === "GET") {
+      // RFC 9728 at both forms; anyone may read it (a browser client too).
+      const resource = options.auth.audience ?? url.slice(0, pathStart) + path;
+      return Response.json(protectedResourceMetadata(resource, options.auth), {
+        headers: { ...cors, "access-control-allow-origin": "*", "cache-control": "max-age=300" },
+      });
+    }
     if (pathname !== path) return new Response("Not Found\n", { status: 404, headers: cors });
+    if (verifier) {
+      const origin = url.slice(0, pathStart);
+      const token = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "")?.[1];
+      const verified = token === undefined ? undefined : await verifier.verify(token, origin + path);
+      if (verified === undefined || !("claims" in verified)) {
+        const refusal = verified as TokenRefusal | undefined;
+        const challenge = bearerChallenge(`${origin}${wellKnown}${path}`, options.auth!.scopes, refusal);
+        return new Response(refusal?.status === 403 ? "Forbidden\n" : "Unauthorized\n", {
+          status: refusal?.status ?? 401,
+          headers: { ...cors, "www-authenticate": challenge, "access-control-expose-headers": "www-authenticate" },
+        });
+      }
+      authOf.set(request, verified);
+    }
     if (options.token !== undefined) {
       const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1] ?? "";
       if (!constantTimeEqual(given, options.token)) {
@@ -4435,6 +4474,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     const disconnected = disconnectSignal(request);
     disconnected?.addEventListener("abort", () => exchange.onCancel(), { once: true });
     alone.add(exchange);
+    session.auth = authOf.get(request);
     session.receive(text, message);
     // Where the runtime gives no disconnect signal, a call still running after a moment answers
     // with a stream: its cancel is how a closed connection is noticed (and cancels the call).
@@ -4499,7 +4539,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
         ? String(params.protocolVersion)
         : LATEST_PROTOCOL_VERSION;
-      return answer(session, id, text, message, { ...cors, "mcp-session-id": session.id });
+      return answer(session, id, text, message, { ...cors, "mcp-session-id": session.id }, authOf.get(request));
     }
     const found = findSession(request, cors);
     if (found instanceof Response) return found;
@@ -4515,6 +4555,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       );
     }
     if (!isRequest) {
+      found.server.auth = authOf.get(request);
       found.server.receive(text, message); // a notification, or the answer to a question we asked
       const cancelled = method === "notifications/cancelled" && isObject(message.params)
         ? message.params.requestId
@@ -4528,7 +4569,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       }
       return new Response(null, { status: 202, headers: cors });
     }
-    return answer(found, id as RequestId, text, message, cors);
+    return answer(found, id as RequestId, text, message, cors, authOf.get(request));
   }
 
   function openSession(): LegacySession {
@@ -4583,6 +4624,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     text: string,
     message: JsonObject,
     headers: Record<string, string>,
+    auth: AuthInfo | undefined,
   ): Promise<Response> {
     const stream: SessionStream = { id: session.nextStream++, events: [], live: undefined, exchange: undefined };
     const exchange = new Exchange(headers, () => 200, priming(session, `${stream.id}-0`));
@@ -4601,6 +4643,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     exchange.onCancel = () => {
       stream.exchange = undefined;
     };
+    session.server.auth = auth;
     session.server.receive(text, message);
     return exchange.response;
   }
@@ -4696,6 +4739,206 @@ function isAnswer(text: string, prefix: string): boolean {
     (text.startsWith('"result"', prefix.length) || text.startsWith('"error"', prefix.length));
 }
 
+// --- 10c. Bearer tokens: the server as an OAuth protected resource ---
+//
+//   GET /.well-known/oauth-protected-resource[/mcp] → {resource, authorization_servers: [issuer], scopes_supported}
+//   POST /mcp without a valid token → 401 WWW-Authenticate: Bearer resource_metadata="…", scope="…"
+//   a token without a required scope → 403 WWW-Authenticate: Bearer error="insufficient_scope", scope="…"
+//
+// Tokens are JWTs checked with the issuer's JWKS (RFC 9068): signature (RS256, ES256, EdDSA through
+// WebCrypto), iss, aud, exp and nbf. The verified claims reach plugins as ctx.auth; the token never
+// goes further.
+
+const CLOCK_SKEW_S = 60;
+const JWKS_REFETCH_MS = 10_000; // an unknown kid fetches the keys again, at most this often
+
+/** Who a verified access token speaks for: a plugin's `ctx.auth`. */
+export interface AuthInfo {
+  /** The token's subject (a user, or a client of its own). */
+  sub?: string;
+  /** The scopes the token grants. */
+  scopes: string[];
+  /** The OAuth client it was issued to (`client_id`, else `azp`). */
+  clientId?: string;
+  /** Every claim of the token. */
+  claims: JsonObject;
+}
+
+/** A protected server's options (`serve --http --auth-issuer …`). */
+export interface ResourceServerOptions {
+  /** The authorization server whose tokens are accepted. */
+  issuer: string;
+  /** What `aud` must name (default: the server's own URL, origin and path). */
+  audience?: string;
+  /** Scopes every request needs: advertised, and required. */
+  scopes?: string[];
+  /** Fetches the issuer's metadata and keys (default: fetch). */
+  fetch?: typeof fetch;
+}
+
+/** A refusal of a token: the HTTP status and the challenge's error. */
+interface TokenRefusal {
+  status: 401 | 403;
+  error?: string;
+  description: string;
+}
+
+/** Checks bearer tokens for one issuer; keeps its keys, fetching them again for a kid it has not seen. */
+export class TokenVerifier {
+  #options: ResourceServerOptions;
+  #keys = new Map<string, { key: CryptoKey; alg: string }>(); // by kid ("" for keys without one)
+  #jwksUri: string | undefined;
+  #fetchedAt = 0;
+  #loading: Promise<void> | undefined;
+
+  constructor(options: ResourceServerOptions) {
+    this.#options = options;
+  }
+
+  /** Verifies `token` for the server at `resource`; its claims, or why not. */
+  async verify(token: string, resource: string): Promise<AuthInfo | TokenRefusal> {
+    const invalid = (description: string): TokenRefusal => ({ status: 401, error: "invalid_token", description });
+    const parts = token.split(".");
+    if (parts.length !== 3) return invalid("the token is not a JWT");
+    let header: JsonObject;
+    let claims: JsonObject;
+    try {
+      header = JSON.parse(new TextDecoder().decode(fromBase64Url(parts[0])));
+      claims = JSON.parse(new TextDecoder().decode(fromBase64Url(parts[1])));
+    } catch {
+      return invalid("the token is not a JWT");
+    }
+    if (!isObject(header) || !isObject(claims)) return invalid("the token is not a JWT");
+    const alg = String(header.alg);
+    if (!["RS256", "ES256", "EdDSA"].includes(alg)) return invalid(`the token's alg ${alg} is not accepted`);
+    const kid = typeof header.kid === "string" ? header.kid : "";
+    let key = this.#keys.get(kid);
+    if (!key && Date.now() - this.#fetchedAt > JWKS_REFETCH_MS) {
+      await this.#loadKeys().catch(noop);
+      key = this.#keys.get(kid);
+    }
+    if (!key || key.alg !== alg) return invalid("the token is not signed by a key of its issuer");
+    const algorithm = alg === "ES256"
+      ? { name: "ECDSA", hash: "SHA-256" }
+      : alg === "RS256"
+      ? { name: "RSASSA-PKCS1-v1_5" }
+      : { name: "Ed25519" };
+    let valid = false;
+    try {
+      valid = await crypto.subtle.verify(
+        algorithm,
+        key.key,
+        fromBase64Url(parts[2]),
+        encoder.encode(`${parts[0]}.${parts[1]}`),
+      );
+    } catch {
+      valid = false;
+    }
+    if (!valid) return invalid("the token's signature does not verify");
+    const now = Date.now() / 1000;
+    if (claims.iss !== this.#options.issuer) return invalid("the token is from another issuer");
+    const audience = this.#options.audience ?? resource;
+    const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+    // RFC 8707, authorization/index.mdx: a token for another resource MUST be refused.
+    if (!aud.some((item) => typeof item === "string" && item.replace(/\/$/, "") === audience.replace(/\/$/, ""))) {
+      return invalid("the token is not for this server (aud)");
+    }
+    if (typeof claims.exp !== "number") return invalid("the token has no expiry (exp)");
+    if (claims.exp + CLOCK_SKEW_S < now) return invalid("the token has expired");
+    if (typeof claims.nbf === "number" && claims.nbf - CLOCK_SKEW_S > now) return invalid("the token is not valid yet");
+    const scopes = typeof claims.scope === "string"
+      ? claims.scope.split(" ").filter(Boolean)
+      : Array.isArray(claims.scp)
+      ? claims.scp.map(String)
+      : [];
+    const missing = (this.#options.scopes ?? []).filter((scope) => !scopes.includes(scope));
+    if (missing.length > 0) {
+      return { status: 403, error: "insufficient_scope", description: `the token lacks ${missing.join(", ")}` };
+    }
+    const info: AuthInfo = { scopes, claims };
+    if (typeof claims.sub === "string") info.sub = claims.sub;
+    const client = claims.client_id ?? claims.azp;
+    if (typeof client === "string") info.clientId = client;
+    return info;
+  }
+
+  #loadKeys(): Promise<void> {
+    this.#loading ??= (async () => {
+      const get = this.#options.fetch ?? fetch;
+      const json = async (url: string) => {
+        const response = await get(url, {
+          headers: { accept: "application/json" },
+          signal: AbortSignal.timeout(10_000),
+        });
+        if (!response.ok) {
+          await response.body?.cancel().catch(noop);
+          return undefined;
+        }
+        const parsed = await response.json().catch(() => undefined);
+        return isObject(parsed) ? parsed : undefined;
+      };
+      if (!this.#jwksUri) {
+        for (const url of authServerMetadataUrls(this.#options.issuer)) {
+          const metadata = await json(url).catch(() => undefined);
+          if (metadata?.issuer === this.#options.issuer && typeof metadata.jwks_uri === "string") {
+            this.#jwksUri = metadata.jwks_uri;
+            break;
+          }
+        }
+      }
+      if (!this.#jwksUri) return;
+      const jwks = await json(this.#jwksUri);
+      this.#fetchedAt = Date.now();
+      const keys = new Map<string, { key: CryptoKey; alg: string }>();
+      for (const jwk of Array.isArray(jwks?.keys) ? jwks.keys : []) {
+        if (!isObject(jwk) || (jwk.use !== undefined && jwk.use !== "sig")) continue;
+        const alg = jwk.kty === "RSA"
+          ? "RS256"
+          : jwk.kty === "EC" && jwk.crv === "P-256"
+          ? "ES256"
+          : jwk.kty === "OKP" &&
+              jwk.crv === "Ed25519"
+          ? "EdDSA"
+          : undefined;
+        if (!alg || (typeof jwk.alg === "string" && jwk.alg !== alg)) continue;
+        const algorithm = alg === "RS256"
+          ? { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }
+          : alg === "ES256"
+          ? { name: "ECDSA", namedCurve: "P-256" }
+          : { name: "Ed25519" };
+        try {
+          const { kid: _kid, use: _use, key_ops: _ops, alg: _alg, ...material } = jwk;
+          const key = await crypto.subtle.importKey("jwk", material as JsonWebKey, algorithm, false, ["verify"]);
+          keys.set(typeof jwk.kid === "string" ? jwk.kid : "", { key, alg });
+        } catch {
+          // a key this runtime cannot use
+        }
+      }
+      this.#keys = keys;
+    })().finally(() => this.#loading = undefined);
+    return this.#loading;
+  }
+}
+
+/** The Protected Resource Metadata (RFC 9728) of a server at `resource`. */
+function protectedResourceMetadata(resource: string, auth: ResourceServerOptions): JsonObject {
+  const metadata: JsonObject = {
+    resource,
+    authorization_servers: [auth.issuer],
+    bearer_methods_supported: ["header"],
+  };
+  if (auth.scopes?.length) metadata.scopes_supported = auth.scopes;
+  return metadata;
+}
+
+// The challenge of a 401 or 403 (RFC 6750 §3, authorization/index.mdx): where the metadata is, what scope.
+function bearerChallenge(metadataUrl: string, scopes: string[] | undefined, refusal?: TokenRefusal): string {
+  const parts = [`resource_metadata="${metadataUrl}"`];
+  if (refusal?.error) parts.unshift(`error="${refusal.error}"`, `error_description="${refusal.description}"`);
+  if (scopes?.length) parts.push(`scope="${scopes.join(" ")}"`);
+  return `Bearer ${parts.join(", ")}`;
+}
+
 // === 11. Server configs ======================================================
 // What a `<server>` argument names: an http(s) URL, a command line, or a server
 // in an MCP config file as hosts write them (Claude, Cursor, VS Code, Windsurf,
@@ -4721,6 +4964,8 @@ export interface HttpServerSpec {
   url: string;
   /** Sent on every request. */
   headers?: Record<string, string>;
+  /** A config entry's `oauth`: a pre-registered client and what to ask for. */
+  oauth?: OAuthOptions;
   /** The config name it came from, if any. */
   name?: string;
 }
@@ -4918,6 +5163,16 @@ export function specFromConfig(
     const spec: HttpServerSpec = { type: sse ? "sse" : "http", url: checkUrl(expand(url), where), name };
     const headers = stringRecord(entry.headers, expand);
     if (headers) spec.headers = headers;
+    if (isObject(entry.oauth)) {
+      const oauth = stringRecord(entry.oauth, expand)!;
+      spec.oauth = {
+        clientId: oauth.clientId ?? oauth.client_id,
+        clientSecret: oauth.clientSecret ?? oauth.client_secret,
+        clientMetadataUrl: oauth.clientMetadataUrl,
+        scope: oauth.scope ?? oauth.scopes,
+        callbackPort: oauth.callbackPort ? Number(oauth.callbackPort) : undefined,
+      };
+    }
     return spec;
   }
   if (typeof entry.command !== "string") {
@@ -5229,6 +5484,8 @@ export interface HttpTransportOptions {
   headers?: Record<string, string>;
   /** Longest message (JSON body or SSE event) accepted. */
   maxBytes?: number;
+  /** Tokens for a server that answers 401 (not used when `headers` carry an Authorization). */
+  auth?: AuthProvider;
 }
 
 /**
@@ -5256,6 +5513,7 @@ export class HttpTransport implements ClientTransport {
   #url: URL;
   #headers: Record<string, string>;
   #maxBytes: number;
+  #auth: AuthProvider | undefined;
   #events!: TransportEvents;
   #inflight = new Map<RequestId, AbortController>();
   #stream: AbortController | undefined; // the GET stream (HTTP+SSE, or a legacy session's)
@@ -5270,6 +5528,8 @@ export class HttpTransport implements ClientTransport {
     this.#url = new URL(spec.url);
     this.#headers = { ...spec.headers, ...options.headers };
     this.#maxBytes = options.maxBytes ?? DEFAULT_CLIENT_MAX_LINE_BYTES;
+    const ownAuthorization = Object.keys(this.#headers).some((name) => name.toLowerCase() === "authorization");
+    this.#auth = ownAuthorization ? undefined : options.auth;
   }
 
   async start(events: TransportEvents): Promise<void> {
@@ -5573,17 +5833,35 @@ export class HttpTransport implements ClientTransport {
       headers["mcp-protocol-version"] = this.protocolVersion;
     }
     for (const [name, value] of Object.entries(this.#headers)) headers[name.toLowerCase()] = value;
-    this.#events.trace(`> ${method} ${url.pathname}${url.search ? "?…" : ""}`);
-    let response: Response;
-    try {
-      response = await fetch(url, { method, headers, body: init.body, signal: init.signal, redirect: "follow" });
-    } catch (error) {
-      if (init.signal.aborted) throw init.signal.reason ?? error;
-      throw fetchFailure(error, url);
+    for (let attempt = 0;; attempt++) {
+      // The token goes only to this server's origin (the HTTP+SSE endpoint is checked to be on it).
+      const authorization = url.origin === this.#url.origin ? await this.#auth?.header() : undefined;
+      if (authorization) headers.authorization = authorization;
+      else if (this.#auth) delete headers.authorization;
+      this.#events.trace(`> ${method} ${url.pathname}${url.search ? "?…" : ""}`);
+      let response: Response;
+      try {
+        response = await fetch(url, { method, headers, body: init.body, signal: init.signal, redirect: "follow" });
+      } catch (error) {
+        if (init.signal.aborted) throw init.signal.reason ?? error;
+        throw fetchFailure(error, url);
+      }
+      const type = response.headers.get("content-type")?.split(";")[0];
+      this.#events.trace(`< ${response.status}${type ? ` ${type}` : ""}`);
+      const challenge = response.headers.get("www-authenticate") ?? "";
+      const refused = response.status === 401 || (response.status === 403 && /insufficient_scope/i.test(challenge));
+      // authorization/index.mdx: a 401 starts the flow; a 403 insufficient_scope asks for more scopes.
+      if (refused && this.#auth && attempt < MAX_AUTH_FLOWS + 1) {
+        await response.body?.cancel().catch(noop);
+        if (await this.#auth.challenge(response.status, challenge)) continue;
+        throw new AuthorizationError(
+          `the server at ${this.#url.origin}${this.#url.pathname} still refuses after authorizing ` +
+            `(HTTP ${response.status}${/insufficient_scope/i.test(challenge) ? " insufficient_scope" : ""})`,
+          response.status,
+        );
+      }
+      return response;
     }
-    const type = response.headers.get("content-type")?.split(";")[0];
-    this.#events.trace(`< ${response.status}${type ? ` ${type}` : ""}`);
-    return response;
   }
 }
 
@@ -5691,7 +5969,835 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-// === 13. MCP client ==========================================================
+// === 13. OAuth ===============================================================
+// The MCP authorization flow for an HTTP server that answers 401 (basic/
+// authorization, RFC 9728, 8414, 7591, 7636, 8707, 9207): discovery, client
+// registration, the authorization code flow through a browser and a loopback
+// callback, client credentials, and a token store shared by concurrent
+// processes. Yields an AuthProvider for the HTTP transport, nothing else.
+//
+//   401 WWW-Authenticate: Bearer resource_metadata="…/.well-known/oauth-protected-resource/mcp", scope="a"
+//   → PRM {resource, authorization_servers: [AS]} → AS metadata {issuer, authorization_endpoint, token_endpoint, …}
+//   → client id (pre-registered, CIMD, or DCR) → /authorize?…&code_challenge=…&resource=… → 127.0.0.1 callback
+//   → POST /token {code, code_verifier, resource} → Authorization: Bearer … on every request
+
+// A fixed default, so that two flows cannot cross on one port and a registered redirect URI stays valid.
+const DEFAULT_CALLBACK_PORT = 33418;
+const AUTH_WAIT_MS = 5 * 60_000;
+const REFRESH_MARGIN_S = 60;
+const LOCK_WAIT_MS = 15_000;
+const LOCK_STALE_MS = 30_000;
+const MAX_AUTH_FLOWS = 3;
+const AUTH_FETCH_TIMEOUT_MS = 30_000;
+
+/** What the HTTP client transport asks of whoever holds the credentials. */
+export interface AuthProvider {
+  /** The Authorization header value for a request to the server, when there is a token. */
+  header(): Promise<string | undefined>;
+  /**
+   * The server answered 401 (or 403 insufficient_scope) with this challenge:
+   * get a token that may do better. False when there is none to be had.
+   */
+  challenge(status: number, wwwAuthenticate: string): Promise<boolean>;
+}
+
+/** Options of {@linkcode OAuthProvider}. */
+export interface OAuthOptions {
+  /** A pre-registered client (`--client-id`, or the config entry's `oauth.clientId`). */
+  clientId?: string;
+  clientSecret?: string;
+  /** A PEM private key (PKCS #8) for private_key_jwt. */
+  clientKey?: string;
+  /** A Client ID Metadata Document URL, used when the authorization server supports CIMD. */
+  clientMetadataUrl?: string;
+  /** Scopes to ask for instead of the server's (space-separated). */
+  scope?: string;
+  /** The loopback port of the redirect URI (default 33418). */
+  callbackPort?: number;
+  /** "client_credentials": tokens for the client itself, no browser (CI). */
+  grant?: "authorization_code" | "client_credentials";
+  /** Whether a browser flow may run now (login, --login, a terminal); asked only when one is needed. */
+  interactive?: () => boolean | Promise<boolean>;
+  /** Open the authorization URL (default: $BROWSER or the platform's opener); false only prints it. */
+  openBrowser?: boolean;
+  /** Ignore a stored token and authorize afresh (`login`). */
+  fresh?: boolean;
+  /** The token store (default $MCP_TS_CREDENTIALS, else ~/.config/mcp.ts/credentials.json). */
+  credentials?: string;
+  /** How the user named the server, for "run: mcp.ts login …". */
+  serverName?: string;
+  /** A line for the user (the authorization URL). */
+  onNote?: (line: string) => void;
+  env?: Record<string, string | undefined>;
+}
+
+/** A token as the store keeps it. */
+interface StoredToken {
+  access_token: string;
+  token_type?: string;
+  refresh_token?: string;
+  /** Seconds since the epoch. */
+  expires_at?: number;
+  scope?: string;
+  issuer: string;
+  /** The canonical URL of the server it was issued for (what finds it). */
+  resource: string;
+  /** The `resource` parameter it was asked with (the server's PRM may name a broader one). */
+  audience: string;
+  client_id: string;
+}
+
+/** A client registration as the store keeps it, per issuer. */
+interface StoredClient {
+  client_id: string;
+  client_secret?: string;
+  token_endpoint_auth_method?: string;
+  redirect_uri?: string;
+}
+
+interface CredentialStore {
+  tokens: Record<string, StoredToken>;
+  clients: Record<string, StoredClient>;
+}
+
+/** Where tokens are kept: $MCP_TS_CREDENTIALS, else $XDG_CONFIG_HOME or ~/.config, mcp.ts/credentials.json. */
+export function credentialsPath(env: Record<string, string | undefined> = sys.env()): string {
+  if (env.MCP_TS_CREDENTIALS) return env.MCP_TS_CREDENTIALS;
+  const home = env.HOME ?? env.USERPROFILE ?? ".";
+  return `${env.XDG_CONFIG_HOME || `${home}/.config`}/mcp.ts/credentials.json`;
+}
+
+async function readStore(file: string): Promise<CredentialStore> {
+  const { readFile } = await import("node:fs/promises");
+  try {
+    const parsed = JSON.parse(await readFile(file, "utf8"));
+    return {
+      tokens: isObject(parsed.tokens) ? parsed.tokens as Record<string, StoredToken> : {},
+      clients: isObject(parsed.clients) ? parsed.clients as Record<string, StoredClient> : {},
+    };
+  } catch (error) {
+    if ((error as { code?: string }).code === "ENOENT") return { tokens: {}, clients: {} };
+    throw new UsageError(`Cannot read the token store ${file}: ${errorMessage(error)}`);
+  }
+}
+
+// 0600 in a 0700 directory, written whole (a new file renamed over the old) so a reader never sees half.
+async function writeStore(file: string, store: CredentialStore): Promise<void> {
+  const { mkdir, writeFile, rename, chmod } = await import("node:fs/promises");
+  const dir = dirnameOf(file);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const temporary = `${file}.${proc().pid}.tmp`;
+  await writeFile(temporary, JSON.stringify({ version: 1, ...store }, null, 2) + "\n", { mode: 0o600 });
+  await chmod(temporary, 0o600);
+  await rename(temporary, file);
+}
+
+/**
+ * Runs `work` holding the store's lock (a file made with O_EXCL), so that two
+ * processes never refresh with one refresh token: a rotating one would revoke
+ * the whole family. A lock older than 30 s is taken as left by a dead process.
+ */
+async function withStoreLock<T>(file: string, work: () => Promise<T>): Promise<T> {
+  const { open, stat, unlink, mkdir } = await import("node:fs/promises");
+  await mkdir(dirnameOf(file), { recursive: true, mode: 0o700 });
+  const lock = `${file}.lock`;
+  const started = Date.now();
+  for (;;) {
+    try {
+      const handle = await open(lock, "wx", 0o600);
+      await handle.writeFile(String(proc().pid));
+      await handle.close();
+      break;
+    } catch (error) {
+      if ((error as { code?: string }).code !== "EEXIST") throw error;
+      const age = await stat(lock).then((info) => Date.now() - info.mtimeMs, () => 0);
+      if (age > LOCK_STALE_MS) await unlink(lock).catch(noop);
+      else if (Date.now() - started > LOCK_WAIT_MS) {
+        throw new AuthorizationError(`Cannot lock the token store: ${lock} is held by another mcp.ts`, 0);
+      } else await new Promise((resolve) => setTimeout(resolve, 25 + Math.random() * 50));
+    }
+  }
+  try {
+    return await work();
+  } finally {
+    await unlink(lock).catch(noop);
+  }
+}
+
+/** The parameters of a `WWW-Authenticate: Bearer …` challenge (RFC 6750 §3), names lower-cased. */
+export function parseBearerChallenge(header: string): Record<string, string> {
+  const params: Record<string, string> = {};
+  const bearer = /(?:^|,)\s*Bearer\b(.*)$/is.exec(header)?.[1] ?? "";
+  for (const match of bearer.matchAll(/([A-Za-z_][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))/g)) {
+    params[match[1].toLowerCase()] = match[2] !== undefined ? match[2].replace(/\\(.)/g, "$1") : match[3];
+  }
+  return params;
+}
+
+/** The canonical URI of an MCP server (RFC 8707, authorization.mdx): no fragment, lower-case scheme and host. */
+export function canonicalResource(url: string): string {
+  const parsed = new URL(url);
+  parsed.hash = "";
+  const text = parsed.href;
+  return parsed.pathname === "/" && !parsed.search ? text.replace(/\/$/, "") : text;
+}
+
+function randomToken(bytes = 32): string {
+  return base64Url(crypto.getRandomValues(new Uint8Array(bytes)));
+}
+
+async function sha256Base64Url(text: string): Promise<string> {
+  return base64Url(new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text))));
+}
+
+// A PKCS #8 PEM private key, with the JWS algorithm it signs with (ES256, RS256 or EdDSA).
+async function importSigningKey(pem: string): Promise<{ key: CryptoKey; alg: string }> {
+  const body = pem.replace(/-----(BEGIN|END)[^-]*-----/g, "").replace(/\s+/g, "");
+  const der = fromBase64Url(body.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, ""));
+  const tries: [string, AlgorithmIdentifier | EcKeyImportParams | RsaHashedImportParams][] = [
+    ["ES256", { name: "ECDSA", namedCurve: "P-256" }],
+    ["RS256", { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }],
+    ["EdDSA", { name: "Ed25519" }],
+  ];
+  for (const [alg, algorithm] of tries) {
+    try {
+      return { key: await crypto.subtle.importKey("pkcs8", der, algorithm, false, ["sign"]), alg };
+    } catch {
+      // not this kind of key
+    }
+  }
+  throw new UsageError("Cannot use --client-key: not a PKCS #8 PEM private key for ES256, RS256 or EdDSA");
+}
+
+async function signJwt(key: { key: CryptoKey; alg: string }, claims: JsonObject): Promise<string> {
+  const head = base64Url(encoder.encode(JSON.stringify({ alg: key.alg, typ: "JWT" })));
+  const body = base64Url(encoder.encode(JSON.stringify(claims)));
+  const algorithm = key.alg === "ES256"
+    ? { name: "ECDSA", hash: "SHA-256" }
+    : key.alg === "RS256"
+    ? { name: "RSASSA-PKCS1-v1_5" }
+    : { name: "Ed25519" };
+  const signature = await crypto.subtle.sign(algorithm, key.key, encoder.encode(`${head}.${body}`));
+  return `${head}.${body}.${base64Url(new Uint8Array(signature))}`;
+}
+
+// A GET for JSON metadata; undefined when it is not there (4xx), an error when it is broken.
+async function fetchJson(url: string): Promise<JsonObject | undefined> {
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      headers: { accept: "application/json", "mcp-protocol-version": LATEST_PROTOCOL_VERSION },
+      signal: AbortSignal.timeout(AUTH_FETCH_TIMEOUT_MS),
+    });
+  } catch (error) {
+    throw fetchFailure(error, new URL(url));
+  }
+  if (!response.ok) {
+    await response.body?.cancel().catch(noop);
+    return undefined;
+  }
+  try {
+    const parsed = await response.json();
+    return isObject(parsed) ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Metadata URLs of an issuer in the order authorization-server-discovery.mdx gives. */
+export function authServerMetadataUrls(issuer: string): string[] {
+  const url = new URL(issuer);
+  const path = url.pathname.replace(/\/$/, "");
+  if (!path) {
+    return [`${url.origin}/.well-known/oauth-authorization-server`, `${url.origin}/.well-known/openid-configuration`];
+  }
+  return [
+    `${url.origin}/.well-known/oauth-authorization-server${path}`,
+    `${url.origin}/.well-known/openid-configuration${path}`,
+    `${url.origin}${path}/.well-known/openid-configuration`,
+  ];
+}
+
+/** Finds an authorization server's metadata; refuses one whose `issuer` is not the one asked for. */
+export async function discoverAuthServer(issuer: string): Promise<JsonObject | undefined> {
+  const same = (a: string, b: string) => a.replace(/\/$/, "") === b.replace(/\/$/, "");
+  for (const url of authServerMetadataUrls(issuer)) {
+    const metadata = await fetchJson(url);
+    if (!metadata) continue;
+    // authorization-server-discovery.mdx (2026-07-28): an issuer that differs MUST NOT be used.
+    if (typeof metadata.issuer !== "string" || !same(metadata.issuer, issuer)) {
+      throw new AuthorizationError(
+        `Cannot use the authorization server metadata at ${url}: its issuer ${JSON.stringify(metadata.issuer)} ` +
+          `is not ${issuer}`,
+        0,
+      );
+    }
+    return metadata;
+  }
+  return undefined;
+}
+
+// Whether a PRM `resource` may speak for the server at `server` (RFC 9728 §3.3): the same origin, a path prefix.
+function resourceCovers(resource: string, server: string): boolean {
+  try {
+    const a = new URL(resource);
+    const b = new URL(server);
+    const path = a.pathname.replace(/\/$/, "");
+    return a.origin === b.origin && (b.pathname === path || b.pathname.startsWith(`${path}/`) || path === "");
+  } catch {
+    return false;
+  }
+}
+
+/** Where a flow stands: what discovery found, for the token requests that follow. */
+interface AuthServer {
+  issuer: string;
+  metadata: JsonObject;
+  /** The `resource` parameter: the PRM's resource, else the server's canonical URI. */
+  resource: string;
+  /** PRM scopes_supported, for when the challenge names none. */
+  scopes: string[] | undefined;
+}
+
+/**
+ * The OAuth client of one HTTP server: a token from the store, refreshed when
+ * it is about to expire or refused; a new authorization when that fails.
+ */
+export class OAuthProvider implements AuthProvider {
+  #server: string; // canonical URI
+  #options: OAuthOptions;
+  #file: string;
+  #token: StoredToken | undefined;
+  #loaded = false;
+  #flows = 0;
+  #scopes = new Set<string>(); // every scope asked for so far (step-up asks for the union)
+  #busy: Promise<boolean> | undefined; // one challenge at a time: parallel requests share it
+  #refused = false; // the last token we sent was refused: refresh it once, then authorize
+
+  constructor(serverUrl: string, options: OAuthOptions = {}) {
+    this.#server = canonicalResource(serverUrl);
+    this.#options = options;
+    this.#file = options.credentials ?? credentialsPath(options.env);
+  }
+
+  /** Whether a token was stored by this provider (a flow or a refresh ran). */
+  authorized = false;
+
+  async header(): Promise<string | undefined> {
+    if (!this.#loaded) {
+      this.#loaded = true;
+      if (!this.#options.fresh) this.#token = findToken(await readStore(this.#file), this.#server);
+    }
+    const token = this.#token;
+    if (!token) return undefined;
+    if (token.expires_at !== undefined && token.expires_at - REFRESH_MARGIN_S < Date.now() / 1000) {
+      if (token.refresh_token && (await this.#refresh().catch(() => false))) return this.header();
+      return undefined; // expired, and no refresh: the server's 401 starts a flow
+    }
+    return `${
+      token.token_type && !/^bearer$/i.test(token.token_type) ? token.token_type : "Bearer"
+    } ${token.access_token}`;
+  }
+
+  challenge(status: number, wwwAuthenticate: string): Promise<boolean> {
+    this.#busy ??= this.#answer(status, wwwAuthenticate).finally(() => this.#busy = undefined);
+    return this.#busy;
+  }
+
+  async #answer(status: number, wwwAuthenticate: string): Promise<boolean> {
+    const challenge = parseBearerChallenge(wwwAuthenticate);
+    if (status === 401 && this.#token?.refresh_token && !this.#refused) {
+      this.#refused = true;
+      if (await this.#refresh().catch(() => false)) return true;
+    }
+    if (this.#flows >= MAX_AUTH_FLOWS) return false;
+    this.#flows++;
+    this.#refused = false;
+    await this.#authorize(challenge, status === 403);
+    return true;
+  }
+
+  // Refreshes under the store's lock: another process may have refreshed first, and then its token is ours.
+  async #refresh(): Promise<boolean> {
+    const before = this.#token;
+    if (!before?.refresh_token) return false;
+    return await withStoreLock(this.#file, async () => {
+      const store = await readStore(this.#file);
+      const current = findToken(store, this.#server);
+      if (current && current.access_token !== before.access_token) {
+        this.#token = current; // refreshed by someone else meanwhile
+        return true;
+      }
+      const metadata = await discoverAuthServer(before.issuer);
+      if (!metadata || typeof metadata.token_endpoint !== "string") return false;
+      const client = store.clients[before.issuer] ??
+        (this.#options.clientId ? { client_id: this.#options.clientId } : { client_id: before.client_id });
+      const server: AuthServer = {
+        issuer: before.issuer,
+        metadata,
+        resource: before.audience ?? before.resource,
+        scopes: undefined,
+      };
+      const form: Record<string, string> = { grant_type: "refresh_token", refresh_token: before.refresh_token! };
+      if (before.scope) form.scope = before.scope;
+      let answer: JsonObject;
+      try {
+        answer = await this.#tokenRequest(server, client, form);
+      } catch {
+        delete store.tokens[tokenKey(before.issuer, this.#server)];
+        await writeStore(this.#file, store);
+        this.#token = undefined;
+        return false;
+      }
+      this.#token = toStoredToken(answer, server, this.#server, client.client_id, before.refresh_token);
+      store.tokens[tokenKey(server.issuer, this.#server)] = this.#token;
+      await writeStore(this.#file, store);
+      this.authorized = true;
+      return true;
+    });
+  }
+
+  // Discovery, registration and a grant: the whole flow, for a 401 or a 403 insufficient_scope.
+  async #authorize(challenge: Record<string, string>, stepUp: boolean): Promise<void> {
+    const options = this.#options;
+    const clientCredentials = options.grant === "client_credentials";
+    if (!clientCredentials && !(await options.interactive?.())) {
+      const name = options.serverName ?? this.#server;
+      throw new AuthorizationError(
+        `the server at ${this.#server} needs authorization${this.#token ? " again" : ""}; ` +
+          `run: mcp.ts login ${/\s/.test(name) ? `"${name}"` : name}` +
+          (stepUp
+            ? ` --scope "${[...this.#scopes, ...(challenge.scope ?? "").split(" ")].filter(Boolean).join(" ")}"`
+            : ""),
+        stepUp ? 403 : 401,
+      );
+    }
+    const server = await this.#discover(challenge);
+    // Scopes: --scope, else the challenge's (with what was asked before, on a step-up), else the resource's.
+    let scope = options.scope;
+    if (scope === undefined) {
+      const challenged = (challenge.scope ?? "").split(" ").filter(Boolean);
+      const wanted = challenged.length ? challenged : this.#scopes.size ? [] : server.scopes ?? [];
+      for (const item of wanted) this.#scopes.add(item);
+      if (this.#scopes.size > 0) scope = [...this.#scopes].join(" ");
+    }
+    const store = await readStore(this.#file);
+    const client = await this.#client(server, store, clientCredentials);
+    let answer: JsonObject;
+    if (clientCredentials) {
+      const form: Record<string, string> = { grant_type: "client_credentials" };
+      if (scope) form.scope = scope;
+      answer = await this.#tokenRequest(server, client, form);
+    } else {
+      answer = await this.#browserFlow(server, client, scope);
+    }
+    this.#token = toStoredToken(answer, server, this.#server, client.client_id);
+    await withStoreLock(this.#file, async () => {
+      const latest = await readStore(this.#file);
+      latest.tokens[tokenKey(server.issuer, this.#server)] = this.#token!;
+      if (!options.clientId && !client.client_id.startsWith("https://")) latest.clients[server.issuer] = client;
+      await writeStore(this.#file, latest);
+    });
+    this.authorized = true;
+  }
+
+  // Protected Resource Metadata (RFC 9728), then its authorization server's metadata.
+  async #discover(challenge: Record<string, string>): Promise<AuthServer> {
+    const url = new URL(this.#server);
+    const path = url.pathname === "/" ? "" : url.pathname;
+    const candidates = challenge.resource_metadata ? [challenge.resource_metadata] : [
+      `${url.origin}/.well-known/oauth-protected-resource${path}`,
+      `${url.origin}/.well-known/oauth-protected-resource`,
+    ];
+    let prm: JsonObject | undefined;
+    for (const candidate of candidates) {
+      prm = await fetchJson(new URL(candidate, url).href);
+      if (prm) break;
+    }
+    if (prm) {
+      const resource = typeof prm.resource === "string" ? prm.resource : undefined;
+      if (resource === undefined || !resourceCovers(resource, this.#server)) {
+        throw new AuthorizationError(
+          `Cannot authorize: the server's protected resource metadata names ${JSON.stringify(resource)}, ` +
+            `not ${this.#server}`,
+          0,
+        );
+      }
+      const servers = Array.isArray(prm.authorization_servers) ? prm.authorization_servers : [];
+      const issuer = servers.find((item) => typeof item === "string") as string | undefined;
+      if (!issuer) throw new AuthorizationError("Cannot authorize: the server names no authorization server", 0);
+      const metadata = await discoverAuthServer(issuer);
+      if (!metadata) {
+        throw new AuthorizationError(`Cannot authorize: no metadata found for the authorization server ${issuer}`, 0);
+      }
+      const scopes = Array.isArray(prm.scopes_supported) ? prm.scopes_supported.map(String) : undefined;
+      return { issuer, metadata, resource: canonicalResource(resource), scopes };
+    }
+    // 2025-03-26: no PRM; the authorization server is the server's origin, with default endpoints.
+    const metadata = await fetchJson(`${url.origin}/.well-known/oauth-authorization-server`) ?? {
+      issuer: url.origin,
+      authorization_endpoint: `${url.origin}/authorize`,
+      token_endpoint: `${url.origin}/token`,
+      registration_endpoint: `${url.origin}/register`,
+      code_challenge_methods_supported: ["S256"],
+    };
+    return { issuer: String(metadata.issuer ?? url.origin), metadata, resource: this.#server, scopes: undefined };
+  }
+
+  // client-registration.mdx, in its order: pre-registered, CIMD, a registration kept for this issuer, DCR.
+  async #client(server: AuthServer, store: CredentialStore, clientCredentials: boolean): Promise<StoredClient> {
+    const options = this.#options;
+    const methods = Array.isArray(server.metadata.token_endpoint_auth_methods_supported)
+      ? server.metadata.token_endpoint_auth_methods_supported.map(String)
+      : undefined;
+    if (options.clientId) {
+      return {
+        client_id: options.clientId,
+        client_secret: options.clientSecret,
+        token_endpoint_auth_method: options.clientKey
+          ? "private_key_jwt"
+          : pickAuthMethod(methods, options.clientSecret !== undefined),
+      };
+    }
+    if (clientCredentials) {
+      throw new UsageError("--grant client_credentials needs --client-id, with --client-secret or --client-key");
+    }
+    if (options.clientMetadataUrl && server.metadata.client_id_metadata_document_supported === true) {
+      return {
+        client_id: options.clientMetadataUrl,
+        token_endpoint_auth_method: options.clientKey ? "private_key_jwt" : "none",
+      };
+    }
+    const kept = store.clients[server.issuer];
+    if (kept) return kept;
+    const endpoint = server.metadata.registration_endpoint;
+    if (typeof endpoint !== "string") {
+      throw new AuthorizationError(
+        `Cannot authorize: ${server.issuer} offers no client registration; give a registered client with ` +
+          `--client-id (and --client-secret)${
+            options.clientMetadataUrl ? "" : ", or a Client ID Metadata Document with --client-metadata-url"
+          }`,
+        0,
+      );
+    }
+    const port = await this.#callbackPortFor(undefined);
+    const grantTypes = ["authorization_code"];
+    const offered = server.metadata.grant_types_supported;
+    if (!Array.isArray(offered) || offered.includes("refresh_token")) grantTypes.push("refresh_token");
+    const method = pickAuthMethod(methods, false, true);
+    const body: JsonObject = {
+      client_name: "mcp.ts",
+      redirect_uris: [`http://127.0.0.1:${port}/callback`],
+      grant_types: grantTypes,
+      response_types: ["code"],
+      token_endpoint_auth_method: method,
+      // client-registration.mdx (2026-07-28): a CLI on this machine is a native application.
+      application_type: "native",
+    };
+    let response: Response;
+    try {
+      response = await fetch(endpoint, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json" },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(AUTH_FETCH_TIMEOUT_MS),
+      });
+    } catch (error) {
+      throw fetchFailure(error, new URL(endpoint));
+    }
+    const answer = await response.json().catch(() => undefined);
+    if (!response.ok || !isObject(answer) || typeof answer.client_id !== "string") {
+      throw new AuthorizationError(
+        `Cannot register with ${server.issuer}: ${describeOAuthError(answer, response.status)}`,
+        0,
+      );
+    }
+    return {
+      client_id: answer.client_id,
+      client_secret: typeof answer.client_secret === "string" ? answer.client_secret : undefined,
+      token_endpoint_auth_method: typeof answer.token_endpoint_auth_method === "string"
+        ? answer.token_endpoint_auth_method
+        : method,
+      redirect_uri: `http://127.0.0.1:${port}/callback`,
+    };
+  }
+
+  // The port of the redirect URI: a registration's own, else --callback-port or the default (another
+  // free one only while no registration names a port yet).
+  async #callbackPortFor(client: StoredClient | undefined): Promise<number> {
+    const registered = client?.redirect_uri ? Number(new URL(client.redirect_uri).port) : undefined;
+    const wanted = registered ?? this.#options.callbackPort ?? DEFAULT_CALLBACK_PORT;
+    if (registered !== undefined || this.#options.callbackPort !== undefined) return wanted;
+    const { createServer } = await import("node:net");
+    return await new Promise<number>((resolve) => {
+      const probe = createServer();
+      probe.once("error", () => {
+        const any = createServer().listen(0, "127.0.0.1", () => {
+          const port = (any.address() as { port: number }).port;
+          any.close(() => resolve(port));
+        });
+      });
+      probe.listen(wanted, "127.0.0.1", () => probe.close(() => resolve(wanted)));
+    });
+  }
+
+  // Authorization code with PKCE S256, state and resource; the code comes back to a loopback listener.
+  async #browserFlow(
+    server: AuthServer,
+    client: StoredClient,
+    scope: string | undefined,
+  ): Promise<JsonObject> {
+    const metadata = server.metadata;
+    const methods = metadata.code_challenge_methods_supported;
+    // security-considerations.mdx: no advertised PKCE support, no flow.
+    if (!Array.isArray(methods) || !methods.includes("S256")) {
+      throw new AuthorizationError(
+        `Cannot authorize with ${server.issuer}: it does not advertise PKCE S256 (code_challenge_methods_supported)`,
+        0,
+      );
+    }
+    if (typeof metadata.authorization_endpoint !== "string" || typeof metadata.token_endpoint !== "string") {
+      throw new AuthorizationError(`Cannot authorize with ${server.issuer}: its metadata lacks endpoints`, 0);
+    }
+    const port = await this.#callbackPortFor(client);
+    const redirectUri = client.redirect_uri ?? `http://127.0.0.1:${port}/callback`;
+    const verifier = randomToken(48);
+    const state = randomToken(24);
+    const url = new URL(metadata.authorization_endpoint);
+    const query: Record<string, string> = {
+      response_type: "code",
+      client_id: client.client_id,
+      redirect_uri: redirectUri,
+      code_challenge: await sha256Base64Url(verifier),
+      code_challenge_method: "S256",
+      state,
+      resource: server.resource,
+    };
+    if (scope) query.scope = scope;
+    for (const [key, value] of Object.entries(query)) url.searchParams.set(key, value);
+
+    let settle!: (result: URLSearchParams | Error) => void;
+    const arrived = new Promise<URLSearchParams | Error>((resolve) => settle = resolve);
+    let listener: HttpListener;
+    try {
+      listener = await listenHttp((request) => {
+        const at = new URL(request.url);
+        if (at.pathname !== "/callback") return Promise.resolve(new Response("Not Found\n", { status: 404 }));
+        settle(at.searchParams);
+        const ok = at.searchParams.has("code") && at.searchParams.get("state") === state;
+        return Promise.resolve(
+          new Response(callbackPage(ok), { headers: { "content-type": "text/html; charset=utf-8" } }),
+        );
+      }, { hostname: "127.0.0.1", port: Number(new URL(redirectUri).port) });
+    } catch (error) {
+      throw new AuthorizationError(
+        `Cannot listen for the authorization on ${redirectUri}: ${errorMessage(error)} (another mcp.ts login ` +
+          `waiting? finish it, or give --callback-port)`,
+        0,
+      );
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      this.#options.onNote?.(`mcp: to authorize mcp.ts with ${server.issuer}, open: ${url.href}`);
+      if (this.#options.openBrowser !== false) openBrowser(url.href, this.#options.env ?? sys.env());
+      timer = setTimeout(
+        () => settle(new AuthorizationError("no authorization arrived within 5 minutes", 401)),
+        AUTH_WAIT_MS,
+      );
+      const params = await arrived;
+      if (params instanceof Error) throw params;
+      // RFC 9207, as authorization/index.mdx (2026-07-28) tabulates it: exact string comparison.
+      const iss = params.get("iss");
+      const expectIss = metadata.authorization_response_iss_parameter_supported === true;
+      if ((expectIss && iss === null) || (iss !== null && iss !== metadata.issuer)) {
+        throw new AuthorizationError(
+          `Cannot authorize: the answer ${iss === null ? "has no iss" : `came from ${JSON.stringify(iss)}`}, ` +
+            `not from ${JSON.stringify(metadata.issuer)} (RFC 9207)`,
+          0,
+        );
+      }
+      if (params.get("state") !== state) {
+        throw new AuthorizationError("Cannot authorize: the answer's state is not ours", 0);
+      }
+      const code = params.get("code");
+      if (code === null) {
+        // An error response: its text is the authorization server's, not to act on (authorization/index.mdx).
+        throw new AuthorizationError(`the authorization was refused (${params.get("error") ?? "no code"})`, 0);
+      }
+      return await this.#tokenRequest(server, client, {
+        grant_type: "authorization_code",
+        code,
+        redirect_uri: redirectUri,
+        code_verifier: verifier,
+      });
+    } finally {
+      clearTimeout(timer);
+      await listener.close(true);
+    }
+  }
+
+  // A token endpoint request with the client authentication the client registered for.
+  async #tokenRequest(server: AuthServer, client: StoredClient, form: Record<string, string>): Promise<JsonObject> {
+    const endpoint = server.metadata.token_endpoint;
+    if (typeof endpoint !== "string") {
+      throw new AuthorizationError(`Cannot get a token from ${server.issuer}: its metadata has no token_endpoint`, 0);
+    }
+    // RFC 8707, authorization/index.mdx: `resource` on every token request.
+    const body = new URLSearchParams({ ...form, resource: server.resource });
+    const headers: Record<string, string> = {
+      "content-type": "application/x-www-form-urlencoded",
+      accept: "application/json",
+    };
+    const method = client.token_endpoint_auth_method ?? (client.client_secret ? "client_secret_basic" : "none");
+    if (method === "client_secret_basic" && client.client_secret !== undefined) {
+      const pair = `${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret)}`;
+      headers.authorization = `Basic ${bytesToBase64(encoder.encode(pair))}`;
+    } else if (method === "private_key_jwt" && this.#options.clientKey) {
+      const key = await importSigningKey(this.#options.clientKey);
+      const now = Math.floor(Date.now() / 1000);
+      body.set("client_id", client.client_id);
+      body.set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer");
+      body.set(
+        "client_assertion",
+        await signJwt(key, {
+          iss: client.client_id,
+          sub: client.client_id,
+          aud: server.issuer,
+          jti: randomToken(16),
+          iat: now,
+          exp: now + 300,
+        }),
+      );
+    } else {
+      body.set("client_id", client.client_id);
+      if (method === "client_secret_post" && client.client_secret !== undefined) {
+        body.set("client_secret", client.client_secret);
+      }
+    }
+    let response: Response;
+    try {
+      response = await fetch(endpoint, {
+        method: "POST",
+        headers,
+        body,
+        signal: AbortSignal.timeout(AUTH_FETCH_TIMEOUT_MS),
+      });
+    } catch (error) {
+      throw fetchFailure(error, new URL(endpoint));
+    }
+    const answer = await response.json().catch(() => undefined);
+    if (!response.ok || !isObject(answer) || typeof answer.access_token !== "string") {
+      throw new AuthorizationError(
+        `the authorization server refused the token request: ${describeOAuthError(answer, response.status)}`,
+        0,
+      );
+    }
+    return answer;
+  }
+}
+
+function tokenKey(issuer: string, resource: string): string {
+  return `${issuer} ${resource}`;
+}
+
+function findToken(store: CredentialStore, server: string): StoredToken | undefined {
+  return Object.values(store.tokens).find((token) => isObject(token) && token.resource === server);
+}
+
+function toStoredToken(
+  answer: JsonObject,
+  server: AuthServer,
+  resource: string,
+  clientId: string,
+  oldRefresh?: string,
+): StoredToken {
+  const token: StoredToken = {
+    access_token: String(answer.access_token),
+    token_type: typeof answer.token_type === "string" ? answer.token_type : "Bearer",
+    issuer: server.issuer,
+    resource,
+    audience: server.resource,
+    client_id: clientId,
+  };
+  const refresh = typeof answer.refresh_token === "string" ? answer.refresh_token : oldRefresh;
+  if (refresh) token.refresh_token = refresh;
+  if (typeof answer.expires_in === "number") token.expires_at = Math.floor(Date.now() / 1000) + answer.expires_in;
+  if (typeof answer.scope === "string") token.scope = answer.scope;
+  return token;
+}
+
+// The token endpoint auth method to use: what the server offers, preferring one that fits what we hold.
+function pickAuthMethod(offered: string[] | undefined, hasSecret: boolean, registering = false): string {
+  const order = hasSecret
+    ? ["client_secret_basic", "client_secret_post", "none"]
+    : registering
+    ? ["none", "client_secret_basic", "client_secret_post"]
+    : ["none"];
+  if (!offered) return hasSecret ? "client_secret_basic" : "none";
+  return order.find((method) => offered.includes(method)) ?? offered[0] ?? "none";
+}
+
+function describeOAuthError(answer: unknown, status: number): string {
+  if (isObject(answer) && typeof answer.error === "string") {
+    return `${answer.error}${
+      typeof answer.error_description === "string" ? ` (${brief(answer.error_description)})` : ""
+    }`;
+  }
+  return `HTTP ${status}`;
+}
+
+function callbackPage(ok: boolean): string {
+  const text = ok
+    ? "mcp.ts is authorized. You can close this tab and go back to the terminal."
+    : "The authorization did not succeed: see the terminal for why. You can close this tab.";
+  return `<!doctype html><meta charset="utf-8"><title>mcp.ts</title><p style="font:16px system-ui;margin:3em">${text}</p>\n`;
+}
+
+// $BROWSER (a command line, the URL appended), else the platform's opener when a desktop is there.
+function openBrowser(url: string, env: Record<string, string | undefined>): void {
+  const platform = sys.platform();
+  let words: string[] | undefined;
+  if (env.BROWSER) words = [...splitCommand(env.BROWSER), url];
+  else if (platform === "darwin") words = ["open", url];
+  else if (platform === "win32") words = ["rundll32", "url.dll,FileProtocolHandler", url];
+  else if (env.DISPLAY || env.WAYLAND_DISPLAY) words = ["xdg-open", url];
+  if (!words) return;
+  void spawnChild(words[0], words.slice(1), { env: env as Record<string, string> }, {
+    stdout: noop,
+    stderr: noop,
+    exit: noop,
+  }).then((child) => child.end(), noop);
+}
+
+/** Forgets tokens: those of `server` (a canonical URI), or all; `clients`: the registrations too. */
+export async function forgetCredentials(
+  options: { server?: string; clients?: boolean; credentials?: string; env?: Record<string, string | undefined> },
+): Promise<{ tokens: number; clients: number }> {
+  const file = options.credentials ?? credentialsPath(options.env);
+  return await withStoreLock(file, async () => {
+    const store = await readStore(file);
+    let tokens = 0;
+    let clients = 0;
+    const issuers = new Set<string>();
+    for (const [key, token] of Object.entries(store.tokens)) {
+      if (options.server !== undefined && token.resource !== options.server) continue;
+      issuers.add(token.issuer);
+      delete store.tokens[key];
+      tokens++;
+    }
+    if (options.clients) {
+      for (const issuer of Object.keys(store.clients)) {
+        if (options.server !== undefined && !issuers.has(issuer)) continue;
+        delete store.clients[issuer];
+        clients++;
+      }
+    }
+    await writeStore(file, store);
+    return { tokens, clients };
+  });
+}
+
+// === 14. MCP client ==========================================================
 // A session with one server over a transport: which era it speaks (probed with
 // server/discover, else the initialize handshake), requests with timeouts,
 // progress and cancellation, paging, the 2026-07-28 envelope and mirror
@@ -5707,7 +6813,7 @@ const LISTEN_WAIT_MS = 2_000;
 // basic/patterns/mrtr.mdx: the methods that may answer input_required.
 const INPUT_METHODS = new Set(["tools/call", "prompts/get", "resources/read"]);
 
-// --- 13a. The session ---
+// --- 14a. The session ---
 
 /** What a request made by a client may take. */
 export interface RequestOptions {
@@ -5738,6 +6844,13 @@ export interface ConnectOptions {
   config?: string;
   /** Sent on every request to an HTTP server (over the config entry's headers). */
   headers?: Record<string, string>;
+  /**
+   * Who gives an HTTP server's requests their token. Default: an {@linkcode OAuthProvider} with `oauth`'s
+   * options (stored tokens, refreshed; a new authorization only where `oauth.interactive` allows); false: none.
+   */
+  auth?: AuthProvider | false;
+  /** Options of the default OAuthProvider (over a config entry's `oauth`). */
+  oauth?: OAuthOptions;
   /**
    * "auto" (default): probe with server/discover, else the initialize handshake;
    * "legacy": initialize at once; a version pins it ("2026-07-28": modern only).
@@ -5801,6 +6914,7 @@ export class McpClient {
   #progress = new Map<RequestId, (params: JsonObject) => void>();
   #nextToken = 0;
   #closing: Promise<void> | undefined;
+  #auth: AuthProvider | undefined;
   #tools: Map<string, JsonObject> | undefined; // 2026-07-28 over HTTP: schemas for Mcp-Param-* headers
   #listed: JsonObject[] | undefined; // the last tools/list, for idempotentHint
   #dropped: Map<string, string> | undefined; // tools left out of the list, and why
@@ -5808,7 +6922,16 @@ export class McpClient {
   constructor(spec: ServerSpec, options: ConnectOptions = {}) {
     this.spec = spec;
     this.#options = options;
+    if (isHttpSpec(spec) && options.auth !== false) {
+      this.#auth = options.auth ||
+        new OAuthProvider(spec.url, { serverName: spec.name ?? spec.url, ...spec.oauth, ...options.oauth });
+    }
     this.#attach();
+  }
+
+  /** The provider of an HTTP server's tokens, if any. */
+  get auth(): AuthProvider | undefined {
+    return this.#auth;
   }
 
   /** The last 64 KiB of a stdio server's stderr. */
@@ -5832,7 +6955,7 @@ export class McpClient {
     const options = this.#options;
     this.#failure = undefined;
     this.#transport = isHttpSpec(spec)
-      ? new HttpTransport(spec, { headers: options.headers, maxBytes: options.maxLineBytes })
+      ? new HttpTransport(spec, { headers: options.headers, maxBytes: options.maxLineBytes, auth: this.#auth })
       : new StdioTransport(spec, { env: options.env, cwd: options.cwd, maxLineBytes: options.maxLineBytes });
     const transport = this.#transport;
     const peer = this.#peer = new JsonRpcPeer({
@@ -6417,7 +7540,7 @@ export async function connect(server: string | ServerSpec, options: ConnectOptio
   }
 }
 
-// --- 13b. The 2026-07-28 rules a client keeps ---
+// --- 14b. The 2026-07-28 rules a client keeps ---
 
 // A version of -32022's `supported` list (or discover's) that we speak: the newest modern one.
 function mutualVersion(data: unknown): string | undefined {
@@ -6521,7 +7644,7 @@ export function invalidHeaderAnnotation(schema: unknown): string | undefined {
   return problems[0];
 }
 
-// --- 13c. Arguments as typed, names as meant ---
+// --- 14c. Arguments as typed, names as meant ---
 
 /** Splits `key=value` at the first "=". */
 export function splitPair(pair: string): [string, string] {
@@ -6618,7 +7741,7 @@ function editDistance(a: string, b: string): number {
   return previous[b.length];
 }
 
-// === 14. Output ==============================================================
+// === 15. Output ==============================================================
 // What the client commands print, as pure functions of what the server sent.
 
 /** How output is shaped for where it goes. */
@@ -6851,7 +7974,7 @@ export function renderInfo(result: JsonObject, how: { era?: string; transport?: 
   return lines.join("\n") + "\n";
 }
 
-// === 15. CLI =================================================================
+// === 16. CLI =================================================================
 // argv in, exit code out. Parses flags, loads plugins, wires the process's
 // streams and signals, and keeps plugins' output off the protocol stream.
 
@@ -6889,6 +8012,19 @@ What the server may ask of the client (declared to it only when given):
   --sample-command "CMD"   answers sampling/createMessage: CMD gets the request's params as one JSON
                            line on stdin and prints a CreateMessageResult (or plain text)
 
+Authorization, for an HTTP server that answers 401 (OAuth; tokens kept in MCP_TS_CREDENTIALS, else
+~/.config/mcp.ts/credentials.json, 0600): a browser flow runs for login, --login, or on a terminal;
+in a script a command that needs one exits 4 and names the mcp.ts login to run.
+  --login                  a browser flow may run here (the URL is printed; $BROWSER opens it)
+  --no-browser             only print the authorization URL
+  --client-id ID           a client registered beforehand (else CIMD or dynamic registration)
+  --client-secret SECRET   its secret (or MCP_TS_CLIENT_SECRET)
+  --client-key FILE        a PEM private key: private_key_jwt instead of a secret
+  --client-metadata-url U  a Client ID Metadata Document, where the server supports it
+  --scope "A B"            the scopes to ask for (default: what the server asks)
+  --callback-port N        the loopback port of the redirect (default ${DEFAULT_CALLBACK_PORT})
+  --grant client_credentials  tokens for the client itself, no browser (CI); with --client-id
+
 Errors are one "mcp: ..." line on stderr; with --json, one JSON object {"error", "exitCode", ...}.
 Exit codes: 0 success, 1 the tool reported an error, 2 usage error or unknown tool,
 3 the server failed (could not start or be reached, died, error answer, timeout, asked for
@@ -6913,6 +8049,8 @@ Usage:
   mcp.ts prompt <server> <name> [ARGS]
                                      a prompt's messages
   mcp.ts servers                     the server names MCP config files define, with file and transport
+  mcp.ts login <server>              authorize with an HTTP server's OAuth and keep the token
+  mcp.ts logout [<server>] [--all]   forget its tokens (--all: every token and registration)
   mcp.ts help [command]              this text, or a command's
   mcp.ts --version                   the version
 
@@ -6967,6 +8105,17 @@ Prints a prompt's messages, one "[role] text" line each (other content as JSON).
 ARGS as for call (a JSON object of strings, -, @file.json, or key=value pairs).
 --json prints the GetPromptResult.
 ${CLIENT_OPTIONS_HELP}`,
+  login: `Usage: mcp.ts login <server> [options]
+
+Authorizes mcp.ts with an HTTP server's OAuth (a browser flow, or --grant client_credentials) and
+keeps the token, so that later commands (and scripts) use it. Runs a fresh flow even when a token
+is kept. A server that does not ask for authorization: says so, exit 0.
+${CLIENT_OPTIONS_HELP}`,
+  logout: `Usage: mcp.ts logout [<server>] [--all]
+
+Forgets the tokens kept for <server>; with --all also the client registrations made with its
+authorization server; --all alone forgets every token and registration.
+`,
   servers: `Usage: mcp.ts servers [--config FILE] [--json]
 
 Prints every server name the MCP config files define, in the order names are looked up: NAME,
@@ -7006,7 +8155,11 @@ Over HTTP (Streamable HTTP; both protocol eras on one endpoint):
   --path PATH              the MCP endpoint (default /mcp); GET /health answers {"status":"ok"}
   --token TOKEN            require Authorization: Bearer TOKEN (or set MCP_TS_TOKEN)
   --allow-origin ORIGIN    a browser origin allowed besides our own (repeatable), with CORS
-  --allow-unauthenticated  allow binding beyond loopback without --token
+  --auth-issuer URL        an OAuth protected resource: accept JWT access tokens of this issuer
+                           (checked with its JWKS); serves /.well-known/oauth-protected-resource
+  --auth-audience URL      what the tokens' aud must name (default: this server's URL)
+  --auth-scopes "A B"      scopes every request needs (advertised too): 403 insufficient_scope
+  --allow-unauthenticated  allow binding beyond loopback without --token or --auth-issuer
   --stateless              no legacy sessions (GET and DELETE are 405)
   --session-ttl MS         an idle legacy session ends after MS (default ${DEFAULT_SESSION_TTL_MS})
   MCP_TS_STATE_KEY         signs input-required requestState: instances sharing it continue
@@ -7322,13 +8475,26 @@ function httpServeOptions(
   const hostname = (match[1] ?? "127.0.0.1").replace(/^\[(.*)\]$/, "$1");
   const path = (values.path as string | undefined) ?? "/mcp";
   if (!path.startsWith("/")) throw new UsageError(`--path must start with "/", got "${path}"`);
+  let auth: ResourceServerOptions | undefined;
   if (values["auth-issuer"] !== undefined) {
-    throw new UsageError("--auth-issuer is not built yet: use --token TOKEN (or MCP_TS_TOKEN) for now");
+    const issuer = String(values["auth-issuer"]);
+    try {
+      new URL(issuer);
+    } catch {
+      throw new UsageError(`--auth-issuer takes the authorization server's issuer URL, got "${issuer}"`);
+    }
+    auth = { issuer };
+    if (values["auth-audience"] !== undefined) auth.audience = String(values["auth-audience"]);
+    const scopes = String(values["auth-scopes"] ?? "").split(/[\s,]+/).filter(Boolean);
+    if (scopes.length) auth.scopes = scopes;
+  } else if (values["auth-audience"] !== undefined || values["auth-scopes"] !== undefined) {
+    throw new UsageError("--auth-audience and --auth-scopes go with --auth-issuer URL");
   }
   const token = (values.token as string | undefined) ?? env.MCP_TS_TOKEN;
   if (token === "") throw new UsageError("--token needs a value (or unset MCP_TS_TOKEN)");
+  if (token !== undefined && auth) throw new UsageError("--token and --auth-issuer exclude each other: choose one");
   const loopback = /^(localhost|127(\.\d+){3}|::1)$/i.test(hostname);
-  if (!loopback && token === undefined && values["allow-unauthenticated"] !== true) {
+  if (!loopback && token === undefined && !auth && values["allow-unauthenticated"] !== true) {
     throw new UsageError(
       `Cannot serve on ${hostname} without a credential check: anyone who can reach it could run your tools; ` +
         "add --token TOKEN (or MCP_TS_TOKEN), or --allow-unauthenticated",
@@ -7344,6 +8510,7 @@ function httpServeOptions(
     handler: {
       path,
       token,
+      auth,
       allowOrigins: values["allow-origin"] as string[] | undefined,
       // DNS rebinding: on loopback the Host must name us; bound to all interfaces, the credential check guards.
       allowedHosts: wildcard ? ["*"] : [...LOOPBACK_HOSTS, bound.toLowerCase()],
@@ -7366,6 +8533,15 @@ const CLIENT_FLAGS = {
   "elicit-json": { type: "string" },
   "sample-command": { type: "string" },
   record: { type: "string" },
+  "client-id": { type: "string" },
+  "client-secret": { type: "string" },
+  "client-key": { type: "string" },
+  "client-metadata-url": { type: "string" },
+  scope: { type: "string" },
+  "callback-port": { type: "string" },
+  "no-browser": { type: "boolean" },
+  login: { type: "boolean" },
+  grant: { type: "string" },
   timeout: { type: "string" },
   "max-time": { type: "string" },
   env: { type: "string", short: "e", multiple: true },
@@ -7740,6 +8916,7 @@ async function unquotedServerHint(command: string, args: string[]): Promise<stri
 
 // How many words each command takes after <server>.
 const CLIENT_ARITY: Record<string, [number, number]> = {
+  login: [0, 0],
   call: [1, Infinity],
   prompt: [1, Infinity],
   read: [1, 1],
@@ -7808,6 +8985,7 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
     headers[headerName] = line.slice(colon + 1).trim();
   }
   const answers = await clientAnswers(values, io);
+  const oauth = await oauthOptions(command, target, values, io);
   if (output !== undefined && command !== "call" && command !== "read") {
     throw new UsageError(`-o/--output goes with call and read, not ${command}`);
   }
@@ -7824,6 +9002,7 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
     cwd: values.cwd as string | undefined,
     config: values.config as string | undefined,
     headers,
+    oauth,
     protocol,
     capabilities: answers.capabilities,
     onRequest: answers.onRequest,
@@ -7911,6 +9090,24 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
         }
         if (tools.length === 0) sayNone("tools");
         io.stdout.write(json ? JSON.stringify({ tools }) + "\n" : renderToolList(tools, fit()));
+        break;
+      }
+      case "login": {
+        const provider = client.auth;
+        if (!(provider instanceof OAuthProvider)) {
+          throw new UsageError(
+            `mcp.ts login is for HTTP servers; "${target}" is a command (stdio servers need no login)`,
+          );
+        }
+        // Authorized during the connection, or now: the first request the server refuses starts the flow.
+        if (!provider.authorized) await client.listTools().catch(noop);
+        const stored = credentialsPath();
+        io.stderr.write(
+          provider.authorized
+            ? `mcp: logged in to ${client.spec.type === "stdio" ? target : (client.spec as HttpServerSpec).url}; ` +
+              `the token is kept in ${oauth.credentials ?? stored}\n`
+            : `mcp: ${target} did not ask for authorization; nothing to log in to\n`,
+        );
         break;
       }
       case "info": {
@@ -8105,6 +9302,86 @@ async function runBatch(client: McpClient, io: CliIo, concurrency: number, maxLi
   return worst;
 }
 
+/** The OAuth options of a client command: its flags, the environment, and whether a browser may be used. */
+async function oauthOptions(
+  command: string,
+  target: string,
+  values: Record<string, string | boolean | string[] | undefined>,
+  io: CliIo,
+): Promise<OAuthOptions> {
+  const env = sys.env();
+  const grant = values.grant as string | undefined;
+  if (grant !== undefined && grant !== "client_credentials" && grant !== "authorization_code") {
+    throw new UsageError(`--grant takes client_credentials (or authorization_code), got "${grant}"`);
+  }
+  let clientKey: string | undefined;
+  if (values["client-key"] !== undefined) {
+    try {
+      clientKey = await (await files()).readText(values["client-key"] as string);
+    } catch (error) {
+      throw new UsageError(`Cannot read --client-key ${values["client-key"]}: ${errorMessage(error)}`);
+    }
+  }
+  const clientSecret = (values["client-secret"] as string | undefined) ?? env.MCP_TS_CLIENT_SECRET;
+  if (grant === "client_credentials" && (values["client-id"] === undefined || (!clientSecret && !clientKey))) {
+    throw new UsageError(
+      "--grant client_credentials needs --client-id, and --client-secret (or MCP_TS_CLIENT_SECRET) or --client-key",
+    );
+  }
+  const port = values["callback-port"] === undefined
+    ? undefined
+    : positiveInteger("--callback-port", values["callback-port"] as string, DEFAULT_CALLBACK_PORT);
+  const options: OAuthOptions = {
+    clientId: values["client-id"] as string | undefined,
+    clientSecret,
+    clientKey,
+    clientMetadataUrl: values["client-metadata-url"] as string | undefined,
+    scope: values.scope as string | undefined,
+    callbackPort: port,
+    grant: grant as OAuthOptions["grant"],
+    openBrowser: values["no-browser"] !== true,
+    fresh: command === "login",
+    serverName: target,
+    env,
+    // A browser flow runs for login, --login, or a person at a terminal; scripts get exit 4.
+    interactive: async () =>
+      command === "login" || values.login === true ||
+      (io.stderr.isTTY === true && !io.stdin && (await sys.stdinIsTerminal())),
+    onNote: (line) => void io.stderr.write(line + "\n"),
+  };
+  for (const key of Object.keys(options) as (keyof OAuthOptions)[]) {
+    if (options[key] === undefined) delete options[key]; // leave the config entry's oauth where no flag is given
+  }
+  return options;
+}
+
+/** `logout [<server>] [--all]`: forgets stored tokens (and client registrations with --all). */
+async function runLogout(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseFlags(args, {
+    all: { type: "boolean" },
+    config: { type: "string" },
+    help: { type: "boolean", short: "h" },
+  }, "logout");
+  if (values.help) {
+    io.stdout.write(HELP.logout);
+    return 0;
+  }
+  if (positionals.length > 1) throw new UsageError("logout takes at most one <server> (see: mcp.ts help logout)");
+  if (positionals.length === 0 && values.all !== true) {
+    throw new UsageError("logout needs a <server>, or --all to forget every token (see: mcp.ts help logout)");
+  }
+  let server: string | undefined;
+  if (positionals[0] !== undefined) {
+    const spec = await resolveServer(positionals[0], { config: values.config as string | undefined });
+    if (!isHttpSpec(spec)) throw new UsageError(`"${positionals[0]}" is a command: only HTTP servers have tokens`);
+    server = canonicalResource(spec.url);
+  }
+  const forgotten = await forgetCredentials({ server, clients: values.all === true });
+  const clients = forgotten.clients ? ` and ${forgotten.clients} client registration(s)` : "";
+  io.stderr.write(`mcp: forgot ${forgotten.tokens} token(s)${clients} (${credentialsPath()})\n`);
+  return 0;
+}
+
 /** `servers`: every name the config files define, where, and how it is reached. */
 async function runServers(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(args, {
@@ -8178,6 +9455,10 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
         return await runClient(command, rest, cli);
       case "servers":
         return await runServers(rest, cli);
+      case "login":
+        return await runClient(command, rest, cli);
+      case "logout":
+        return await runLogout(rest, cli);
       case undefined:
       case "help":
       case "--help":
@@ -8198,7 +9479,7 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
         return 0;
       default:
         throw new UsageError(
-          `unknown command "${command}" (commands: serve, call, list, info, ping, batch, resources, read, prompts, prompt, servers, help)`,
+          `unknown command "${command}" (commands: serve, call, list, info, ping, batch, resources, read, prompts, prompt, servers, login, logout, help)`,
         );
     }
   } catch (error) {
