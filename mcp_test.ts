@@ -2221,7 +2221,7 @@ describe("13. MCP client over HTTP and in both eras", () => {
       assert.equal(garbage.code, 3);
       assert.match(garbage.stderr, /^mcp: the server answered \S+ with a body that is not JSON/);
       assert.equal(unauthorized.code, 4);
-      assert.match(unauthorized.stderr, /needs authorization \(HTTP 401\)/);
+      assert.match(unauthorized.stderr, /^mcp: the server at \S+ needs authorization; run: mcp\.ts login http:\S+\n$/);
       assert.equal(refused.code, 3);
       assert.match(refused.stderr, /^mcp: Cannot reach http:\/\/127\.0\.0\.1:\d+: connection refused/);
       assert.equal(headers.code, 0, headers.stderr);

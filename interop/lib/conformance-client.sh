@@ -6,11 +6,36 @@
 # mcp.ts invocation in MCP_INTEROP_CLIENT (e.g. "deno run -A ./mcp.ts"). mcp.ts picks the protocol era itself
 # (--protocol auto, its default): MCP_CONFORMANCE_PROTOCOL_VERSION is the mock's, and a user would not know it.
 # Every command runs even when one before it failed; the exit status is the highest of theirs.
+# Authorization (auth/*): every run gets a credentials store of its own, fresh and removed at the end
+# (MCP_TS_CREDENTIALS, so nothing leaks between scenarios and the user's own tokens are never read), and
+# lib/headless-browser.sh as $BROWSER: it follows the mock authorization server's redirect back to mcp.ts's loopback
+# listener as a browser would. The browser flows run because the commands say --login (stdin is no terminal here).
 set -u
 url=$1
 : "${MCP_INTEROP_CLIENT:?the mcp.ts invocation, e.g. deno run -A ./mcp.ts}"
-node=${IOP_NODE:-node} # only to turn JSON into the NDJSON lines `batch` reads
+node=${IOP_NODE:-node} # to turn JSON into the NDJSON lines `batch` reads, and to read MCP_CONFORMANCE_CONTEXT
+here=$(cd "$(dirname "$0")" && pwd)
 status=0
+child=
+
+state=$(mktemp -d "${TMPDIR:-/tmp}/mcp-conformance-client.XXXXXX") || exit 1 # mode 0700
+export MCP_TS_CREDENTIALS="$state/credentials.json"
+export BROWSER="$here/headless-browser.sh"
+export MCP_HEADLESS_BROWSER_LOG="$state/browser.log"
+unset MCP_TS_TOKEN MCP_TS_CLIENT_SECRET
+# shellcheck disable=SC2317 # the traps' functions
+finish() {
+  if [ -s "$state/browser.log" ]; then sed 's/^/conformance-client: browser: /' "$state/browser.log" >&2; fi
+  rm -rf "$state"
+}
+# The suite's timeout sends SIGTERM to this script alone: pass it on to the command running (see run), which would
+# otherwise live on (an authorization flow waits minutes for its redirect) with the suite waiting for our pipes.
+# shellcheck disable=SC2317
+stop() { if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi; }
+trap finish EXIT
+trap 'stop; exit 143' TERM
+trap 'stop; exit 130' INT
+trap 'stop; exit 129' HUP
 
 quote() { # the argument as the shell would need it, for the log line
   case $1 in
@@ -18,14 +43,33 @@ quote() { # the argument as the shell would need it, for the log line
     *) printf '%s' "$1" ;;
   esac
 }
-mcp() { # mcp ARGS...: one mcp.ts command, shown on stderr first
+show() { # show ARGS...: the mcp.ts command on stderr
   shown=$MCP_INTEROP_CLIENT
   for arg; do shown="$shown $(quote "$arg")"; done
   echo "conformance-client: $shown" >&2
+}
+mcp() { # mcp ARGS...: one mcp.ts command (in a pipeline), shown on stderr first
+  show "$@"
   eval "$MCP_INTEROP_CLIENT \"\$@\""
 }
 keep() { if [ "$1" -gt "$status" ]; then status=$1; fi; } # keep STATUS: the highest exit status so far
-run() { mcp "$@" </dev/null || keep $?; }                 # a command that reads nothing from stdin
+run() { # run ARGS...: a command that reads nothing from stdin; in the background (exec'd, so that $! is mcp.ts
+  # itself) and waited for, so that a signal to this script reaches it (see stop)
+  show "$@"
+  eval "exec env $MCP_INTEROP_CLIENT \"\$@\"" </dev/null &
+  child=$!
+  wait "$child" || keep $?
+  child=
+}
+context() { # context KEY: that string of MCP_CONFORMANCE_CONTEXT (the suite's data for the scenario)
+  "$node" -e '
+    const value = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT ?? "{}")[process.argv[1]];
+    if (typeof value !== "string") {
+      console.error("conformance-client: MCP_CONFORMANCE_CONTEXT has no " + process.argv[1]);
+      process.exit(2);
+    }
+    process.stdout.write(value);' "$1"
+}
 
 case ${MCP_CONFORMANCE_SCENARIO:-} in
   initialize)
@@ -124,8 +168,65 @@ case ${MCP_CONFORMANCE_SCENARIO:-} in
         process.stdin.on("end", () => console.log(JSON.stringify({ schema: JSON.parse(text).inputSchema })));' |
       mcp call "$url" json_schema_echo - || keep $?
     ;;
+  # Authorization. Every auth/* mock serves one tool, test-tool ({} arguments, answers "test"), behind OAuth; its
+  # authorization server's /authorize redirects straight back with code, state and iss, which the headless browser
+  # follows. What is judged is the flow: discovery, registration, the authorization and token requests.
+  auth/metadata-default | auth/metadata-var1 | auth/metadata-var2 | auth/metadata-var3)
+    # Discovery of the resource's metadata (named in WWW-Authenticate or not; path form, root form, elsewhere) and of
+    # its authorization server's (RFC 8414 or OpenID, with or without a path), then DCR and the code flow. As a user
+    # does: log in once, then use the server with the stored token (no --login: that would exit 4 without one).
+    run login "$url"
+    run list "$url"
+    ;;
+  auth/basic-cimd)
+    # The server supports Client ID Metadata Documents: the client_id must be the document's URL (the mock never
+    # fetches it), not a DCR registration.
+    run call "$url" test-tool --login --client-metadata-url https://conformance-test.local/client-metadata.json
+    ;;
+  auth/pre-registration)
+    # No registration endpoint: the client the context names, with its secret, by client_secret_basic.
+    client_id=$(context client_id) || exit 2
+    client_secret=$(context client_secret) || exit 2
+    run call "$url" test-tool --login --client-id "$client_id" --client-secret "$client_secret"
+    ;;
+  auth/scope-step-up)
+    # 401 asks for mcp:basic; tools/call then gets 403 insufficient_scope for mcp:write: a second flow, for both.
+    run call "$url" test-tool --login
+    ;;
+  auth/authorization-server-migration)
+    # The resource names a new authorization server once the first token has been used (a later request with it gets
+    # 401): mcp.ts must discover and register anew there, never showing it the old server's client_id. A login, then a
+    # command later on, which meets the move with its stored token.
+    run login "$url"
+    run call "$url" test-tool --login
+    ;;
+  auth/client-credentials-basic)
+    # SEP-1046 (extension): client_credentials with client_secret_basic, no browser; client from the context.
+    client_id=$(context client_id) || exit 2
+    client_secret=$(context client_secret) || exit 2
+    run call "$url" test-tool --grant client_credentials --client-id "$client_id" --client-secret "$client_secret"
+    ;;
+  auth/client-credentials-jwt)
+    # SEP-1046 (extension): client_credentials with private_key_jwt (RFC 7523, ES256); the context's PEM key in a
+    # file of mode 0600 (in our 0700 folder).
+    client_id=$(context client_id) || exit 2
+    (umask 077 && context private_key_pem >"$state/client-key.pem") || exit 2
+    run call "$url" test-tool --grant client_credentials --client-id "$client_id" --client-key "$state/client-key.pem"
+    ;;
+  auth/*)
+    # The rest: one command that must authorize, with the browser flow allowed. Judged, by scenario:
+    # scope-from-www-authenticate, scope-from-scopes-supported, scope-omitted-when-undefined: the scope requested;
+    # token-endpoint-auth-basic|post|none: the token endpoint authentication the registration returned;
+    # offline-access-scope|not-supported: offline_access only when the server lists it, refresh_token in DCR;
+    # iss-supported, iss-not-advertised: the flow completes. Refused, mcp.ts exiting 4 (allowed there):
+    # scope-retry-limit (403 for ever: at most 3 flows), resource-mismatch (the metadata's resource is another
+    # server's: no authorization request), iss-supported-missing, iss-wrong-issuer, iss-unexpected, iss-normalized
+    # (the redirect's iss is missing or differs, even by a trailing slash: no token request),
+    # metadata-issuer-mismatch (the server's metadata names another issuer: none of its endpoints used).
+    run call "$url" test-tool --login
+    ;;
   *)
-    # Any other scenario (the auth ones among them): connect and say what the server is.
+    # Any other scenario: connect and say what the server is.
     run info "$url"
     ;;
 esac
