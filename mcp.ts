@@ -6031,6 +6031,8 @@ export interface OAuthOptions {
   env?: Record<string, string | undefined>;
 }
 
+// --- 13a. The token store ---
+
 /** A token as the store keeps it. */
 interface StoredToken {
   access_token: string;
@@ -6123,6 +6125,8 @@ async function withStoreLock<T>(file: string, work: () => Promise<T>): Promise<T
     await unlink(lock).catch(noop);
   }
 }
+
+// --- 13b. Discovery and signing ---
 
 /** The parameters of a `WWW-Authenticate: Bearer …` challenge (RFC 6750 §3), names lower-cased. */
 export function parseBearerChallenge(header: string): Record<string, string> {
@@ -6248,6 +6252,8 @@ function resourceCovers(resource: string, server: string): boolean {
     return false;
   }
 }
+
+// --- 13c. The provider: refresh, registration, the browser flow, client credentials ---
 
 /** Where a flow stands: what discovery found, for the token requests that follow. */
 interface AuthServer {
