@@ -4750,7 +4750,9 @@ function isAnswer(text: string, prefix: string): boolean {
 // goes further.
 
 const CLOCK_SKEW_S = 60;
-const JWKS_REFETCH_MS = 10_000; // an unknown kid fetches the keys again, at most this often
+// An unknown kid fetches the keys again (a rotation), at most once a second, and once a minute for the same kid.
+const JWKS_REFETCH_MS = 1_000;
+const JWKS_MISS_MS = 60_000;
 
 /** Who a verified access token speaks for: a plugin's `ctx.auth`. */
 export interface AuthInfo {
@@ -4789,6 +4791,7 @@ export class TokenVerifier {
   #keys = new Map<string, { key: CryptoKey; alg: string }>(); // by kid ("" for keys without one)
   #jwksUri: string | undefined;
   #fetchedAt = 0;
+  #missed = new Map<string, number>(); // kids not found after a fetch, and when
   #loading: Promise<void> | undefined;
 
   constructor(options: ResourceServerOptions) {
@@ -4813,9 +4816,17 @@ export class TokenVerifier {
     if (!["RS256", "ES256", "EdDSA"].includes(alg)) return invalid(`the token's alg ${alg} is not accepted`);
     const kid = typeof header.kid === "string" ? header.kid : "";
     let key = this.#keys.get(kid);
-    if (!key && Date.now() - this.#fetchedAt > JWKS_REFETCH_MS) {
+    const clock = Date.now();
+    if (
+      !key && clock - this.#fetchedAt > JWKS_REFETCH_MS &&
+      !(clock - (this.#missed.get(kid) ?? -Infinity) < JWKS_MISS_MS)
+    ) {
       await this.#loadKeys().catch(noop);
       key = this.#keys.get(kid);
+      if (!key) {
+        if (this.#missed.size > 1000) this.#missed.clear(); // bounded, whatever kids a caller makes up
+        this.#missed.set(kid, clock);
+      }
     }
     if (!key || key.alg !== alg) return invalid("the token is not signed by a key of its issuer");
     const algorithm = alg === "ES256"
@@ -6040,6 +6051,8 @@ interface StoredToken {
   refresh_token?: string;
   /** Seconds since the epoch. */
   expires_at?: number;
+  /** When it was obtained, seconds since the epoch: a short-lived token is refreshed at half its life. */
+  obtained_at?: number;
   scope?: string;
   issuer: string;
   /** The canonical URL of the server it was issued for (what finds it). */
@@ -6294,11 +6307,16 @@ export class OAuthProvider implements AuthProvider {
       this.#loaded = true;
       if (!this.#options.fresh) this.#token = findToken(await readStore(this.#file), this.#server);
     }
-    const token = this.#token;
+    let token = this.#token;
     if (!token) return undefined;
-    if (token.expires_at !== undefined && token.expires_at - REFRESH_MARGIN_S < Date.now() / 1000) {
-      if (token.refresh_token && (await this.#refresh().catch(() => false))) return this.header();
-      return undefined; // expired, and no refresh: the server's 401 starts a flow
+    const now = Date.now() / 1000;
+    const margin = token.expires_at !== undefined && token.obtained_at !== undefined
+      ? Math.min(REFRESH_MARGIN_S, (token.expires_at - token.obtained_at) / 2)
+      : REFRESH_MARGIN_S;
+    if (token.expires_at !== undefined && token.expires_at - margin < now) {
+      // Once: a server that hands out short-lived tokens would otherwise be asked again and again.
+      if (token.refresh_token && (await this.#refresh().catch(() => false))) token = this.#token!;
+      if (token.expires_at !== undefined && token.expires_at <= now) return undefined; // the 401 starts a flow
     }
     return `${
       token.token_type && !/^bearer$/i.test(token.token_type) ? token.token_type : "Bearer"
@@ -6385,6 +6403,11 @@ export class OAuthProvider implements AuthProvider {
       const challenged = (challenge.scope ?? "").split(" ").filter(Boolean);
       const wanted = challenged.length ? challenged : this.#scopes.size ? [] : server.scopes ?? [];
       for (const item of wanted) this.#scopes.add(item);
+      // A refresh token where the server hands them out for it; never asked of one that does not offer it.
+      const offered = server.metadata.scopes_supported;
+      if (!clientCredentials && Array.isArray(offered) && offered.includes("offline_access")) {
+        this.#scopes.add("offline_access");
+      }
       if (this.#scopes.size > 0) scope = [...this.#scopes].join(" ");
     }
     const store = await readStore(this.#file);
@@ -6727,7 +6750,8 @@ function toStoredToken(
   };
   const refresh = typeof answer.refresh_token === "string" ? answer.refresh_token : oldRefresh;
   if (refresh) token.refresh_token = refresh;
-  if (typeof answer.expires_in === "number") token.expires_at = Math.floor(Date.now() / 1000) + answer.expires_in;
+  token.obtained_at = Math.floor(Date.now() / 1000);
+  if (typeof answer.expires_in === "number") token.expires_at = token.obtained_at + answer.expires_in;
   if (typeof answer.scope === "string") token.scope = answer.scope;
   return token;
 }

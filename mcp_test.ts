@@ -14,12 +14,13 @@ import {
   readFileSync,
   realpathSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from "node:fs";
 import { Buffer } from "node:buffer";
 import { createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import process from "node:process";
 import { PassThrough } from "node:stream";
 import { setImmediate } from "node:timers";
@@ -2319,6 +2320,272 @@ describe("13. MCP client over HTTP and in both eras", () => {
       });
     } finally {
       rmSync(dir, { recursive: true });
+    }
+  });
+});
+
+// --- 10c. and 13. OAuth: the protected server and the client that logs in ------------------------
+
+interface Started {
+  url: string;
+  log(): Promise<Message[]>;
+  close(): void;
+}
+
+/** Starts a process that prints its URL (`pattern`'s first group) on stdout or stderr; resolves once it does. */
+async function startListening(args: string[], pattern: RegExp, env: Record<string, string> = {}): Promise<Started> {
+  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const url = await new Promise<string>((resolve, reject) => {
+    const take = (text: string) => {
+      output += text;
+      const match = pattern.exec(output);
+      if (match) resolve(match[1]);
+    };
+    child.stdout!.setEncoding("utf8").on("data", take);
+    child.stderr!.setEncoding("utf8").on("data", take);
+    child.on("exit", () => reject(new Error(`${args.join(" ")} exited: ${output}`)));
+  });
+  return {
+    url,
+    log: async () => await (await fetch(new URL("/_log", url))).json(),
+    close: () => void child.kill("SIGTERM"),
+  };
+}
+
+/** The fake authorization server, and mcp.ts serve --http protected by it (testdata/auth: the whoami tool). */
+async function withProtectedServer(
+  body: (as: Started, server: Started, store: string) => Promise<void>,
+  options: { asEnv?: Record<string, string>; serveArgs?: string[] } = {},
+): Promise<void> {
+  const home = mkdtempSync(join(tmpdir(), "mcp-oauth-"));
+  const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/, options.asEnv);
+  let server: Started | undefined;
+  try {
+    server = await startListening(
+      [MCP, "serve", HERE + "testdata/auth", "--http", "0", "--auth-issuer", as.url, ...(options.serveArgs ?? [])],
+      /serving (\S+)/,
+    );
+    await body(as, server, join(home, "store", "credentials.json"));
+  } finally {
+    server?.close();
+    as.close();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+const BROWSER = [...RUNTIME, HERE + "testdata/browser.ts"].map(quote).join(" ");
+
+describe("10c. Server transports: an OAuth protected resource", () => {
+  test("serve --http --auth-issuer: metadata, 401 with the challenge, forged and foreign tokens refused", async () => {
+    await withProtectedServer(async (as, server) => {
+      const resource = server.url;
+      const origin = new URL(resource).origin;
+      for (const path of ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]) {
+        const prm = await (await fetch(origin + path)).json();
+        assert.deepEqual(prm.authorization_servers, [as.url]);
+        assert.equal(prm.resource, resource);
+        assert.deepEqual(prm.scopes_supported, ["mcp:read"]);
+      }
+      const mint = async (claims: Message) =>
+        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json()).access_token;
+      const call = (token?: string) =>
+        fetch(resource, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": "whoami",
+            ...(token ? { authorization: `Bearer ${token}` } : {}),
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: modern({ name: "whoami" }) }),
+        });
+      const none = await call();
+      assert.equal(none.status, 401);
+      assert.equal(
+        none.headers.get("www-authenticate"),
+        `Bearer resource_metadata="${origin}/.well-known/oauth-protected-resource/mcp", scope="mcp:read"`,
+      );
+      const refused = {
+        forged: await mint({ aud: resource, sign_with: "foreign" }),
+        "another audience": await mint({ aud: "http://elsewhere.example/mcp" }),
+        expired: await mint({ aud: resource, exp_in: -3600 }),
+        "not yet valid": await mint({ aud: resource, nbf_in: 3600 }),
+        "another issuer": await mint({ aud: resource, iss: "https://evil.example.com" }),
+        "no expiry": await mint({ aud: resource, exp_in: null }),
+        unsigned: await mint({ aud: resource, alg: "none" }),
+      };
+      for (const [why, token] of Object.entries(refused)) {
+        const response = await call(token);
+        assert.equal(response.status, 401, why);
+        assert.match(response.headers.get("www-authenticate")!, /error="invalid_token"/, why);
+        await response.body?.cancel();
+      }
+      const narrow = await call(await mint({ aud: resource, scope: "mcp:write" }));
+      assert.equal(narrow.status, 403);
+      assert.match(narrow.headers.get("www-authenticate")!, /error="insufficient_scope".*scope="mcp:read"/);
+      const good = await call(await mint({ aud: resource, scope: "mcp:read mcp:write", client_id: "app-1" }));
+      assert.equal(good.status, 200, good.headers.get("www-authenticate") ?? "");
+      const answer = await rpcAnswer(good);
+      assert.deepEqual(JSON.parse(answer.result.content[0].text), {
+        sub: "user-1",
+        scopes: ["mcp:read", "mcp:write"],
+        clientId: "app-1",
+      });
+      // A new signing key: an unknown kid fetches the keys again (at most once a second).
+      await fetch(as.url + "/_rotate", { method: "POST" });
+      await sleep(1_100);
+      const rotated = await call(await mint({ aud: resource, scope: "mcp:read" }));
+      assert.equal(rotated.status, 200);
+      await rotated.body?.cancel();
+    }, { serveArgs: ["--auth-scopes", "mcp:read"] });
+  });
+});
+
+describe("13. OAuth: the client", () => {
+  test("login: discovery, registration, PKCE through the browser; the token kept 0600 and used after", async () => {
+    await withProtectedServer(async (as, server, store) => {
+      const env = { MCP_TS_CREDENTIALS: store, BROWSER };
+      const script = await runCli(["call", server.url, "whoami"], { env });
+      assert.equal(script.code, 4, script.stderr);
+      assert.equal(
+        script.stderr,
+        `mcp: the server at ${server.url} needs authorization; run: mcp.ts login ${server.url}\n`,
+      );
+      assert.deepEqual((await as.log()).filter((entry) => entry.kind !== "metadata"), [], "a script starts nothing");
+
+      const login = await runCli(["login", server.url], { env });
+      assert.equal(login.code, 0, login.stderr);
+      assert.match(
+        login.stderr,
+        /^mcp: to authorize mcp\.ts with http:\/\/127\.0\.0\.1:\d+, open: http:\S+\/authorize\?/m,
+      );
+      assert.match(login.stderr, /^mcp: logged in to /m);
+      if (process.platform !== "win32") {
+        assert.equal(statSync(store).mode & 0o777, 0o600);
+        assert.equal(statSync(dirname(store)).mode & 0o777, 0o700);
+      }
+      const kept = JSON.parse(readFileSync(store, "utf8"));
+      const [token] = Object.values(kept.tokens) as Message[];
+      assert.equal(token.resource, server.url);
+      assert.ok(token.expires_at > Date.now() / 1000);
+      const log = await as.log();
+      const register = log.find((entry) => entry.kind === "register")!;
+      assert.equal(register.body.application_type, "native");
+      assert.deepEqual(register.body.grant_types, ["authorization_code", "refresh_token"]);
+      const authorize = log.find((entry) => entry.kind === "authorize")!;
+      assert.equal(authorize.code_challenge_method, "S256");
+      assert.equal(authorize.resource, server.url);
+      assert.equal(authorize.scope, "mcp:read offline_access");
+      const exchange = log.find((entry) => entry.kind === "token")!;
+      assert.equal(exchange.pkceOk, true);
+      assert.equal(exchange.resource, server.url);
+
+      const [call, traced] = await Promise.all([
+        runCli(["call", server.url, "whoami"], { env }),
+        runCli(["list", server.url, "--trace", "--record", join(dirname(store), "c.ndjson")], { env }),
+      ]);
+      assert.equal(call.code, 0, call.stderr);
+      assert.equal(JSON.parse(call.stdout).sub, "user-1");
+      assert.equal((await as.log()).filter((entry) => entry.kind === "authorize").length, 1, "no second flow");
+      for (
+        const text of [
+          call.stdout,
+          call.stderr,
+          traced.stdout,
+          traced.stderr,
+          readFileSync(join(dirname(store), "c.ndjson"), "utf8"),
+        ]
+      ) {
+        assert.ok(!text.includes(token.access_token as string), "no token is printed or recorded");
+      }
+
+      const out = await runCli(["logout", server.url], { env });
+      assert.equal(out.code, 0, out.stderr);
+      assert.match(out.stderr, /forgot 1 token/);
+      assert.equal((await runCli(["call", server.url, "whoami"], { env })).code, 4);
+    }, { serveArgs: ["--auth-scopes", "mcp:read"] });
+  });
+
+  test("concurrent commands with an expiring token refresh it once, under the store's lock", async () => {
+    await withProtectedServer(async (as, server, store) => {
+      const env = { MCP_TS_CREDENTIALS: store, BROWSER };
+      assert.equal((await runCli(["login", server.url], { env })).code, 0);
+      await fetch(as.url + "/_reset", { method: "POST" });
+      // The token is made 25 s old, 5 s from its end: every command wants a fresh one, and one gets it.
+      const kept = JSON.parse(readFileSync(store, "utf8"));
+      for (const token of Object.values(kept.tokens) as Message[]) {
+        token.obtained_at -= 25;
+        token.expires_at -= 25;
+      }
+      writeFileSync(store, JSON.stringify(kept));
+      const runs = await Promise.all([1, 2, 3, 4, 5].map(() => runCli(["call", server.url, "whoami"], { env })));
+      for (const run of runs) assert.equal(run.code, 0, run.stderr);
+      const refreshes = (await as.log()).filter((entry) => entry.kind === "token");
+      assert.equal(
+        refreshes.filter((entry) => entry.grant_type === "refresh_token").length,
+        1,
+        JSON.stringify(refreshes),
+      );
+      assert.ok(!refreshes.some((entry) => entry.reuse), "no refresh token was used twice");
+    }, { asEnv: { FAKE_AUTH_TTL: "30" } });
+  });
+
+  test("--grant client_credentials: tokens for the client itself, with a secret or a private key, no browser", async () => {
+    const { publicKey, privateKey } = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, [
+      "sign",
+      "verify",
+    ]);
+    const jwk = await crypto.subtle.exportKey("jwk", publicKey);
+    const pkcs8 = Buffer.from(await crypto.subtle.exportKey("pkcs8", privateKey)).toString("base64");
+    const pem = `-----BEGIN PRIVATE KEY-----\n${pkcs8.match(/.{1,64}/g)!.join("\n")}\n-----END PRIVATE KEY-----\n`;
+    await withProtectedServer(async (as, server, store) => {
+      mkdirSync(dirname(store), { recursive: true });
+      const keyFile = join(dirname(store), "key.pem");
+      writeFileSync(keyFile, pem, { mode: 0o600 });
+      const env = { MCP_TS_CREDENTIALS: store };
+      const common = ["call", server.url, "whoami", "--grant", "client_credentials", "--client-id", "ci-bot"];
+      const secret = await runCli([...common, "--client-secret", "s3cret"], { env });
+      assert.equal(secret.code, 0, secret.stderr);
+      assert.equal(JSON.parse(secret.stdout).sub, "ci-bot");
+      rmSync(store);
+      const keyed = await runCli([...common, "--client-key", keyFile], { env });
+      assert.equal(keyed.code, 0, keyed.stderr);
+      const grants = (await as.log()).filter((entry) => entry.kind === "token");
+      assert.deepEqual(grants.map((entry) => [entry.grant_type, entry.clientAuth]), [
+        ["client_credentials", "basic"],
+        ["client_credentials", "private_key_jwt"],
+      ]);
+      assert.ok(!(await as.log()).some((entry) => entry.kind === "authorize"));
+    }, {
+      asEnv: {
+        FAKE_AUTH_CLIENT_ID: "ci-bot",
+        FAKE_AUTH_CLIENT_SECRET: "s3cret",
+        FAKE_AUTH_CLIENT_JWK: JSON.stringify(jwk),
+      },
+    });
+  });
+
+  test("what the client refuses: metadata of another issuer, no PKCE, a wrong iss; exit 4 naming it", async () => {
+    for (
+      const [mode, why] of [
+        ["wrong-issuer", /its issuer "https:\/\/attacker\.example\.com" is not/],
+        ["no-pkce", /does not advertise PKCE S256/],
+        ["iss-wrong", /came from "https:\/\/evil\.example\.com"/],
+        ["iss-slash", /came from "http:\/\/127\.0\.0\.1:\d+\/"/],
+        ["deny", /authorization was refused \(access_denied\)/],
+      ] as const
+    ) {
+      await withProtectedServer(async (as, server, store) => {
+        const run = await runCli(["login", server.url], { env: { MCP_TS_CREDENTIALS: store, BROWSER } });
+        assert.equal(run.code, 4, `${mode}: ${run.stderr}`);
+        assert.match(run.stderr, why, mode);
+        assert.ok(!(await as.log()).some((entry) => entry.kind === "token"), `${mode}: no token request`);
+      }, { asEnv: { FAKE_AUTH_MODE: mode } });
     }
   });
 });

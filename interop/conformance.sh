@@ -16,13 +16,16 @@
 #       --scenario S runs that one scenario at each such revision's wire (the suite's --spec-version); --suite or
 #       --spec-version pass through as they are, for one run.
 #       e.g. interop/conformance.sh http "deno run -A mcp.ts serve testdata/conformance" --requirements 2026-07-28
-#   interop/conformance.sh client "<mcp.ts invocation>" [--requirements 2025-11-25|2026-07-28] [--scenario S] [options]
+#   interop/conformance.sh client "<mcp.ts invocation>" [--requirements 2025-11-25|2026-07-28] [--scenario S]
+#                                 [--no-auth | --auth-only] [options]
 #       For each scenario the suite serves a mock server over HTTP and runs lib/conformance-client.sh with its URL,
 #       which runs the mcp.ts commands a user would type against it (`info URL`, `call URL add_numbers a=2 b=3`,
-#       `batch URL` for several calls, ...). Without --scenario: the client scenarios of the revision's requirement
-#       set that need no authorization (the suite's own --requirements would run the OAuth ones too), one suite run
-#       each (--scenario S --spec-version R), a line per scenario (the suite's report when it fails), the revision's
-#       totals; for 2025-11-25, then 2026-07-28 without --requirements. It fails when a scored scenario fails.
+#       `batch URL` for several calls, `call URL test-tool --login` behind OAuth, ...). Without --scenario: the
+#       client scenarios of the revision's requirement set, those without authorization, then the auth/* ones
+#       (scored, and of the extensions the two client_credentials ones), one suite run each (--scenario S
+#       --spec-version R --force: one at a time, where the suite's own --requirements runs all at once), a line per
+#       scenario (the suite's report when it fails), totals for each revision and part; for 2025-11-25, then
+#       2026-07-28 without --requirements. --no-auth, --auth-only: one part. It fails when a scored scenario fails.
 #       --scenario S: the suite's whole report, at each revision whose set lists S (at R with --requirements R);
 #       --suite or --spec-version pass through as they are, for one run. -o DIR: the results under DIR/REVISION.
 #       e.g. interop/conformance.sh client "bun ./mcp.ts" --scenario tools_call
@@ -164,9 +167,14 @@ case $mode in
     revisions=() # --requirements, taken out of the arguments: one loop per revision
     scenario=
     output= # -o DIR: DIR/REVISION for each revision (the suite's result folders do not name it)
+    parts=(plain auth) # the scenarios without authorization, then the auth/* ones (--no-auth, --auth-only)
     args=()
     while [ $# -gt 0 ]; do
       case $1 in
+        --no-auth | --auth-only)
+          if [ "$1" = --no-auth ]; then parts=(plain); else parts=(auth); fi
+          shift
+          ;;
         --requirements | --scenario | -o | --output-dir)
           [ $# -ge 2 ] || usage
           case $1 in --scenario) scenario=$2 ;; --requirements) revisions+=("$2") ;; *) output=$2 ;; esac
@@ -224,13 +232,16 @@ case $mode in
       status=0
       for revision in "${revisions[@]}"; do
         echo "conformance: client $MCP_INTEROP_CLIENT, scenario $scenario${revision:+ at $revision}" >&2
-        suite client --command "$wrapper" --scenario "$scenario" ${revision:+--spec-version "$revision"} \
+        suite client --command "$wrapper" --scenario "$scenario" ${revision:+--spec-version "$revision" --force} \
           ${output:+-o "$output${revision:+/$revision}"} "${args[@]}" || status=1
       done
       exit "$status"
     fi
 
     [ ${#revisions[@]} -gt 0 ] || revisions=(2025-11-25 2026-07-28)
+    # Of the not-scored (extension) authorization scenarios, those mcp.ts implements: the client_credentials grant
+    # (SEP-1046). Not enterprise-managed-authorization, dpop, dpop-nonce, wif-jwt-bearer.
+    auth_extensions=" auth/client-credentials-basic auth/client-credentials-jwt "
     work=$(mktemp -d "${TMPDIR:-/tmp}/mcp-interop.XXXXXX")
     trap 'rm -rf "$work"' EXIT
     trap 'exit 130' INT
@@ -239,38 +250,47 @@ case $mode in
     totals=()
     for revision in "${revisions[@]}"; do
       lines=$(listed "$revision") || exit 2
-      echo "conformance: client $MCP_INTEROP_CLIENT, requirements $revision without authorization" >&2
-      ran=0 ok=0 passed=0 failed=0 warnings=0 unscored=()
-      while read -r name scoring; do
-        case $name in auth/*) continue ;; esac # OAuth: not yet
-        result=0
-        suite client --command "$wrapper" --scenario "$name" --spec-version "$revision" \
-          ${output:+-o "$output/$revision"} "${args[@]}" >"$work/out" 2>&1 </dev/null || result=$?
-        case $result in 130 | 143) exit "$result" ;; esac # the suite was interrupted
-        # "Passed: 3/4, 1 failed, 0 warnings": SUCCESS/(SUCCESS+FAILURE), then FAILURE and WARNING checks
-        read -r p f w < <(sed -n 's|^Passed: \([0-9]*\)/[0-9]*, \([0-9]*\) failed, \([0-9]*\) warnings$|\1 \2 \3|p' \
-          "$work/out" | tail -n1) || true # none when the suite itself failed
-        ran=$((ran + 1)) passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0})) warnings=$((warnings + ${w:-0}))
-        why=$(grep -oE 'CLIENT TIMED OUT|CLIENT EXITED WITH ERROR \(code -?[0-9]+\)' "$work/out" | head -n1 || true)
-        [ "${p:-0}${f:-0}" != 00 ] || why="${why:+$why, }no check judged" # what the scenario checks never came
-        note=${p:+: $p passed, $f failed, $w warnings}${why:+, $why}
-        [ "$scoring" = scored ] || { note="$note (not scored)" && unscored+=("$name"); }
-        if [ "$result" -eq 0 ]; then
-          ok=$((ok + 1))
-          echo "  ✓ $name$note"
-        else
-          echo "  ✗ $name${note:- (exit $result)}"
-          sed 's/^/      /' "$work/out"
-          [ "$scoring" != scored ] || status=1
-        fi
-      done <<<"$lines"
-      total="$ok/$ran scenarios passed${unscored[0]:+ (${#unscored[@]} not scored)}"
-      totals+=("$revision: $total, checks: $passed passed, $failed failed, $warnings warnings")
-      echo "  ${totals[-1]}"
+      for part in "${parts[@]}"; do
+        if [ "$part" = auth ]; then title=authorization; else title="without authorization"; fi
+        echo "conformance: client $MCP_INTEROP_CLIENT, requirements $revision, $title" >&2
+        ran=0 ok=0 passed=0 failed=0 warnings=0 unscored=() skipped=()
+        while read -r name scoring; do
+          if [[ $name == auth/* ]]; then [ "$part" = auth ] || continue; else [ "$part" = plain ] || continue; fi
+          if [ "$part" = auth ] && [ "$scoring" != scored ] && [[ $auth_extensions != *" $name "* ]]; then
+            skipped+=("$name")
+            continue
+          fi
+          result=0
+          # --force: the suite skips an extension scenario at a --spec-version unless forced (its --requirements does)
+          suite client --command "$wrapper" --scenario "$name" --spec-version "$revision" --force \
+            ${output:+-o "$output/$revision"} "${args[@]}" >"$work/out" 2>&1 </dev/null || result=$?
+          case $result in 130 | 143) exit "$result" ;; esac # the suite was interrupted
+          # "Passed: 3/4, 1 failed, 0 warnings": SUCCESS/(SUCCESS+FAILURE), then FAILURE and WARNING checks
+          read -r p f w < <(sed -n 's|^Passed: \([0-9]*\)/[0-9]*, \([0-9]*\) failed, \([0-9]*\) warnings$|\1 \2 \3|p' \
+            "$work/out" | tail -n1) || true # none when the suite itself failed
+          ran=$((ran + 1)) passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0})) warnings=$((warnings + ${w:-0}))
+          why=$(grep -oE 'CLIENT TIMED OUT|CLIENT EXITED WITH ERROR \(code -?[0-9]+\)' "$work/out" | head -n1 || true)
+          [ "${p:-0}${f:-0}" != 00 ] || why="${why:+$why, }no check judged" # what the scenario checks never came
+          note=${p:+: $p passed, $f failed, $w warnings}${why:+, $why}
+          [ "$scoring" = scored ] || { note="$note (not scored)" && unscored+=("$name"); }
+          if [ "$result" -eq 0 ]; then
+            ok=$((ok + 1))
+            echo "  ✓ $name$note"
+          else
+            echo "  ✗ $name${note:- (exit $result)}"
+            sed 's/^/      /' "$work/out"
+            [ "$scoring" != scored ] || status=1
+          fi
+        done <<<"$lines"
+        [ ${#skipped[@]} -eq 0 ] || echo "  - not run (extensions mcp.ts does not implement): ${skipped[*]}"
+        total="$ok/$ran scenarios passed${unscored[0]:+ (${#unscored[@]} not scored)}"
+        totals+=("$revision $title: $total, checks: $passed passed, $failed failed, $warnings warnings")
+        echo "  ${totals[-1]}"
+      done
     done
     if [ ${#totals[@]} -gt 1 ]; then
       echo
-      echo "conformance: client $MCP_INTEROP_CLIENT, the scenarios without authorization"
+      echo "conformance: client $MCP_INTEROP_CLIENT"
       printf '  %s\n' "${totals[@]}"
     fi
     exit "$status"

@@ -20,16 +20,23 @@ child=
 
 state=$(mktemp -d "${TMPDIR:-/tmp}/mcp-conformance-client.XXXXXX") || exit 1 # mode 0700
 export MCP_TS_CREDENTIALS="$state/credentials.json"
-export BROWSER="$here/headless-browser.sh"
 export MCP_HEADLESS_BROWSER_LOG="$state/browser.log"
 unset MCP_TS_TOKEN MCP_TS_CLIENT_SECRET
+# The suite's timeout sends SIGTERM to the `sh -c` that runs this script, not to it, and then waits for our stdout
+# and stderr to close: a command left running (an authorization flow waits minutes for its redirect) would hold the
+# suite that long. So a watchdog TERMs this script when its parent is gone, and the trap passes the signal on to the
+# command running (see run).
+(
+  while kill -0 "$PPID" 2>/dev/null; do sleep 1; done
+  kill -TERM $$ 2>/dev/null
+) </dev/null >/dev/null 2>&1 &
+watchdog=$!
 # shellcheck disable=SC2317 # the traps' functions
 finish() {
+  kill "$watchdog" 2>/dev/null
   if [ -s "$state/browser.log" ]; then sed 's/^/conformance-client: browser: /' "$state/browser.log" >&2; fi
   rm -rf "$state"
 }
-# The suite's timeout sends SIGTERM to this script alone: pass it on to the command running (see run), which would
-# otherwise live on (an authorization flow waits minutes for its redirect) with the suite waiting for our pipes.
 # shellcheck disable=SC2317
 stop() { if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi; }
 trap finish EXIT
@@ -61,6 +68,8 @@ run() { # run ARGS...: a command that reads nothing from stdin; in the backgroun
   wait "$child" || keep $?
   child=
 }
+# mcp.ts splits $BROWSER as a shell would (a command line, the URL appended): quoted, should the path need it
+BROWSER=$(quote "$here/headless-browser.sh") && export BROWSER
 context() { # context KEY: that string of MCP_CONFORMANCE_CONTEXT (the suite's data for the scenario)
   "$node" -e '
     const value = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT ?? "{}")[process.argv[1]];
@@ -174,7 +183,7 @@ case ${MCP_CONFORMANCE_SCENARIO:-} in
   auth/metadata-default | auth/metadata-var1 | auth/metadata-var2 | auth/metadata-var3)
     # Discovery of the resource's metadata (named in WWW-Authenticate or not; path form, root form, elsewhere) and of
     # its authorization server's (RFC 8414 or OpenID, with or without a path), then DCR and the code flow. As a user
-    # does: log in once, then use the server with the stored token (no --login: that would exit 4 without one).
+    # does: log in once, then use the server; list has no --login, so it must find the token stored (else exit 4).
     run login "$url"
     run list "$url"
     ;;
