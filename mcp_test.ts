@@ -2446,6 +2446,34 @@ describe("10c. Server transports: an OAuth protected resource", () => {
   });
 });
 
+describe("10c. Server transports: tokens signed with RS256 and EdDSA", () => {
+  test("tokens of each signing algorithm verify through the issuer's JWKS; a forged one does not", async () => {
+    for (const alg of ["RS256", "EdDSA"]) {
+      await withProtectedServer(async (as, server) => {
+        const mint = async (claims: Message) =>
+          (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json())
+            .access_token;
+        const call = async (token: string) => {
+          const response = await fetch(server.url, {
+            method: "POST",
+            headers: {
+              ...JSON_HEADERS,
+              "mcp-protocol-version": "2026-07-28",
+              "mcp-method": "tools/list",
+              authorization: `Bearer ${token}`,
+            },
+            body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: modern() }),
+          });
+          await response.body?.cancel();
+          return response.status;
+        };
+        assert.equal(await call(await mint({ aud: server.url })), 200, alg);
+        assert.equal(await call(await mint({ aud: server.url, sign_with: "foreign" })), 401, alg);
+      }, { asEnv: { FAKE_AUTH_ALG: alg } });
+    }
+  });
+});
+
 describe("13. OAuth: the client", () => {
   test("login: discovery, registration, PKCE through the browser; the token kept 0600 and used after", async () => {
     await withProtectedServer(async (as, server, store) => {
