@@ -7283,17 +7283,9 @@ export class McpClient {
   // the method, name and x-mcp-header arguments in headers (basic/index.mdx, streamable-http.mdx).
   #envelope(method: string, params: JsonObject, version: string | undefined): [JsonObject, SendContext | undefined] {
     const http = this.#transport.kind === "http";
-    const headers: Record<string, string> = {};
-    if (http) {
-      headers["mcp-method"] = method;
-      const name = method === "resources/read"
-        ? params.uri
-        : method === "tools/call" || method === "prompts/get"
-        ? params.name
-        : undefined;
-      if (typeof name === "string") headers["mcp-name"] = encodeHeaderValue(name);
-    }
-    if (version === undefined) return [params, http ? { headers } : undefined];
+    const tool = method === "tools/call" ? this.#tools?.get(String(params.name)) : undefined;
+    const context = http ? { headers: mirrorHeaders(method, params, version, tool) } : undefined;
+    if (version === undefined) return [params, context];
     const options = this.#options;
     const meta: JsonObject = {
       ...(isObject(params._meta) ? params._meta : {}),
@@ -7302,13 +7294,7 @@ export class McpClient {
       [META.clientInfo]: { name: "mcp.ts", version: VERSION },
     };
     if (options.logLevel) meta[META.logLevel] = options.logLevel;
-    if (http) {
-      headers["mcp-protocol-version"] = version;
-      if (method === "tools/call") {
-        Object.assign(headers, paramHeaders(this.#tools?.get(String(params.name)), params.arguments));
-      }
-    }
-    return [{ ...params, _meta: meta }, http ? { headers } : undefined];
+    return [{ ...params, _meta: meta }, context];
   }
 
   // mrtr.mdx: answer every input request, then the same request again with a new id, the answers,
@@ -7610,6 +7596,31 @@ function headerProperties(schema: unknown): [string, string[]][] {
   return found;
 }
 
+/**
+ * The headers an HTTP request mirrors from its body (streamable-http.mdx, 2026-07-28): Mcp-Method, Mcp-Name
+ * (tools/call, prompts/get, resources/read), and with a modern `version` MCP-Protocol-Version and the
+ * Mcp-Param-* of `tool`'s x-mcp-header arguments. Sent in both eras: a legacy server ignores them.
+ */
+function mirrorHeaders(
+  method: string,
+  params: JsonObject,
+  version: string | undefined,
+  tool: JsonObject | undefined,
+): Record<string, string> {
+  const headers: Record<string, string> = { "mcp-method": method };
+  const name = method === "resources/read"
+    ? params.uri
+    : method === "tools/call" || method === "prompts/get"
+    ? params.name
+    : undefined;
+  if (typeof name === "string") headers["mcp-name"] = encodeHeaderValue(name);
+  if (version !== undefined) {
+    headers["mcp-protocol-version"] = version;
+    if (method === "tools/call") Object.assign(headers, paramHeaders(tool, params.arguments));
+  }
+  return headers;
+}
+
 // Mcp-Param-* for a tools/call's arguments: null and absent values send no header.
 function paramHeaders(tool: JsonObject | undefined, args: unknown): Record<string, string> {
   const headers: Record<string, string> = {};
@@ -7771,7 +7782,429 @@ function editDistance(a: string, b: string): number {
   return previous[b.length];
 }
 
-// === 15. Output ==============================================================
+// === 15. Proxy and replay ====================================================
+// Servers made of other servers' messages. `proxy` forwards every message
+// between a downstream client (stdio, or HTTP) and an upstream server (any
+// transport) unchanged, and can log or record them; `replay` answers from a
+// recorded session. Both speak raw messages: no era, no catalog of their own.
+//
+// A cassette (CONTRACT "Proxy, recording and replay"), one JSON object per line:
+//   {"mcpCassette": 1, "server": "<how it was reached>", "recorded": "2026-11-23T14:00:00.000Z"}
+//   {"t": 12.5, "dir": "send", "message": {...client to server...}}
+//   {"t": 13.1, "dir": "recv", "message": {...server to client...}}
+
+/** Where a proxy or replay meets its client: stdio, or Streamable HTTP. */
+interface Downstream {
+  /** Starts reading; `message` gets each message text, `end` the end of the input. */
+  start(message: (text: string) => void, end: () => void): void;
+  /** Sends one message to the client. */
+  send(text: string): void;
+  /** Stops; resolves when what was sent is out. */
+  close(): Promise<void>;
+}
+
+// stdin/stdout (or given streams), newline-delimited, as `serve` reads and writes them.
+function stdioDownstream(input?: Readable, output?: OutputSink): Downstream {
+  const source = input ? streamSource(input) : nativeStdinSource() ?? streamSource(proc().stdin, true);
+  const sink = output ?? nativeSink(1) ?? proc().stdout;
+  const writer = new FrameWriter((text) => sink.write(text));
+  return {
+    start(message, end) {
+      const reader = new FrameReader({ message, oversize: noop }, DEFAULT_CLIENT_MAX_LINE_BYTES);
+      source.start((chunk) => reader.push(chunk), () => {
+        reader.end();
+        end();
+      });
+    },
+    send: (text) => writer.send(text),
+    close: async () => {
+      source.stop();
+      writer.flush();
+      await new Promise<void>((resolve) => sink.write("", () => resolve()));
+    },
+  };
+}
+
+/**
+ * Streamable HTTP for raw messages: each POSTed request is answered with the
+ * messages `route` gives it (one JSON body, or an SSE stream when others come
+ * before the response); notifications and responses get 202. No sessions, no
+ * GET stream: what a legacy server would send there goes on the newest open
+ * request's stream. Host and Origin are checked as `serve --http` checks them.
+ */
+function httpDownstream(options: { path: string; allowedHosts: string[]; token?: string }): {
+  downstream: Downstream;
+  handler: (request: Request) => Promise<Response>;
+} {
+  let onMessage: (text: string) => void = noop;
+  const open = new Map<string, Exchange>(); // by the request's id (as JSON): where its messages go
+  const newest = () => [...open.values()].at(-1);
+  const handler = async (request: Request): Promise<Response> => {
+    const url = new URL(request.url);
+    const host = (request.headers.get("host") ?? url.host).toLowerCase().replace(/:\d+$/, "");
+    if (!options.allowedHosts.includes("*") && !options.allowedHosts.includes(host)) {
+      return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Host "${host}" is not this server`);
+    }
+    const origin = request.headers.get("origin");
+    if (origin !== null && !options.allowedHosts.includes(new URL(origin).hostname.toLowerCase())) {
+      return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Origin "${origin}" is not allowed`);
+    }
+    if (url.pathname === "/health") return Response.json({ status: "ok" });
+    if (url.pathname !== options.path) return new Response("Not Found\n", { status: 404 });
+    if (options.token !== undefined) {
+      const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1] ?? "";
+      if (!constantTimeEqual(given, options.token)) return new Response("Unauthorized\n", { status: 401 });
+    }
+    if (request.method === "DELETE") return new Response(null, { status: 200 });
+    if (request.method !== "POST") return new Response(null, { status: 405, headers: { allow: "POST, DELETE" } });
+    const text = await request.text();
+    let message: unknown;
+    try {
+      message = JSON.parse(text);
+    } catch {
+      return rpcErrorResponse(400, null, ErrorCode.ParseError, "Parse error: not valid JSON");
+    }
+    if (!isObject(message)) return rpcErrorResponse(400, null, ErrorCode.InvalidRequest, "Invalid request");
+    if (typeof message.method !== "string" || !isRequestId(message.id)) {
+      onMessage(text);
+      return new Response(null, { status: 202 });
+    }
+    const key = JSON.stringify(message.id);
+    const exchange = new Exchange({}, () => 200);
+    exchange.onCancel = () => open.delete(key);
+    open.set(key, exchange);
+    onMessage(text);
+    return exchange.response;
+  };
+  const downstream: Downstream = {
+    start(message) {
+      onMessage = message;
+    },
+    send(text) {
+      let parsed: JsonObject | undefined;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        return;
+      }
+      const response = parsed && parsed.method === undefined && isRequestId(parsed.id);
+      const key = response ? JSON.stringify(parsed!.id) : undefined;
+      const exchange = (key && open.get(key)) || newest();
+      if (!exchange) return; // nobody is asking: a server's unsolicited message has nowhere to go
+      if (response && key && open.get(key) === exchange) {
+        open.delete(key);
+        exchange.write(text, true);
+      } else {
+        exchange.write(text, false);
+      }
+    },
+    close: () => {
+      for (const exchange of open.values()) exchange.close("the proxy is shutting down");
+      open.clear();
+      return Promise.resolve();
+    },
+  };
+  return { downstream, handler };
+}
+
+/** Options of {@linkcode proxy}. */
+export interface ProxyOptions extends ConnectOptions {
+  /** Where the client is: stdio (default, or these streams), or an HTTP endpoint's handler. */
+  input?: Readable;
+  output?: OutputSink;
+  /** Each frame: "<" from the client, ">" to it. */
+  onFrame?: (direction: "<" | ">", text: string) => void;
+  /** A line for the proxy's stderr. */
+  log?: (line: string) => void;
+}
+
+/** A running proxy: `done` resolves with the exit code when the client or the upstream goes away. */
+export interface ProxyHandle {
+  done: Promise<number>;
+  /** Ends it (SIGINT/SIGTERM): the upstream is stopped or its session ended. */
+  stop(): void;
+}
+
+/**
+ * Forwards every message between a client and the `upstream` server, both ways,
+ * unchanged: any method, either era, the server's requests too. Over HTTP it
+ * adds the headers Streamable HTTP wants (the session, the mirror headers).
+ */
+export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstream?: Downstream): ProxyHandle {
+  const client = downstream ?? stdioDownstream(options.input, options.output);
+  const log = options.log ?? noop;
+  let auth: AuthProvider | undefined;
+  if (isHttpSpec(upstream) && options.auth !== false) {
+    auth = options.auth ||
+      new OAuthProvider(upstream.url, {
+        serverName: upstream.name ?? upstream.url,
+        ...upstream.oauth,
+        ...options.oauth,
+      });
+  }
+  const transport: ClientTransport = isHttpSpec(upstream)
+    ? new HttpTransport(upstream, { headers: options.headers, maxBytes: options.maxLineBytes, auth })
+    : new StdioTransport(upstream, { env: options.env, cwd: options.cwd, maxLineBytes: options.maxLineBytes });
+  const http = transport instanceof HttpTransport ? transport : undefined;
+  const tools = new Map<string, JsonObject>(); // from tools/list answers, for Mcp-Param-* headers
+  const pending = new Map<string, string>(); // request id (as JSON) → method, for what the answers tell
+  let finish!: (code: number) => void;
+  const done = new Promise<number>((resolve) => finish = resolve);
+  let ended = false;
+  const end = async (code: number) => {
+    if (ended) return;
+    ended = true;
+    await transport.close();
+    await client.close();
+    finish(code);
+  };
+  const toClient = (text: string) => {
+    options.onFrame?.(">", text);
+    options.onMessage?.("recv", text);
+    client.send(text);
+  };
+  const answers = (text: string, parsed?: unknown) => {
+    let message = parsed;
+    if (message === undefined) {
+      try {
+        message = JSON.parse(text);
+      } catch {
+        message = undefined;
+      }
+    }
+    if (isObject(message) && message.method === undefined && isRequestId(message.id)) {
+      const method = pending.get(JSON.stringify(message.id));
+      pending.delete(JSON.stringify(message.id));
+      const result = isObject(message.result) ? message.result : undefined;
+      // What a proxy learns from answers: the negotiated version (legacy HTTP), the tools' x-mcp-header arguments.
+      if (method === "initialize" && http && typeof result?.protocolVersion === "string") {
+        http.protocolVersion = result.protocolVersion;
+      }
+      if (method === "tools/list" && Array.isArray(result?.tools)) {
+        for (const tool of result.tools) if (isObject(tool)) tools.set(String(tool.name), tool);
+      }
+    }
+    toClient(text);
+  };
+  transport.start({
+    message: answers,
+    failed: (id, error) => {
+      pending.delete(JSON.stringify(id));
+      const code = error instanceof RpcError ? error.code : ErrorCode.InternalError;
+      toClient(
+        JSON.stringify({ jsonrpc: "2.0", id, error: { code, message: `mcp.ts proxy: ${errorMessage(error)}` } }),
+      );
+    },
+    closed: (error) => {
+      log(`the upstream server is gone: ${error.message}`);
+      void end(1);
+    },
+    invalid: (text) => log(`not JSON-RPC on the upstream's stdout: ${brief(text)}`),
+    stderr: (text) => void proc().stderr.write(text),
+    trace: options.onTrace ?? noop,
+  }).then(() => {
+    client.start((text) => {
+      options.onFrame?.("<", text);
+      options.onMessage?.("send", text);
+      let message: unknown;
+      try {
+        message = JSON.parse(text);
+      } catch {
+        message = undefined;
+      }
+      let context: SendContext | undefined;
+      if (isObject(message) && typeof message.method === "string") {
+        const params = isObject(message.params) ? message.params : {};
+        if (isRequestId(message.id)) pending.set(JSON.stringify(message.id), message.method);
+        const meta = isObject(params._meta) ? params._meta : {};
+        const version = typeof meta[META.protocolVersion] === "string"
+          ? meta[META.protocolVersion] as string
+          : undefined;
+        if (http) context = { headers: mirrorHeaders(message.method, params, version, tools.get(String(params.name))) };
+      }
+      transport.send(text, context);
+    }, () => void end(0));
+  }, (error) => {
+    log(errorMessage(error));
+    void end(1);
+  });
+  return { done, stop: () => void end(0) };
+}
+
+/** One line of a cassette after its header. */
+export interface CassetteEntry {
+  t: number;
+  dir: "send" | "recv";
+  message: JsonObject;
+}
+
+/** Reads a cassette: its header and entries. */
+export function readCassette(text: string, file = "the cassette"): { header: JsonObject; entries: CassetteEntry[] } {
+  const lines = text.split("\n").filter((line) => line.trim() !== "");
+  const parse = (line: string, index: number) => {
+    try {
+      return JSON.parse(line);
+    } catch {
+      throw new UsageError(`Cannot read ${file}: line ${index + 1} is not JSON`);
+    }
+  };
+  const header = lines.length ? parse(lines[0], 0) : undefined;
+  if (!isObject(header) || header.mcpCassette !== 1) {
+    throw new UsageError(`Cannot read ${file}: it does not start with {"mcpCassette": 1, ...}`);
+  }
+  const entries = lines.slice(1).map(parse).filter((entry): entry is CassetteEntry =>
+    isObject(entry) && (entry.dir === "send" || entry.dir === "recv") && isObject(entry.message)
+  );
+  return { header, entries };
+}
+
+// A recorded request, what answered it, and what came before the answer.
+interface Recorded {
+  method: string;
+  key: string;
+  message: JsonObject;
+  before: JsonObject[];
+  response: JsonObject | undefined;
+  used: boolean;
+}
+
+// What a request is matched on: its method and params without _meta (initialize and server/discover: the method).
+function matchKey(message: JsonObject): string {
+  const method = String(message.method);
+  if (method === "initialize" || method === "server/discover") return method;
+  const params = isObject(message.params) ? { ...message.params } : {};
+  delete params._meta;
+  return `${method} ${canonicalJson(params)}`;
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (isObject(value)) {
+    return `{${
+      Object.keys(value).sort().map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key])}`).join(",")
+    }}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+/**
+ * Answers requests from a cassette: the first unused recorded request with the
+ * same method and params (ignoring `_meta` and ids), preceded by what the
+ * server sent before answering it, with ids and progress tokens made the live
+ * request's. Once every match is used, the last one answers again; `strict`
+ * wants the recorded order and each once. An unmatched request gets -32603
+ * naming the closest recorded one.
+ */
+export class CassettePlayer {
+  #recorded: Recorded[] = [];
+  #strict: boolean;
+  #next = 0;
+
+  constructor(entries: CassetteEntry[], options: { strict?: boolean } = {}) {
+    this.#strict = options.strict === true;
+    const byId = new Map<string, Recorded>();
+    let current: Recorded | undefined;
+    for (const { dir, message } of entries) {
+      if (dir === "send") {
+        if (typeof message.method === "string" && isRequestId(message.id)) {
+          current = {
+            method: message.method,
+            key: matchKey(message),
+            message,
+            before: [],
+            response: undefined,
+            used: false,
+          };
+          this.#recorded.push(current);
+          byId.set(JSON.stringify(message.id), current);
+        }
+        continue;
+      }
+      const answered = message.method === undefined && isRequestId(message.id)
+        ? byId.get(JSON.stringify(message.id))
+        : undefined;
+      if (answered) answered.response = message;
+      else (current ?? this.#recorded.at(-1))?.before.push(message);
+    }
+    this.#recorded = this.#recorded.filter((recorded) => recorded.response !== undefined);
+  }
+
+  /** The messages that answer `message` (none for a notification or a client's response). */
+  answer(message: JsonObject): JsonObject[] {
+    if (typeof message.method !== "string" || !isRequestId(message.id)) return [];
+    const key = matchKey(message);
+    let found: Recorded | undefined;
+    if (this.#strict) {
+      const next = this.#recorded[this.#next];
+      if (next && next.key === key) {
+        found = next;
+        this.#next++;
+      }
+    } else {
+      found = this.#recorded.find((recorded) => !recorded.used && recorded.key === key) ??
+        this.#recorded.findLast((recorded) => recorded.key === key);
+    }
+    if (!found) return [this.#unmatched(message, key)];
+    found.used = true;
+    const liveToken = isObject(message.params) && isObject(message.params._meta)
+      ? message.params._meta.progressToken
+      : undefined;
+    const recordedParams = isObject(found.message.params) ? found.message.params : {};
+    const recordedToken = isObject(recordedParams._meta) ? recordedParams._meta.progressToken : undefined;
+    const before = found.before.map((item) => {
+      const params = isObject(item.params) ? item.params : undefined;
+      if (params && recordedToken !== undefined && params.progressToken === recordedToken) {
+        return { ...item, params: { ...params, progressToken: liveToken ?? recordedToken } };
+      }
+      return item;
+    });
+    return [...before, { ...found.response!, id: message.id }];
+  }
+
+  #unmatched(message: JsonObject, key: string): JsonObject {
+    const keys = this.#recorded.map((recorded) => recorded.key);
+    const closest = closestNames(key, keys, 1)[0] ??
+      keys.find((candidate) => candidate.startsWith(`${message.method} `)) ?? keys[0];
+    const cut = (text: string) => text.length > 160 ? `${text.slice(0, 159)}…` : text;
+    const why = this.#strict && this.#recorded[this.#next]
+      ? `; --strict expects ${cut(this.#recorded[this.#next].key)} next`
+      : closest
+      ? `; the closest recorded request is ${cut(closest)}`
+      : "; the cassette has none";
+    return {
+      jsonrpc: "2.0",
+      id: message.id,
+      error: { code: ErrorCode.InternalError, message: `replay: no recorded request matches ${cut(key)}${why}` },
+    };
+  }
+}
+
+/** Serves a cassette as a mock server over stdio or an HTTP downstream; resolves when the client goes away. */
+export function replay(
+  player: CassettePlayer,
+  downstream: Downstream,
+  onFrame?: ProxyOptions["onFrame"],
+): Promise<void> {
+  return new Promise((resolve) => {
+    downstream.start((text) => {
+      onFrame?.("<", text);
+      let message: unknown;
+      try {
+        message = JSON.parse(text);
+      } catch {
+        message = undefined;
+      }
+      if (!isObject(message)) return;
+      for (const out of player.answer(message)) {
+        const line = JSON.stringify(out);
+        onFrame?.(">", line);
+        downstream.send(line);
+      }
+    }, () => void downstream.close().then(resolve));
+  });
+}
+
+// === 16. Output ==============================================================
 // What the client commands print, as pure functions of what the server sent.
 
 /** How output is shaped for where it goes. */
@@ -8004,7 +8437,7 @@ export function renderInfo(result: JsonObject, how: { era?: string; transport?: 
   return lines.join("\n") + "\n";
 }
 
-// === 16. CLI =================================================================
+// === 17. CLI =================================================================
 // argv in, exit code out. Parses flags, loads plugins, wires the process's
 // streams and signals, and keeps plugins' output off the protocol stream.
 
@@ -8081,6 +8514,8 @@ Usage:
   mcp.ts servers                     the server names MCP config files define, with file and transport
   mcp.ts login <server>              authorize with an HTTP server's OAuth and keep the token
   mcp.ts logout [<server>] [--all]   forget its tokens (--all: every token and registration)
+  mcp.ts proxy <server>              a transparent MCP server in front of <server> (--log, --record, --http)
+  mcp.ts replay <cassette>           serve a recorded session (--record) as a mock MCP server
   mcp.ts help [command]              this text, or a command's
   mcp.ts --version                   the version
 
@@ -8141,6 +8576,26 @@ Authorizes mcp.ts with an HTTP server's OAuth (a browser flow, or --grant client
 keeps the token, so that later commands (and scripts) use it. Runs a fresh flow even when a token
 is kept. A server that does not ask for authorization: says so, exit 0.
 ${CLIENT_OPTIONS_HELP}`,
+  proxy: `Usage: mcp.ts proxy <server> [--http [HOST:]PORT] [--log FILE] [--record FILE] [options]
+
+A transparent MCP server in front of <server>: every message is forwarded both ways unchanged (any
+method, either era, the server's own requests), on stdin/stdout or, with --http, Streamable HTTP.
+A stdio host reaches an HTTP server through it (with -H headers and the token of mcp.ts login), and
+an HTTP client a stdio server. The upstream lives as long as the client: EOF or SIGTERM ends both.
+  --log FILE               append every frame: "TIME < JSON" from the client, "TIME > JSON" to it
+  --record FILE            write the session as a cassette for mcp.ts replay
+  --http, --path, --token, --allow-origin, --allow-unauthenticated   as for serve --http
+${CLIENT_OPTIONS_HELP}`,
+  replay: `Usage: mcp.ts replay <cassette> [--strict] [--http [HOST:]PORT] [--log FILE]
+
+Serves a cassette (from --record) as a mock MCP server on stdin/stdout or Streamable HTTP. Each
+request gets the recorded answer of the first unused recorded request with the same method and
+params (ids and _meta ignored; initialize and server/discover by method alone), after what the
+server sent before that answer; once all are used, the last match answers again. A request with
+no match gets a -32603 error naming the closest recorded one, and replay goes on.
+  --strict                 the recorded order, each recorded request once
+  --log FILE               append every frame, as proxy --log does
+`,
   logout: `Usage: mcp.ts logout [<server>] [--all]
 
 Forgets the tokens kept for <server>; with --all also the client registrations made with its
@@ -9385,6 +9840,144 @@ async function oauthOptions(
   return options;
 }
 
+// --log FILE for proxy: every frame appended with its time and direction, one line each (tail -f works).
+async function openFrameLog(file: string): Promise<(direction: "<" | ">", text: string) => void> {
+  const { openSync, writeSync } = await import("node:fs");
+  let fd: number;
+  try {
+    fd = openSync(file, "a", 0o600);
+  } catch (error) {
+    throw new UsageError(`Cannot log to ${file}: ${errorMessage(error)}`);
+  }
+  return (direction, text) => void writeSync(fd, `${new Date().toISOString()} ${direction} ${text}\n`);
+}
+
+/** `proxy <server>`: a transparent MCP server in front of `<server>`, on stdio or --http. */
+async function runProxy(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseFlags(args, {
+    ...CLIENT_FLAGS,
+    http: { type: "string" },
+    path: { type: "string" },
+    token: { type: "string" },
+    "allow-origin": { type: "string", multiple: true },
+    "allow-unauthenticated": { type: "boolean" },
+    log: { type: "string" },
+  }, "proxy");
+  if (values.help) {
+    io.stdout.write(HELP.proxy);
+    return 0;
+  }
+  if (positionals.length !== 1) throw new UsageError("proxy takes one <server> (see: mcp.ts help proxy)");
+  const target = positionals[0];
+  const env = sys.env();
+  const extra: Record<string, string> = {};
+  for (const pair of (values.env ?? []) as string[]) {
+    const [key, value] = splitPair(pair);
+    extra[key] = value;
+  }
+  const headers: Record<string, string> = {};
+  for (const line of (values.header ?? []) as string[]) {
+    const colon = line.indexOf(":");
+    if (colon <= 0) throw new UsageError('-H takes "Name: Value"');
+    headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
+  }
+  const upstream = await resolveServer(target, {
+    config: values.config as string | undefined,
+    env: { ...env, ...extra },
+  });
+  const http = values.http === undefined ? undefined : httpServeOptions(values, env);
+  const frameLog = values.log === undefined ? undefined : await openFrameLog(values.log as string);
+  const recorder = values.record === undefined ? undefined : await openRecording(values.record as string, target);
+  const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
+  const oauth = await oauthOptions("proxy", target, values, io);
+  let downstream: Downstream | undefined;
+  let listener: HttpListener | undefined;
+  if (http) {
+    const made = httpDownstream({
+      path: http.handler.path,
+      allowedHosts: http.handler.allowedHosts ?? LOOPBACK_HOSTS,
+      token: http.handler.token,
+    });
+    downstream = made.downstream;
+    listener = await listenHttp(made.handler, http.listen);
+    const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
+    log(`proxying ${target} at http://${shown}:${listener.port}${http.handler.path}`);
+  }
+  const handle = proxy(upstream, {
+    env: extra,
+    cwd: values.cwd as string | undefined,
+    headers,
+    oauth,
+    maxLineBytes: positiveInteger(
+      "--max-line-bytes",
+      values["max-line-bytes"] as string | undefined,
+      DEFAULT_CLIENT_MAX_LINE_BYTES,
+    ),
+    onFrame: frameLog,
+    onMessage: recorder?.write,
+    onTrace: values.trace ? (line) => log(line) : undefined,
+    log,
+  }, downstream);
+  const stopSigint = sys.onSignal("SIGINT", () => handle.stop());
+  const stopSigterm = sys.onSignal("SIGTERM", () => handle.stop());
+  const code = await handle.done;
+  stopSigint();
+  stopSigterm();
+  recorder?.close();
+  await listener?.close(true);
+  return code;
+}
+
+/** `replay <cassette>`: a recorded session served as a mock MCP server, on stdio or --http. */
+async function runReplay(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseFlags(args, {
+    http: { type: "string" },
+    path: { type: "string" },
+    token: { type: "string" },
+    "allow-origin": { type: "string", multiple: true },
+    "allow-unauthenticated": { type: "boolean" },
+    strict: { type: "boolean" },
+    log: { type: "string" },
+    help: { type: "boolean", short: "h" },
+  }, "replay");
+  if (values.help) {
+    io.stdout.write(HELP.replay);
+    return 0;
+  }
+  if (positionals.length !== 1) throw new UsageError("replay takes one cassette file (see: mcp.ts help replay)");
+  let text: string;
+  try {
+    text = await (await files()).readText(positionals[0]);
+  } catch (error) {
+    throw new UsageError(`Cannot read ${positionals[0]}: ${errorMessage(error)}`);
+  }
+  const { entries } = readCassette(text, positionals[0]);
+  const player = new CassettePlayer(entries, { strict: values.strict === true });
+  const frameLog = values.log === undefined ? undefined : await openFrameLog(values.log as string);
+  const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
+  if (values.http !== undefined) {
+    const http = httpServeOptions(values, sys.env());
+    const made = httpDownstream({
+      path: http.handler.path,
+      allowedHosts: http.handler.allowedHosts ?? LOOPBACK_HOSTS,
+      token: http.handler.token,
+    });
+    const listener = await listenHttp(made.handler, http.listen);
+    void replay(player, made.downstream, frameLog);
+    const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
+    log(`replaying ${positionals[0]} at http://${shown}:${listener.port}${http.handler.path}`);
+    await new Promise<void>((resolve) => {
+      const stop = () => resolve();
+      sys.onSignal("SIGINT", stop);
+      sys.onSignal("SIGTERM", stop);
+    });
+    await listener.close(true);
+    return 0;
+  }
+  await replay(player, stdioDownstream(io.stdin), frameLog);
+  return 0;
+}
+
 /** `logout [<server>] [--all]`: forgets stored tokens (and client registrations with --all). */
 async function runLogout(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(args, {
@@ -9489,6 +10082,10 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
         return await runClient(command, rest, cli);
       case "logout":
         return await runLogout(rest, cli);
+      case "proxy":
+        return await runProxy(rest, cli);
+      case "replay":
+        return await runReplay(rest, cli);
       case undefined:
       case "help":
       case "--help":
@@ -9509,7 +10106,7 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
         return 0;
       default:
         throw new UsageError(
-          `unknown command "${command}" (commands: serve, call, list, info, ping, batch, resources, read, prompts, prompt, servers, login, logout, help)`,
+          `unknown command "${command}" (commands: serve, call, list, info, ping, batch, resources, read, prompts, prompt, servers, login, logout, proxy, replay, help)`,
         );
     }
   } catch (error) {

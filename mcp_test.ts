@@ -89,8 +89,8 @@ class ServerProcess {
   #buffer = "";
 
   /** With `raw`, stdout is only collected in stdoutText, not parsed as NDJSON. */
-  constructor(args: string[], raw = false) {
-    this.child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, "serve", ...args], {
+  constructor(args: string[], raw = false, command = "serve") {
+    this.child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, command, ...args], {
       cwd: HERE,
       stdio: ["pipe", "pipe", "pipe"],
     });
@@ -2614,6 +2614,139 @@ describe("13. OAuth: the client", () => {
         assert.match(run.stderr, why, mode);
         assert.ok(!(await as.log()).some((entry) => entry.kind === "token"), `${mode}: no token request`);
       }, { asEnv: { FAKE_AUTH_MODE: mode } });
+    }
+  });
+});
+
+describe("15. Proxy and replay", () => {
+  // One scripted session, in raw NDJSON: every message the client receives, in order.
+  const session = async (server: ServerProcess) => {
+    await server.initialize();
+    await server.request(2, "tools/list");
+    server.call(3, "add", { a: 2, b: 3 });
+    await server.response(3);
+    server.call(4, "slow", { steps: 2, ms: 10 }, { progressToken: "p" });
+    await server.response(4);
+    await server.request(5, "ping");
+    await server.request(6, "no/such/method");
+    await server.request(7, "resources/list");
+    return server.messages;
+  };
+  const run = async (args: string[], command = "serve") => {
+    const server = new ServerProcess(args, false, command);
+    try {
+      return await session(server);
+    } finally {
+      server.kill();
+      await server.exit;
+    }
+  };
+
+  test("a proxied server answers message for message as the real one: stdio→stdio, stdio→HTTP", async () => {
+    const http = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
+    try {
+      const [direct, viaStdio, viaHttp] = await Promise.all([
+        run(["testdata/tools"]),
+        run([SERVE], "proxy"),
+        run([http.url], "proxy"),
+      ]);
+      assert.ok(direct.length >= 9, JSON.stringify(direct));
+      assert.deepEqual(viaStdio, direct);
+      assert.deepEqual(viaHttp, direct);
+    } finally {
+      http.close();
+    }
+  });
+
+  test("proxy --http in front of a stdio server answers as serve --http does; --log has every frame", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-proxy-"));
+    const log = join(dir, "frames.log");
+    const direct = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
+    const proxied = await startListening([MCP, "proxy", SERVE, "--http", "0", "--log", log], /at (http:\S+)/);
+    try {
+      const ask = async (url: string, method: string, params: Message = {}) => {
+        const headers: Record<string, string> = {
+          ...JSON_HEADERS,
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": method,
+        };
+        if (typeof params.name === "string") headers["mcp-name"] = params.name;
+        const response = await fetch(url, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: modern(params) }),
+        });
+        return await rpcAnswer(response);
+      };
+      for (
+        const [method, params] of [["server/discover", {}], ["tools/list", {}], ["tools/call", {
+          name: "add",
+          arguments: { a: 1, b: 2 },
+        }]] as const
+      ) {
+        assert.deepEqual(await ask(proxied.url, method, params), await ask(direct.url, method, params), method);
+      }
+      const lines = readFileSync(log, "utf8").trim().split("\n");
+      assert.equal(lines.length, 6);
+      for (const [i, line] of lines.entries()) {
+        const match = /^(\d{4}-\d\d-\d\dT\S+Z) ([<>]) (\{.*\})$/.exec(line);
+        assert.ok(match, line);
+        assert.equal(match[2], i % 2 === 0 ? "<" : ">");
+        JSON.parse(match[3]);
+      }
+    } finally {
+      direct.close();
+      proxied.close();
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("the upstream's life follows the client's: EOF ends both; an upstream that dies ends the proxy, exit 1", async () => {
+    const started = async () => {
+      const proxied = new ServerProcess([FAKE], false, "proxy");
+      await proxied.initialize();
+      await proxied.until(() => /fake: pid \d+/.test(proxied.stderr), "the upstream's pid");
+      return { proxied, pid: Number(/fake: pid (\d+)/.exec(proxied.stderr)![1]) };
+    };
+    const eof = await started();
+    assert.deepEqual(await eof.proxied.end(), { code: 0, signal: null });
+    assert.equal(await isGone(eof.pid), true, "no orphan");
+    const dies = await started();
+    process.kill(dies.pid, "SIGKILL");
+    assert.equal((await dies.proxied.exit).code, 1);
+    assert.match(dies.proxied.stderr, /mcp: the upstream server is gone: the server exited on SIGKILL/);
+  });
+
+  test("record, then replay: the same output byte for byte; --strict; an unmatched request, and replay goes on", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-replay-"));
+    const tape = join(dir, "session.ndjson");
+    try {
+      const live = await runCli(["call", SERVE, "slow", "steps=2", "ms=10", "-v", "--record", tape]);
+      assert.equal(live.code, 0, live.stderr);
+      const replayer = [...RUNTIME, MCP, "replay", tape].map(quote).join(" ");
+      const replayed = await runCli(["call", replayer, "slow", "steps=2", "ms=10", "-v"]);
+      assert.equal(replayed.stdout, live.stdout);
+      assert.equal(replayed.stderr, live.stderr);
+      assert.equal(replayed.code, 0);
+
+      const lines = ['{"tool":"add","arguments":{"a":2,"b":3}}', '{"tool":"add","arguments":{"a":9,"b":9}}'];
+      const recorded = await runCli(["batch", SERVE, "--record", tape], { stdin: lines[0] + "\n" });
+      assert.equal(recorded.code, 0, recorded.stderr);
+      const batch = await runCli(["batch", replayer], { stdin: [lines[0], lines[1], lines[0]].join("\n") + "\n" });
+      const [first, missing, again] = batch.stdout.trim().split("\n").map((line) => JSON.parse(line));
+      assert.equal(first.content[0].text, "5");
+      assert.match(
+        missing.error,
+        /replay: no recorded request matches tools\/call .*"b":9.*closest recorded request is tools\/call .*"b":3/,
+      );
+      assert.equal(again.content[0].text, "5", "a used match answers again");
+      const strict = [...RUNTIME, MCP, "replay", tape, "--strict"].map(quote).join(" ");
+      const inOrder = await runCli(["batch", strict], { stdin: lines[0] + "\n" });
+      assert.equal(JSON.parse(inOrder.stdout).content[0].text, "5");
+      const twice = await runCli(["batch", strict], { stdin: [lines[0], lines[0]].join("\n") + "\n" });
+      assert.match(twice.stdout.trim().split("\n")[1], /--strict expects|the cassette has none|no recorded request/);
+    } finally {
+      rmSync(dir, { recursive: true });
     }
   });
 });
