@@ -4179,6 +4179,7 @@ interface LegacySession {
   byRequest: Map<RequestId, SessionStream>; // a POST's stream, until its response
   standalone: SessionStream; // the GET stream's: server-initiated messages
   nextStream: number;
+  principal: string | undefined; // whose token began it (a protected server): nobody else may use it
 }
 
 /**
@@ -4269,8 +4270,10 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     }
     const wellKnown = "/.well-known/oauth-protected-resource";
     if (options.auth && (pathname === wellKnown || pathname === wellKnown + path) && request.method === "GET") {
-      // RFC 9728 at both forms; anyone may read it (a browser client too).
-      const resource = options.auth.audience ?? url.slice(0, pathStart) + path;
+      // RFC 9728 at both forms; anyone may read it (a browser client too). The resource is a configured
+      // audience (the one this request came in by, when several are), never the Host header's own word.
+      const asked = url.slice(0, pathStart) + path;
+      const resource = verifier!.audiences.find((audience) => audience === asked) ?? verifier!.audiences[0] ?? asked;
       return Response.json(protectedResourceMetadata(resource, options.auth), {
         headers: { ...cors, "access-control-allow-origin": "*", "cache-control": "max-age=300" },
       });
@@ -4279,7 +4282,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     if (verifier) {
       const origin = url.slice(0, pathStart);
       const token = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "")?.[1];
-      const verified = token === undefined ? undefined : await verifier.verify(token, origin + path);
+      const verified = token === undefined ? undefined : await verifier.verify(token);
       if (verified === undefined || !("claims" in verified)) {
         const refusal = verified as TokenRefusal | undefined;
         const challenge = bearerChallenge(`${origin}${wellKnown}${path}`, options.auth!.scopes, refusal);
@@ -4534,7 +4537,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       if (!isRequestId(id)) {
         return rpcErrorResponse(400, id, ErrorCode.InvalidRequest, "Invalid request: initialize needs an id");
       }
-      const session = openSession();
+      const session = openSession(principalOf(authOf.get(request)));
       const params = isObject(message.params) ? message.params : {};
       session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
         ? String(params.protocolVersion)
@@ -4572,7 +4575,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     return answer(found, id as RequestId, text, message, cors, authOf.get(request));
   }
 
-  function openSession(): LegacySession {
+  function openSession(principal: string | undefined): LegacySession {
     const standalone: SessionStream = { id: 0, events: [], live: undefined, exchange: undefined };
     const byRequest = new Map<RequestId, SessionStream>();
     const server = new McpServer(core, (text, context) => {
@@ -4591,6 +4594,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       byRequest,
       standalone,
       nextStream: 1,
+      principal,
     };
     sessions.set(session.id, session);
     sweep ??= setInterval(expire, Math.min(sessionTtl, 60_000));
@@ -4658,7 +4662,9 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
         "Invalid request: the Mcp-Session-Id header is required",
       );
     }
-    const session = sessions.get(id);
+    let session = sessions.get(id);
+    // A session is its starter's: another token's holder finds none (no hint that it exists).
+    if (session && session.principal !== principalOf(authOf.get(request))) session = undefined;
     if (!session || Date.now() - session.lastSeen > sessionTtl) {
       if (session) endSession(session);
       return new Response(
@@ -4770,8 +4776,12 @@ export interface AuthInfo {
 export interface ResourceServerOptions {
   /** The authorization server whose tokens are accepted. */
   issuer: string;
-  /** What `aud` must name (default: the server's own URL, origin and path). */
-  audience?: string;
+  /**
+   * What a token's `aud` must name: the URL (or URLs) clients reach this server at. Never taken from a
+   * request (its Host header is the client's to choose); without it every token is refused.
+   * `serve --http` sets it from the address it listens on (loopback), or `--auth-audience`.
+   */
+  audience?: string | string[];
   /** Scopes every request needs: advertised, and required. */
   scopes?: string[];
   /** Fetches the issuer's metadata and keys (default: fetch). */
@@ -4798,8 +4808,16 @@ export class TokenVerifier {
     this.#options = options;
   }
 
-  /** Verifies `token` for the server at `resource`; its claims, or why not. */
-  async verify(token: string, resource: string): Promise<AuthInfo | TokenRefusal> {
+  /** The audiences a token may name. */
+  get audiences(): string[] {
+    const audience = this.#options.audience;
+    return (Array.isArray(audience) ? audience : audience === undefined ? [] : [audience]).map((item) =>
+      item.replace(/\/$/, "")
+    );
+  }
+
+  /** Verifies `token`; its claims, or why not. */
+  async verify(token: string): Promise<AuthInfo | TokenRefusal> {
     const invalid = (description: string): TokenRefusal => ({ status: 401, error: "invalid_token", description });
     const parts = token.split(".");
     if (parts.length !== 3) return invalid("the token is not a JWT");
@@ -4848,10 +4866,10 @@ export class TokenVerifier {
     if (!valid) return invalid("the token's signature does not verify");
     const now = Date.now() / 1000;
     if (claims.iss !== this.#options.issuer) return invalid("the token is from another issuer");
-    const audience = this.#options.audience ?? resource;
+    const audiences = this.audiences;
     const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
     // RFC 8707, authorization/index.mdx: a token for another resource MUST be refused.
-    if (!aud.some((item) => typeof item === "string" && item.replace(/\/$/, "") === audience.replace(/\/$/, ""))) {
+    if (!aud.some((item) => typeof item === "string" && audiences.includes(item.replace(/\/$/, "")))) {
       return invalid("the token is not for this server (aud)");
     }
     if (typeof claims.exp !== "number") return invalid("the token has no expiry (exp)");
@@ -4929,6 +4947,11 @@ export class TokenVerifier {
     })().finally(() => this.#loading = undefined);
     return this.#loading;
   }
+}
+
+// Who a verified token speaks for, as one string: its subject and client.
+function principalOf(auth: AuthInfo | undefined): string | undefined {
+  return auth ? `${auth.sub ?? ""} ${auth.clientId ?? ""}` : undefined;
 }
 
 /** The Protected Resource Metadata (RFC 9728) of a server at `resource`. */
@@ -5920,17 +5943,18 @@ function httpStatusError(response: Response, body: string, what: string): HttpSt
   );
 }
 
-// A 401, or a 403 that asks for more scopes: authorization we do not have.
+// A 401, or a 403 that asks for more scopes, where no AuthProvider answers it (a token given with -H, or none).
 function checkAuthorization(response: Response, url: URL): void {
   const challenge = response.headers.get("www-authenticate") ?? "";
   if (response.status === 401 || (response.status === 403 && /insufficient_scope/i.test(challenge))) {
     void response.body?.cancel().catch(noop);
+    const said = parseBearerChallenge(challenge).error_description;
     const why = response.status === 401
-      ? "needs authorization (HTTP 401)"
-      : "refused our token (HTTP 403 insufficient_scope)";
+      ? "refused the request (HTTP 401"
+      : "wants more scopes (HTTP 403 insufficient_scope";
     throw new AuthorizationError(
-      `the server at ${url.origin}${url.pathname} ${why}; sign-in with OAuth is not built yet: ` +
-        `give a token with -H "Authorization: Bearer TOKEN", or in the config entry's "headers"`,
+      `the server at ${url.origin}${url.pathname} ${why}${said ? `: ${said}` : ""}); the Authorization header ` +
+        `given with -H or in the config is used as it is: drop it to let mcp.ts log in`,
       response.status,
     );
   }
@@ -7801,6 +7825,8 @@ interface Downstream {
   send(text: string): void;
   /** Stops; resolves when what was sent is out. */
   close(): Promise<void>;
+  /** Set by the owner: the client gave up on request `id` (closed its HTTP response stream). */
+  cancelled?: (id: RequestId) => void;
 }
 
 // stdin/stdout (or given streams), newline-delimited, as `serve` reads and writes them.
@@ -7832,7 +7858,9 @@ function stdioDownstream(input?: Readable, output?: OutputSink): Downstream {
  * GET stream: what a legacy server would send there goes on the newest open
  * request's stream. Host and Origin are checked as `serve --http` checks them.
  */
-function httpDownstream(options: { path: string; allowedHosts: string[]; token?: string }): {
+function httpDownstream(
+  options: { path: string; allowedHosts: string[]; allowOrigins?: string[]; token?: string },
+): {
   downstream: Downstream;
   handler: (request: Request) => Promise<Response>;
 } {
@@ -7846,17 +7874,45 @@ function httpDownstream(options: { path: string; allowedHosts: string[]; token?:
       return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Host "${host}" is not this server`);
     }
     const origin = request.headers.get("origin");
-    if (origin !== null && !options.allowedHosts.includes(new URL(origin).hostname.toLowerCase())) {
-      return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Origin "${origin}" is not allowed`);
+    let cors: Record<string, string> = {};
+    if (origin !== null) {
+      let originHost = "";
+      try {
+        originHost = new URL(origin).hostname.toLowerCase();
+      } catch {
+        // not a URL: refused below
+      }
+      if (options.allowOrigins?.includes(origin)) {
+        cors = { "access-control-allow-origin": origin, vary: "origin" };
+      } else if (!options.allowedHosts.includes(originHost)) {
+        return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Origin "${origin}" is not allowed`);
+      }
     }
-    if (url.pathname === "/health") return Response.json({ status: "ok" });
-    if (url.pathname !== options.path) return new Response("Not Found\n", { status: 404 });
+    if (request.method === "OPTIONS") {
+      return new Response(null, {
+        status: 204,
+        headers: {
+          ...cors,
+          "access-control-allow-methods": "POST, DELETE, OPTIONS",
+          "access-control-allow-headers": CORS_ALLOW_HEADERS,
+        },
+      });
+    }
+    if (url.pathname === "/health") return Response.json({ status: "ok" }, { headers: cors });
+    if (url.pathname !== options.path) return new Response("Not Found\n", { status: 404, headers: cors });
     if (options.token !== undefined) {
       const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1] ?? "";
-      if (!constantTimeEqual(given, options.token)) return new Response("Unauthorized\n", { status: 401 });
+      if (!constantTimeEqual(given, options.token)) {
+        return new Response("Unauthorized\n", {
+          status: 401,
+          headers: { ...cors, "www-authenticate": 'Bearer realm="mcp"' },
+        });
+      }
     }
-    if (request.method === "DELETE") return new Response(null, { status: 200 });
-    if (request.method !== "POST") return new Response(null, { status: 405, headers: { allow: "POST, DELETE" } });
+    if (request.method === "DELETE") return new Response(null, { status: 200, headers: cors });
+    if (request.method !== "POST") {
+      return new Response(null, { status: 405, headers: { ...cors, allow: "POST, DELETE" } });
+    }
     const text = await request.text();
     let message: unknown;
     try {
@@ -7867,11 +7923,13 @@ function httpDownstream(options: { path: string; allowedHosts: string[]; token?:
     if (!isObject(message)) return rpcErrorResponse(400, null, ErrorCode.InvalidRequest, "Invalid request");
     if (typeof message.method !== "string" || !isRequestId(message.id)) {
       onMessage(text);
-      return new Response(null, { status: 202 });
+      return new Response(null, { status: 202, headers: cors });
     }
     const key = JSON.stringify(message.id);
-    const exchange = new Exchange({}, () => 200);
-    exchange.onCancel = () => open.delete(key);
+    const exchange = new Exchange(cors, () => 200);
+    exchange.onCancel = () => {
+      if (open.delete(key)) downstream.cancelled?.(message.id as RequestId);
+    };
     open.set(key, exchange);
     onMessage(text);
     return exchange.response;
@@ -7946,6 +8004,13 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
     ? new HttpTransport(upstream, { headers: options.headers, maxBytes: options.maxLineBytes, auth })
     : new StdioTransport(upstream, { env: options.env, cwd: options.cwd, maxLineBytes: options.maxLineBytes });
   const http = transport instanceof HttpTransport ? transport : undefined;
+  // A client that closed its stream gave up on the request: the upstream hears it the way its transport says.
+  client.cancelled = (id) => {
+    if (http) transport.abandon(id);
+    else {transport.send(
+        JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id } }),
+      );}
+  };
   const tools = new Map<string, JsonObject>(); // from tools/list answers, for Mcp-Param-* headers
   const pending = new Map<string, string>(); // request id (as JSON) → method, for what the answers tell
   let finish!: (code: number) => void;
@@ -8874,6 +8939,15 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     if (http) {
       const handler = createHandler({ ...serverOptions, ...http.handler, maxBodyBytes: maxLineBytes });
       const listener = await listenHttp(handler, http.listen);
+      const auth = http.handler.auth;
+      if (auth && auth.audience === undefined) {
+        // On loopback the server is this address, under any of its local names (a token names one of them).
+        const names = [
+          listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname,
+          ...LOOPBACK_HOSTS,
+        ];
+        auth.audience = [...new Set(names)].map((name) => `http://${name}:${listener.port}${http.handler.path}`);
+      }
       const stopWatching = watch ? await watchCatalog((catalog) => handler.core.setCatalog(catalog)) : noop;
       // SIGINT/SIGTERM: stop accepting, let calls in flight finish within the grace period, close the streams.
       await new Promise<void>((resolve) => {
@@ -8979,6 +9053,12 @@ function httpServeOptions(
   if (token === "") throw new UsageError("--token needs a value (or unset MCP_TS_TOKEN)");
   if (token !== undefined && auth) throw new UsageError("--token and --auth-issuer exclude each other: choose one");
   const loopback = /^(localhost|127(\.\d+){3}|::1)$/i.test(hostname);
+  if (auth && !loopback && auth.audience === undefined) {
+    throw new UsageError(
+      `Cannot check tokens' audience on ${hostname}: give --auth-audience URL, the URL clients reach this server at ` +
+        `(e.g. https://mcp.example.com${path})`,
+    );
+  }
   if (!loopback && token === undefined && !auth && values["allow-unauthenticated"] !== true) {
     throw new UsageError(
       `Cannot serve on ${hostname} without a credential check: anyone who can reach it could run your tools; ` +
@@ -9896,6 +9976,7 @@ async function runProxy(args: string[], io: CliIo): Promise<number> {
     const made = httpDownstream({
       path: http.handler.path,
       allowedHosts: http.handler.allowedHosts ?? LOOPBACK_HOSTS,
+      allowOrigins: http.handler.allowOrigins,
       token: http.handler.token,
     });
     downstream = made.downstream;
@@ -9960,6 +10041,7 @@ async function runReplay(args: string[], io: CliIo): Promise<number> {
     const made = httpDownstream({
       path: http.handler.path,
       allowedHosts: http.handler.allowedHosts ?? LOOPBACK_HOSTS,
+      allowOrigins: http.handler.allowOrigins,
       token: http.handler.token,
     });
     const listener = await listenHttp(made.handler, http.listen);

@@ -18,6 +18,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { Buffer } from "node:buffer";
+import { request as httpRequest } from "node:http";
 import { createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -2436,6 +2437,50 @@ describe("10c. Server transports: an OAuth protected resource", () => {
         scopes: ["mcp:read", "mcp:write"],
         clientId: "app-1",
       });
+      // The audience is the server's own, whatever Host a request names (a token for another port is not ours).
+      const foreignAudience = await mint({ aud: "http://127.0.0.1:1/mcp", scope: "mcp:read" });
+      const spoofed = await new Promise<number>((resolve, reject) => {
+        const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: modern() });
+        const request = httpRequest(resource, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            host: "127.0.0.1:1",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/list",
+            authorization: `Bearer ${foreignAudience}`,
+          },
+        }, (response) => {
+          response.resume();
+          resolve(response.statusCode!);
+        });
+        request.on("error", reject);
+        request.end(body);
+      });
+      assert.equal(spoofed, 401, "a Host header cannot choose the audience");
+      // A legacy session is its starter's: another token's holder does not find it.
+      const legacyCall = (token: string, message: Message, session?: string) =>
+        fetch(resource, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            authorization: `Bearer ${token}`,
+            ...(session ? { "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" } : {}),
+          },
+          body: JSON.stringify(message),
+        });
+      const alice = await mint({ aud: resource, scope: "mcp:read", sub: "alice" });
+      const bob = await mint({ aud: resource, scope: "mcp:read", sub: "bob" });
+      const started = await legacyCall(alice, INIT);
+      const session = started.headers.get("mcp-session-id")!;
+      await started.body?.cancel();
+      const list = { jsonrpc: "2.0", id: 2, method: "tools/list" };
+      const own = await legacyCall(alice, list, session);
+      assert.equal(own.status, 200);
+      await own.body?.cancel();
+      const other = await legacyCall(bob, list, session);
+      assert.equal(other.status, 404);
+      await other.body?.cancel();
       // A new signing key: an unknown kid fetches the keys again (at most once a second).
       await fetch(as.url + "/_rotate", { method: "POST" });
       await sleep(1_100);
