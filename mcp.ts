@@ -9524,30 +9524,13 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   const verbose = values.verbose === true;
   const json = values.json === true;
   const output = values.output as string | undefined;
-  const env: Record<string, string> = {};
-  for (const pair of (values.env ?? []) as string[]) {
-    const equals = pair.indexOf("=");
-    if (equals <= 0) throw new UsageError(`-e needs KEY=VALUE, got ${JSON.stringify(pair)}`);
-    env[pair.slice(0, equals)] = pair.slice(equals + 1);
-  }
+  const { env, headers } = connectionFlags(values);
   const protocol = values.protocol as string | undefined;
   const versions = [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS] as string[];
   if (protocol !== undefined && protocol !== "auto" && protocol !== "legacy" && !versions.includes(protocol)) {
     throw new UsageError(
       `--protocol takes auto, legacy or a version mcp.ts speaks (${versions.join(", ")}), got "${protocol}"`,
     );
-  }
-  const headers: Record<string, string> = {};
-  for (const line of (values.header ?? []) as string[]) {
-    const colon = line.indexOf(":");
-    const headerName = colon > 0 ? line.slice(0, colon).trim() : "";
-    // The value is never shown, not even in this error.
-    if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(headerName)) {
-      throw new UsageError(
-        `-H takes "Name: Value", got a header without a valid name${headerName ? ` ("${headerName}")` : ""}`,
-      );
-    }
-    headers[headerName] = line.slice(colon + 1).trim();
   }
   const answers = await clientAnswers(values, io);
   const oauth = await oauthOptions(command, target, values, io);
@@ -9932,6 +9915,45 @@ async function openFrameLog(file: string): Promise<(direction: "<" | ">", text: 
   return (direction, text) => void writeSync(fd, `${new Date().toISOString()} ${direction} ${text}\n`);
 }
 
+// -e KEY=VALUE and -H "Name: Value" of a client command, checked. A header's value is never shown, not even in an error.
+function connectionFlags(
+  values: Record<string, string | boolean | string[] | undefined>,
+): { env: Record<string, string>; headers: Record<string, string> } {
+  const env: Record<string, string> = {};
+  for (const pair of (values.env ?? []) as string[]) {
+    const equals = pair.indexOf("=");
+    if (equals <= 0) throw new UsageError(`-e needs KEY=VALUE, got ${JSON.stringify(pair)}`);
+    env[pair.slice(0, equals)] = pair.slice(equals + 1);
+  }
+  const headers: Record<string, string> = {};
+  for (const line of (values.header ?? []) as string[]) {
+    const colon = line.indexOf(":");
+    const name = colon > 0 ? line.slice(0, colon).trim() : "";
+    if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(name)) {
+      throw new UsageError(`-H takes "Name: Value", got a header without a valid name${name ? ` ("${name}")` : ""}`);
+    }
+    headers[name] = line.slice(colon + 1).trim();
+  }
+  return { env, headers };
+}
+
+// proxy --http, replay --http: raw messages over Streamable HTTP on the runtime's listener; `ready` gets the URL.
+async function listenRaw(
+  http: ReturnType<typeof httpServeOptions>,
+  ready: (url: string) => void,
+): Promise<{ downstream: Downstream; listener: HttpListener }> {
+  const made = httpDownstream({
+    path: http.handler.path,
+    allowedHosts: http.handler.allowedHosts ?? LOOPBACK_HOSTS,
+    allowOrigins: http.handler.allowOrigins,
+    token: http.handler.token,
+  });
+  const listener = await listenHttp(made.handler, http.listen);
+  const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
+  ready(`http://${shown}:${listener.port}${http.handler.path}`);
+  return { downstream: made.downstream, listener };
+}
+
 /** `proxy <server>`: a transparent MCP server in front of `<server>`, on stdio or --http. */
 async function runProxy(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(args, {
@@ -9950,17 +9972,7 @@ async function runProxy(args: string[], io: CliIo): Promise<number> {
   if (positionals.length !== 1) throw new UsageError("proxy takes one <server> (see: mcp.ts help proxy)");
   const target = positionals[0];
   const env = sys.env();
-  const extra: Record<string, string> = {};
-  for (const pair of (values.env ?? []) as string[]) {
-    const [key, value] = splitPair(pair);
-    extra[key] = value;
-  }
-  const headers: Record<string, string> = {};
-  for (const line of (values.header ?? []) as string[]) {
-    const colon = line.indexOf(":");
-    if (colon <= 0) throw new UsageError('-H takes "Name: Value"');
-    headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
-  }
+  const { env: extra, headers } = connectionFlags(values);
   const upstream = await resolveServer(target, {
     config: values.config as string | undefined,
     env: { ...env, ...extra },
@@ -9970,20 +9982,9 @@ async function runProxy(args: string[], io: CliIo): Promise<number> {
   const recorder = values.record === undefined ? undefined : await openRecording(values.record as string, target);
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   const oauth = await oauthOptions("proxy", target, values, io);
-  let downstream: Downstream | undefined;
-  let listener: HttpListener | undefined;
-  if (http) {
-    const made = httpDownstream({
-      path: http.handler.path,
-      allowedHosts: http.handler.allowedHosts ?? LOOPBACK_HOSTS,
-      allowOrigins: http.handler.allowOrigins,
-      token: http.handler.token,
-    });
-    downstream = made.downstream;
-    listener = await listenHttp(made.handler, http.listen);
-    const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
-    log(`proxying ${target} at http://${shown}:${listener.port}${http.handler.path}`);
-  }
+  const served = http ? await listenRaw(http, (url) => log(`proxying ${target} at ${url}`)) : undefined;
+  const downstream = served?.downstream;
+  const listener = served?.listener;
   const handle = proxy(upstream, {
     env: extra,
     cwd: values.cwd as string | undefined,
@@ -10038,16 +10039,8 @@ async function runReplay(args: string[], io: CliIo): Promise<number> {
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   if (values.http !== undefined) {
     const http = httpServeOptions(values, sys.env());
-    const made = httpDownstream({
-      path: http.handler.path,
-      allowedHosts: http.handler.allowedHosts ?? LOOPBACK_HOSTS,
-      allowOrigins: http.handler.allowOrigins,
-      token: http.handler.token,
-    });
-    const listener = await listenHttp(made.handler, http.listen);
-    void replay(player, made.downstream, frameLog);
-    const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
-    log(`replaying ${positionals[0]} at http://${shown}:${listener.port}${http.handler.path}`);
+    const { downstream, listener } = await listenRaw(http, (url) => log(`replaying ${positionals[0]} at ${url}`));
+    void replay(player, downstream, frameLog);
     await new Promise<void>((resolve) => {
       const stop = () => resolve();
       sys.onSignal("SIGINT", stop);
