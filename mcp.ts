@@ -7865,8 +7865,10 @@ function httpDownstream(
   handler: (request: Request) => Promise<Response>;
 } {
   let onMessage: (text: string) => void = noop;
-  const open = new Map<string, Exchange>(); // by the request's id (as JSON): where its messages go
-  const newest = () => [...open.values()].at(-1);
+  // Several clients may each send id 1: upstream, every request gets an id of ours, given back in its answer.
+  const open = new Map<string, { exchange: Exchange; id: RequestId }>(); // by our id: where its messages go
+  let nextId = 0;
+  const newest = () => [...open.values()].at(-1)?.exchange;
   const handler = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
     const host = (request.headers.get("host") ?? url.host).toLowerCase().replace(/:\d+$/, "");
@@ -7913,7 +7915,7 @@ function httpDownstream(
     if (request.method !== "POST") {
       return new Response(null, { status: 405, headers: { ...cors, allow: "POST, DELETE" } });
     }
-    const text = await request.text();
+    let text = await request.text();
     let message: unknown;
     try {
       message = JSON.parse(text);
@@ -7922,16 +7924,23 @@ function httpDownstream(
     }
     if (!isObject(message)) return rpcErrorResponse(400, null, ErrorCode.InvalidRequest, "Invalid request");
     if (typeof message.method !== "string" || !isRequestId(message.id)) {
+      const params = isObject(message.params) ? message.params : undefined;
+      if (message.method === "notifications/cancelled" && params && isRequestId(params.requestId)) {
+        // The client names its own id: the newest request it sent with that id is ours to name upstream.
+        const ours = [...open.entries()].findLast(([, entry]) => entry.id === params.requestId)?.[0];
+        if (ours) text = JSON.stringify({ ...message, params: { ...params, requestId: JSON.parse(ours) } });
+      }
       onMessage(text);
       return new Response(null, { status: 202, headers: cors });
     }
-    const key = JSON.stringify(message.id);
+    const ours = `proxy-${++nextId}`;
+    const key = JSON.stringify(ours);
     const exchange = new Exchange(cors, () => 200);
     exchange.onCancel = () => {
-      if (open.delete(key)) downstream.cancelled?.(message.id as RequestId);
+      if (open.delete(key)) downstream.cancelled?.(ours);
     };
-    open.set(key, exchange);
-    onMessage(text);
+    open.set(key, { exchange, id: message.id });
+    onMessage(JSON.stringify({ ...message, id: ours }));
     return exchange.response;
   };
   const downstream: Downstream = {
@@ -7946,18 +7955,17 @@ function httpDownstream(
         return;
       }
       const response = parsed && parsed.method === undefined && isRequestId(parsed.id);
-      const key = response ? JSON.stringify(parsed!.id) : undefined;
-      const exchange = (key && open.get(key)) || newest();
-      if (!exchange) return; // nobody is asking: a server's unsolicited message has nowhere to go
-      if (response && key && open.get(key) === exchange) {
-        open.delete(key);
-        exchange.write(text, true);
-      } else {
-        exchange.write(text, false);
+      const entry = response ? open.get(JSON.stringify(parsed!.id)) : undefined;
+      if (entry) {
+        open.delete(JSON.stringify(parsed!.id));
+        entry.exchange.write(JSON.stringify({ ...parsed, id: entry.id }), true);
+        return;
       }
+      // A notification or a request of the server's: the newest open request's stream carries it.
+      newest()?.write(text, false);
     },
     close: () => {
-      for (const exchange of open.values()) exchange.close("the proxy is shutting down");
+      for (const { exchange } of open.values()) exchange.close("the proxy is shutting down");
       open.clear();
       return Promise.resolve();
     },
@@ -8013,6 +8021,8 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
   };
   const tools = new Map<string, JsonObject>(); // from tools/list answers, for Mcp-Param-* headers
   const pending = new Map<string, string>(); // request id (as JSON) → method, for what the answers tell
+  // One upstream session for every client of an HTTP proxy: a later client's initialize is answered with the first's.
+  let initialized: JsonObject | undefined;
   let finish!: (code: number) => void;
   const done = new Promise<number>((resolve) => finish = resolve);
   let ended = false;
@@ -8042,8 +8052,9 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
       pending.delete(JSON.stringify(message.id));
       const result = isObject(message.result) ? message.result : undefined;
       // What a proxy learns from answers: the negotiated version (legacy HTTP), the tools' x-mcp-header arguments.
-      if (method === "initialize" && http && typeof result?.protocolVersion === "string") {
-        http.protocolVersion = result.protocolVersion;
+      if (method === "initialize" && result) {
+        initialized = result;
+        if (http && typeof result.protocolVersion === "string") http.protocolVersion = result.protocolVersion;
       }
       if (method === "tools/list" && Array.isArray(result?.tools)) {
         for (const tool of result.tools) if (isObject(tool)) tools.set(String(tool.name), tool);
@@ -8055,10 +8066,11 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
     message: answers,
     failed: (id, error) => {
       pending.delete(JSON.stringify(id));
-      const code = error instanceof RpcError ? error.code : ErrorCode.InternalError;
-      toClient(
-        JSON.stringify({ jsonrpc: "2.0", id, error: { code, message: `mcp.ts proxy: ${errorMessage(error)}` } }),
-      );
+      // The upstream's own JSON-RPC error (an HTTP 4xx's body) goes on as it said it; our failures say they are ours.
+      const answer = error instanceof RpcError
+        ? { code: error.code, message: error.message, ...(error.data === undefined ? {} : { data: error.data }) }
+        : { code: ErrorCode.InternalError, message: `mcp.ts proxy: ${errorMessage(error)}` };
+      toClient(JSON.stringify({ jsonrpc: "2.0", id, error: answer }));
     },
     closed: (error) => {
       log(`the upstream server is gone: ${error.message}`);
@@ -8078,6 +8090,13 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
         message = undefined;
       }
       let context: SendContext | undefined;
+      if (isObject(message) && downstream && initialized) {
+        if (message.method === "initialize" && isRequestId(message.id)) {
+          toClient(JSON.stringify({ jsonrpc: "2.0", id: message.id, result: initialized }));
+          return;
+        }
+        if (message.method === "notifications/initialized") return;
+      }
       if (isObject(message) && typeof message.method === "string") {
         const params = isObject(message.params) ? message.params : {};
         if (isRequestId(message.id)) pending.set(JSON.stringify(message.id), message.method);
@@ -8123,13 +8142,14 @@ export function readCassette(text: string, file = "the cassette"): { header: Jso
   return { header, entries };
 }
 
-// A recorded request, what answered it, and what came before the answer.
+// A recorded request, what answered it, what came before the answer, and what right after it.
 interface Recorded {
   method: string;
   key: string;
   message: JsonObject;
   before: JsonObject[];
   response: JsonObject | undefined;
+  after: JsonObject[];
   used: boolean;
 }
 
@@ -8169,6 +8189,7 @@ export class CassettePlayer {
     this.#strict = options.strict === true;
     const byId = new Map<string, Recorded>();
     let current: Recorded | undefined;
+    let lastAnswered: Recorded | undefined; // the server's last message answered this: what follows came after it
     for (const { dir, message } of entries) {
       if (dir === "send") {
         if (typeof message.method === "string" && isRequestId(message.id)) {
@@ -8178,17 +8199,22 @@ export class CassettePlayer {
             message,
             before: [],
             response: undefined,
+            after: [],
             used: false,
           };
           this.#recorded.push(current);
           byId.set(JSON.stringify(message.id), current);
+          lastAnswered = undefined;
         }
         continue;
       }
       const answered = message.method === undefined && isRequestId(message.id)
         ? byId.get(JSON.stringify(message.id))
         : undefined;
-      if (answered) answered.response = message;
+      if (answered) {
+        answered.response = message;
+        lastAnswered = answered;
+      } else if (lastAnswered) lastAnswered.after.push(message);
       else (current ?? this.#recorded.at(-1))?.before.push(message);
     }
     this.#recorded = this.#recorded.filter((recorded) => recorded.response !== undefined);
@@ -8223,7 +8249,7 @@ export class CassettePlayer {
       }
       return item;
     });
-    return [...before, { ...found.response!, id: message.id }];
+    return [...before, { ...found.response!, id: message.id }, ...found.after];
   }
 
   #unmatched(message: JsonObject, key: string): JsonObject {
@@ -10007,6 +10033,8 @@ async function runProxy(args: string[], io: CliIo): Promise<number> {
   stopSigterm();
   recorder?.close();
   await listener?.close(true);
+  // Connections a client left open must not keep a finished proxy alive (the output is out by now).
+  setTimeout(() => sys.exit(), SHUTDOWN_GRACE_MS).unref?.();
   return code;
 }
 
@@ -10047,6 +10075,7 @@ async function runReplay(args: string[], io: CliIo): Promise<number> {
       sys.onSignal("SIGTERM", stop);
     });
     await listener.close(true);
+    setTimeout(() => sys.exit(), SHUTDOWN_GRACE_MS).unref?.();
     return 0;
   }
   await replay(player, stdioDownstream(io.stdin), frameLog);

@@ -28,6 +28,7 @@ import { setImmediate } from "node:timers";
 import { describe, test } from "node:test";
 import {
   argsFromPairs,
+  CassettePlayer,
   claudeDesktopConfigPath,
   closestNames,
   connect,
@@ -2743,6 +2744,69 @@ describe("15. Proxy and replay", () => {
       direct.close();
       proxied.close();
       rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("CassettePlayer: what the server sent after an answer comes after it; ids and progress tokens made live", () => {
+    const player = new CassettePlayer([
+      { t: 1, dir: "send", message: { jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: "x" } } },
+      { t: 2, dir: "recv", message: { jsonrpc: "2.0", id: 0, result: { protocolVersion: "2025-11-25" } } },
+      { t: 3, dir: "recv", message: { jsonrpc: "2.0", method: "notifications/tools/list_changed" } },
+      {
+        t: 4,
+        dir: "send",
+        message: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "a", _meta: { progressToken: 7 } } },
+      },
+      {
+        t: 5,
+        dir: "recv",
+        message: { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: 7, progress: 1 } },
+      },
+      { t: 6, dir: "recv", message: { jsonrpc: "2.0", id: 1, result: { content: [] } } },
+    ]);
+    assert.deepEqual(player.answer({ jsonrpc: "2.0", id: "i", method: "initialize", params: {} }), [
+      { jsonrpc: "2.0", id: "i", result: { protocolVersion: "2025-11-25" } },
+      { jsonrpc: "2.0", method: "notifications/tools/list_changed" },
+    ]);
+    assert.deepEqual(
+      player.answer({
+        jsonrpc: "2.0",
+        id: 9,
+        method: "tools/call",
+        params: { name: "a", _meta: { progressToken: "live" } },
+      }),
+      [
+        { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: "live", progress: 1 } },
+        { jsonrpc: "2.0", id: 9, result: { content: [] } },
+      ],
+    );
+    assert.deepEqual(player.answer({ jsonrpc: "2.0", method: "notifications/initialized" }), []);
+  });
+
+  test("proxy --http serves several clients on one upstream: their ids do not collide, a second initialize is answered", async () => {
+    const proxied = await startListening([MCP, "proxy", SERVE, "--http", "0"], /at (http:\S+)/);
+    try {
+      const post = async (message: Message) => {
+        const response = await fetch(proxied.url, {
+          method: "POST",
+          headers: JSON_HEADERS,
+          body: JSON.stringify(message),
+        });
+        return await rpcAnswer(response);
+      };
+      const [first, second] = await Promise.all([post(INIT), post(INIT)]);
+      assert.equal(first.result.protocolVersion, second.result.protocolVersion);
+      const calls = await Promise.all(
+        [1, 2, 3].map((b) =>
+          post({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "add", arguments: { a: 1, b } } })
+        ),
+      );
+      assert.deepEqual(calls.map((answer) => [answer.id, answer.result.content[0].text]), [[1, "2"], [1, "3"], [
+        1,
+        "4",
+      ]]);
+    } finally {
+      proxied.close();
     }
   });
 
