@@ -8023,6 +8023,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
   const pending = new Map<string, string>(); // request id (as JSON) → method, for what the answers tell
   // One upstream session for every client of an HTTP proxy: a later client's initialize is answered with the first's.
   let initialized: JsonObject | undefined;
+  let answeredAgain = 0; // initializes answered from the first: their notifications/initialized stay here
   let finish!: (code: number) => void;
   const done = new Promise<number>((resolve) => finish = resolve);
   let ended = false;
@@ -8093,9 +8094,14 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
       if (isObject(message) && downstream && initialized) {
         if (message.method === "initialize" && isRequestId(message.id)) {
           toClient(JSON.stringify({ jsonrpc: "2.0", id: message.id, result: initialized }));
+          answeredAgain++;
           return;
         }
-        if (message.method === "notifications/initialized") return;
+        // The upstream heard the first client's; a later client's would be a second one.
+        if (message.method === "notifications/initialized" && answeredAgain > 0) {
+          answeredAgain--;
+          return;
+        }
       }
       if (isObject(message) && typeof message.method === "string") {
         const params = isObject(message.params) ? message.params : {};
