@@ -6946,6 +6946,8 @@ export interface ConnectOptions {
   onMessage?: (direction: "send" | "recv", text: string) => void;
   /** Something the user should know that does not stop the command (a tool dropped from a list). */
   onWarning?: (message: string) => void;
+  /** The connection was lost after start-up (the server exited, its stream closed); not called for close(). */
+  onClose?: (error: ServerError) => void;
 }
 
 /** A connected MCP server, in either era. Made by {@linkcode connect}. */
@@ -7056,7 +7058,9 @@ export class McpClient {
           error.message += ` before answering ${this.era === "modern" ? "server/discover" : "initialize"}`;
           error.retryable = true;
         }
+        const lost = this.#started && !this.#failure && !this.#closing;
         this.#fail(error);
+        if (lost) options.onClose?.(error);
       },
       invalid: (text) => {
         this.invalidLines++;
@@ -7806,7 +7810,7 @@ function editDistance(a: string, b: string): number {
   return previous[b.length];
 }
 
-// === 15. Proxy and replay ====================================================
+// === 15. Gateway, proxy and replay ===========================================
 // Servers made of other servers' messages. `proxy` forwards every message
 // between a downstream client (stdio, or HTTP) and an upstream server (any
 // transport) unchanged, and can log or record them; `replay` answers from a
@@ -7816,6 +7820,383 @@ function editDistance(a: string, b: string): number {
 //   {"mcpCassette": 1, "server": "<how it was reached>", "recorded": "2026-11-23T14:00:00.000Z"}
 //   {"t": 12.5, "dir": "send", "message": {...client to server...}}
 //   {"t": 13.1, "dir": "recv", "message": {...server to client...}}
+
+// --- 15a. Gateway: one catalog made of many servers ---
+// Each upstream is a client session; its tools, prompts and resources become
+// catalog entries whose functions forward to it. The server core serves them
+// like any plugin's, so both eras, HTTP and stdio come for free.
+
+const GATEWAY_START_CONCURRENCY = 4;
+const GATEWAY_BACKOFF_MS = 1_000;
+const GATEWAY_BACKOFF_MAX_MS = 60_000;
+const MAX_TOOL_NAME = 64;
+
+/** One server behind a gateway. */
+export interface GatewayUpstream {
+  name: string;
+  spec: ServerSpec;
+}
+
+/** Options of {@linkcode Gateway}. */
+export interface GatewayOptions extends ConnectOptions {
+  /** "always" (default): every name is `<upstream>__<name>`; "collisions": only names two upstreams share. */
+  prefix?: "always" | "collisions";
+  /** Globs over the exposed names (`!` excludes); none: everything. */
+  tools?: string[];
+  /** resources/read answers kept this long, in ms (default 0: not kept). */
+  cacheTtl?: number;
+  /** At most this many kept (default 256). */
+  cacheSize?: number;
+  /** A line for the gateway's stderr. */
+  log?: (line: string) => void;
+}
+
+interface UpstreamState {
+  name: string;
+  spec: ServerSpec;
+  client: McpClient | undefined;
+  down: string | undefined; // why it is down, while it is
+  retryAt: number;
+  attempt: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  tools: JsonObject[];
+  prompts: JsonObject[];
+  resources: JsonObject[];
+  templates: JsonObject[];
+  calls: ToolContext[]; // contexts of calls in flight: where the upstream's questions and logs go
+  watchers: Map<string, Set<() => void>>; // resources/updated by URI
+}
+
+/** A short, stable hash of a text (FNV-1a, 32 bits), as 8 hex digits. */
+function shortHash(text: string): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return hash.toString(16).padStart(8, "0");
+}
+
+/**
+ * A name hosts accept: only [A-Za-z0-9_-], at most 64 characters; a longer one
+ * is cut and ends in a hash of the whole, stable across runs.
+ * @internal
+ */
+export function gatewayName(upstream: string, name: string, prefixed: boolean): string {
+  const full = prefixed ? `${upstream}__${name}` : name;
+  const clean = full.replace(/[^A-Za-z0-9_-]/g, "_");
+  if (clean.length <= MAX_TOOL_NAME && clean === full) return clean;
+  if (clean.length <= MAX_TOOL_NAME) return clean;
+  return `${clean.slice(0, MAX_TOOL_NAME - 9)}_${shortHash(full)}`;
+}
+
+// `*` and `?` globs over a name; `!` in front excludes.
+function globMatches(pattern: string, name: string): boolean {
+  const source = pattern.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
+  return new RegExp(`^${source}$`).test(name);
+}
+
+function exposed(patterns: string[] | undefined, name: string): boolean {
+  if (!patterns?.length) return true;
+  const include = patterns.filter((pattern) => !pattern.startsWith("!"));
+  const exclude = patterns.filter((pattern) => pattern.startsWith("!")).map((pattern) => pattern.slice(1));
+  return (include.length === 0 || include.some((pattern) => globMatches(pattern, name))) &&
+    !exclude.some((pattern) => globMatches(pattern, name));
+}
+
+/**
+ * One MCP server in front of many: starts every upstream (four at a time),
+ * restarts one that fails or dies with backoff while the others serve, and
+ * builds the catalog of what they offer. `onCatalog` hears every change.
+ */
+export class Gateway {
+  #options: GatewayOptions;
+  #upstreams: UpstreamState[];
+  #cache = new Map<string, { until: number; value: JsonObject }>();
+  #closed = false;
+  /** Called with the new catalog whenever an upstream comes, goes or changes its lists. */
+  onCatalog: (catalog: Catalog) => void = noop;
+
+  constructor(upstreams: GatewayUpstream[], options: GatewayOptions = {}) {
+    this.#options = options;
+    this.#upstreams = upstreams.map(({ name, spec }) => ({
+      name,
+      spec,
+      client: undefined,
+      down: "starting",
+      retryAt: 0,
+      attempt: 0,
+      timer: undefined,
+      tools: [],
+      prompts: [],
+      resources: [],
+      templates: [],
+      calls: [],
+      watchers: new Map(),
+    }));
+  }
+
+  /** Starts every upstream; resolves when each is up or has failed once, or after `waitMs`. */
+  async start(waitMs = 5_000): Promise<void> {
+    const queue = [...this.#upstreams];
+    const worker = async () => {
+      for (let upstream = queue.shift(); upstream; upstream = queue.shift()) await this.#connect(upstream);
+    };
+    const all = Promise.all(Array.from({ length: GATEWAY_START_CONCURRENCY }, worker));
+    await within(all, waitMs);
+  }
+
+  /** Stops every upstream (no process is left). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.#upstreams.map(async (upstream) => {
+      clearTimeout(upstream.timer);
+      await upstream.client?.close();
+    }));
+  }
+
+  async #connect(upstream: UpstreamState): Promise<void> {
+    if (this.#closed) return;
+    const log = this.#options.log ?? noop;
+    let client: McpClient;
+    // The handshake era where the upstream has it: its list changes then come as notifications (a
+    // 2026-07-28 session hears them only on subscriptions/listen, which this client does not keep open).
+    let protocol = this.#options.protocol ?? "legacy";
+    const options = (): ConnectOptions => ({
+      ...this.#options,
+      protocol,
+      retries: 0,
+      // What the gateway's own client can answer is known per call: offer all, and pass each question on.
+      capabilities: { roots: {}, sampling: {}, elicitation: {} },
+      logLevel: "debug", // every log message comes; each call's client gets those at its own level
+      onRequest: (method, params) => this.#ask(upstream, method, params),
+      onNotification: (method, params) => this.#notified(upstream, method, params),
+      onLog: (params) => upstream.calls.at(-1)?.log(params.level as LogLevel, params.data),
+      onStderr: undefined,
+      onClose: (error) => this.#lost(upstream, error.message),
+    });
+    try {
+      client = await connect(upstream.spec, options()).catch((error) => {
+        if (!(error instanceof ServerError && error.code === ErrorCode.UnsupportedProtocolVersion)) throw error;
+        protocol = "auto"; // a 2026-07-28-only server
+        return connect(upstream.spec, options());
+      });
+    } catch (error) {
+      this.#lost(upstream, errorMessage(error));
+      return;
+    }
+    if (this.#closed) {
+      await client.close();
+      return;
+    }
+    upstream.client = client;
+    upstream.down = undefined;
+    upstream.attempt = 0;
+    await this.#refresh(upstream);
+    log(`upstream "${upstream.name}" is up: ${upstream.tools.length} tools, ${upstream.prompts.length} prompts`);
+  }
+
+  // Down: say so, and try again later, each time waiting twice as long (at most a minute).
+  #lost(upstream: UpstreamState, why: string): void {
+    if (this.#closed || upstream.timer) return;
+    const wasUp = upstream.client !== undefined;
+    upstream.client = undefined;
+    upstream.down = why;
+    const delay = Math.min(GATEWAY_BACKOFF_MS * 2 ** upstream.attempt++, GATEWAY_BACKOFF_MAX_MS);
+    upstream.retryAt = Date.now() + delay;
+    (this.#options.log ?? noop)(
+      `upstream "${upstream.name}" ${wasUp ? "is gone" : "did not start"}: ${why}; trying again in ${delay / 1000} s`,
+    );
+    upstream.timer = setTimeout(() => {
+      upstream.timer = undefined;
+      void this.#connect(upstream);
+    }, delay);
+    (upstream.timer as { unref?: () => void }).unref?.();
+    if (wasUp) this.#changed();
+  }
+
+  // The lists of one upstream, again (at start, and on its list_changed).
+  async #refresh(upstream: UpstreamState): Promise<void> {
+    const client = upstream.client;
+    if (!client) return;
+    const offers = isObject(client.initializeResult.capabilities) ? client.initializeResult.capabilities : {};
+    const list = (capability: string, get: () => Promise<JsonObject[]>) =>
+      isObject(offers[capability]) ? get().catch(() => []) : Promise.resolve([]);
+    [upstream.tools, upstream.prompts, upstream.resources, upstream.templates] = await Promise.all([
+      list("tools", () => client.listTools()),
+      list("prompts", () => client.listPrompts()),
+      list("resources", () => client.listResources()),
+      list("resources", () => client.listResourceTemplates()),
+    ]);
+    for (const key of this.#cache.keys()) if (key.startsWith(`${upstream.name} `)) this.#cache.delete(key);
+    this.#changed();
+  }
+
+  #notified(upstream: UpstreamState, method: string, params: JsonObject): void {
+    if (method.endsWith("/list_changed")) void this.#refresh(upstream);
+    else if (method === "notifications/resources/updated" && typeof params.uri === "string") {
+      this.#cache.delete(`${upstream.name} ${params.uri}`);
+      for (const onUpdate of upstream.watchers.get(params.uri) ?? []) onUpdate();
+    }
+  }
+
+  // An upstream's question (sampling, elicitation, roots) goes to the client of the call it is working on.
+  async #ask(upstream: UpstreamState, method: string, params: JsonObject): Promise<unknown> {
+    const ctx = upstream.calls.at(-1);
+    if (!ctx) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method} (no call in flight to ask)`);
+    if (method === "sampling/createMessage") return await ctx.sample(params);
+    if (method === "elicitation/create") return await ctx.elicit(params);
+    if (method === "roots/list") return { roots: await ctx.roots() };
+    throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
+  }
+
+  #changed(): void {
+    if (!this.#closed) this.onCatalog(this.catalog());
+  }
+
+  /** What the upstreams offer now, under the names the gateway gives them. */
+  catalog(): Catalog {
+    const prefixAll = (this.#options.prefix ?? "always") === "always";
+    const counts = new Map<string, number>();
+    for (const upstream of this.#upstreams) {
+      for (const item of [...upstream.tools, ...upstream.prompts]) {
+        counts.set(String(item.name), (counts.get(String(item.name)) ?? 0) + 1);
+      }
+    }
+    const taken = new Set<string>();
+    const nameFor = (upstream: UpstreamState, name: string) => {
+      let given = gatewayName(upstream.name, name, prefixAll || (counts.get(name) ?? 0) > 1);
+      // Two names that clean to one: the later gets a hash of its own; a collision never stops the gateway.
+      if (taken.has(given)) given = `${given.slice(0, MAX_TOOL_NAME - 9)}_${shortHash(`${upstream.name}/${name}`)}`;
+      taken.add(given);
+      return given;
+    };
+    const tools: Tool[] = [];
+    const prompts: Prompt[] = [];
+    const resources: Resource[] = [];
+    const templates: ResourceTemplate[] = [];
+    const uris = new Set<string>();
+    for (const upstream of this.#upstreams) {
+      for (const tool of upstream.tools) {
+        const name = nameFor(upstream, String(tool.name));
+        if (!exposed(this.#options.tools, name)) continue;
+        const description = `${typeof tool.description === "string" ? tool.description : ""} (from ${upstream.name})`;
+        tools.push(defineTool(
+          {
+            ...tool,
+            name,
+            title: typeof tool.title === "string" ? `${tool.title} (${upstream.name})` : undefined,
+            description: description.trim(),
+            inputSchema: isObject(tool.inputSchema) ? tool.inputSchema : { type: "object" },
+            run: (args: JsonObject, ctx: ToolContext) => this.#call(upstream, String(tool.name), args, ctx),
+          },
+          name,
+          `upstream ${upstream.name}`,
+        ));
+      }
+      for (const prompt of upstream.prompts) {
+        const name = nameFor(upstream, String(prompt.name));
+        prompts.push(definePrompt({
+          ...prompt,
+          name,
+          get: (args: Record<string, string>) => this.#upstreamOf(upstream).getPrompt(String(prompt.name), args),
+        }, `upstream ${upstream.name}`));
+      }
+      for (const resource of upstream.resources) {
+        const uri = String(resource.uri);
+        if (uris.has(uri)) {
+          (this.#options.log ?? noop)(
+            `resource ${uri} is served by an earlier upstream too; "${upstream.name}" is not asked for it`,
+          );
+          continue;
+        }
+        uris.add(uri);
+        resources.push(defineResource({
+          ...resource,
+          read: (at: string) => this.#read(upstream, at),
+          watch: (at: string, onUpdate: () => void) => this.#watch(upstream, at, onUpdate),
+        }, `upstream ${upstream.name}`) as Resource);
+      }
+      for (const template of upstream.templates) {
+        templates.push(defineResource({
+          ...template,
+          read: (at: string) => this.#read(upstream, at),
+        }, `upstream ${upstream.name}`) as ResourceTemplate);
+      }
+    }
+    return { tools, prompts, resources, templates };
+  }
+
+  #upstreamOf(upstream: UpstreamState): McpClient {
+    if (upstream.client) return upstream.client;
+    const wait = Math.max(0, Math.ceil((upstream.retryAt - Date.now()) / 1000));
+    throw new RpcError(
+      ErrorCode.InternalError,
+      `upstream "${upstream.name}" is down (${upstream.down}); it is tried again in ${wait} s`,
+    );
+  }
+
+  // A tool call, forwarded with its progress, cancellation, logs and questions; a down upstream is an isError.
+  async #call(upstream: UpstreamState, name: string, args: JsonObject, ctx: ToolContext): Promise<JsonObject> {
+    let client: McpClient;
+    try {
+      client = this.#upstreamOf(upstream);
+    } catch (error) {
+      return errorResult(errorMessage(error));
+    }
+    upstream.calls.push(ctx);
+    try {
+      return await client.callTool(name, args, {
+        signal: ctx.signal,
+        onProgress: (progress) =>
+          ctx.progress(
+            Number(progress.progress),
+            progress.total as number | undefined,
+            progress.message as string | undefined,
+          ),
+      });
+    } catch (error) {
+      if (ctx.signal.aborted) throw error;
+      if (error instanceof UnreachableError) this.#lost(upstream, error.message);
+      return errorResult(`upstream "${upstream.name}": ${errorMessage(error)}`);
+    } finally {
+      upstream.calls.splice(upstream.calls.indexOf(ctx), 1);
+    }
+  }
+
+  // resources/read, kept per upstream and URI for --cache-ttl, the least recently used dropped first.
+  async #read(upstream: UpstreamState, uri: string): Promise<JsonObject> {
+    const ttl = this.#options.cacheTtl ?? 0;
+    const key = `${upstream.name} ${uri}`;
+    const kept = this.#cache.get(key);
+    if (kept && kept.until > Date.now()) {
+      this.#cache.delete(key);
+      this.#cache.set(key, kept); // most recently used last
+      return kept.value;
+    }
+    const value = await this.#upstreamOf(upstream).readResource(uri);
+    if (ttl > 0) {
+      this.#cache.set(key, { until: Date.now() + ttl, value });
+      const size = this.#options.cacheSize ?? 256;
+      while (this.#cache.size > size) this.#cache.delete(this.#cache.keys().next().value!);
+    }
+    return value;
+  }
+
+  #watch(upstream: UpstreamState, uri: string, onUpdate: () => void): () => void {
+    let watchers = upstream.watchers.get(uri);
+    if (!watchers) {
+      upstream.watchers.set(uri, watchers = new Set());
+      void upstream.client?.request("resources/subscribe", { uri }).catch(noop);
+    }
+    watchers.add(onUpdate);
+    return () => {
+      watchers!.delete(onUpdate);
+      if (watchers!.size > 0) return;
+      upstream.watchers.delete(uri);
+      void upstream.client?.request("resources/unsubscribe", { uri }).catch(noop);
+    };
+  }
+}
+
+// --- 15b. Proxy ---
 
 /** Where a proxy or replay meets its client: stdio, or Streamable HTTP. */
 interface Downstream {
@@ -8120,6 +8501,8 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
   });
   return { done, stop: () => void end(0) };
 }
+
+// --- 15c. Replay ---
 
 /** One line of a cassette after its header. */
 export interface CassetteEntry {
@@ -8611,6 +8994,7 @@ Usage:
   mcp.ts servers                     the server names MCP config files define, with file and transport
   mcp.ts login <server>              authorize with an HTTP server's OAuth and keep the token
   mcp.ts logout [<server>] [--all]   forget its tokens (--all: every token and registration)
+  mcp.ts gateway [<upstream>...]     one MCP server in front of many (config names, NAME=<server>)
   mcp.ts proxy <server>              a transparent MCP server in front of <server> (--log, --record, --http)
   mcp.ts replay <cassette>           serve a recorded session (--record) as a mock MCP server
   mcp.ts help [command]              this text, or a command's
@@ -8672,6 +9056,22 @@ ${CLIENT_OPTIONS_HELP}`,
 Authorizes mcp.ts with an HTTP server's OAuth (a browser flow, or --grant client_credentials) and
 keeps the token, so that later commands (and scripts) use it. Runs a fresh flow even when a token
 is kept. A server that does not ask for authorization: says so, exit 0.
+${CLIENT_OPTIONS_HELP}`,
+  gateway: `Usage: mcp.ts gateway [<upstream>...] [--config FILE] [--http [HOST:]PORT] [options]
+
+One MCP server (stdio, or Streamable HTTP with --http and every serve --http option) in front of
+many. Upstreams: config names, NAME=<server> (a command line or URL), or with none every server
+the config files define. It serves the union of their tools and prompts as <upstream>__<name>
+(only [A-Za-z0-9_-], at most 64 characters: longer ones end in a stable hash), and their
+resources and templates unchanged (a URI two serve goes to the first). Every upstream starts at
+once (four at a time); one that fails or dies is restarted with backoff while the others serve,
+and a call to it is an isError saying when it is tried again. Calls, progress, cancellation,
+log messages and the upstreams' questions (sampling, elicitation, roots) pass through; a list
+change upstream is a list_changed here. EOF, SIGINT and SIGTERM stop every upstream.
+  --prefix always|collisions   prefix every name (default), or only names two upstreams share
+  --tools PATTERN              expose only names matching these globs (repeatable; !PATTERN excludes)
+  --cache-ttl MS               keep resources/read answers MS (default 0: not kept)
+  --cache-size N               at most N kept (default 256)
 ${CLIENT_OPTIONS_HELP}`,
   proxy: `Usage: mcp.ts proxy <server> [--http [HOST:]PORT] [--log FILE] [--record FILE] [options]
 
@@ -9986,6 +10386,128 @@ async function listenRaw(
   return { downstream: made.downstream, listener };
 }
 
+/** `gateway [<upstream>...]`: one MCP server in front of many (config names, NAME=<server>, or every configured one). */
+async function runGateway(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseFlags(args, {
+    ...CLIENT_FLAGS,
+    name: { type: "string" },
+    "server-version": { type: "string" },
+    instructions: { type: "string" },
+    http: { type: "string" },
+    path: { type: "string" },
+    token: { type: "string" },
+    "allow-origin": { type: "string", multiple: true },
+    "allow-unauthenticated": { type: "boolean" },
+    "auth-issuer": { type: "string" },
+    "auth-scopes": { type: "string" },
+    "auth-audience": { type: "string" },
+    stateless: { type: "boolean" },
+    "session-ttl": { type: "string" },
+    prefix: { type: "string" },
+    tools: { type: "string", multiple: true },
+    "cache-ttl": { type: "string" },
+    "cache-size": { type: "string" },
+  }, "gateway");
+  if (values.help) {
+    io.stdout.write(HELP.gateway);
+    return 0;
+  }
+  const prefix = (values.prefix as string | undefined) ?? "always";
+  if (prefix !== "always" && prefix !== "collisions") {
+    throw new UsageError(`--prefix takes always or collisions, got "${prefix}"`);
+  }
+  const env = sys.env();
+  const { env: extra, headers } = connectionFlags(values);
+  const config = values.config as string | undefined;
+  const upstreams: GatewayUpstream[] = [];
+  if (positionals.length === 0) {
+    const seen = new Set<string>();
+    for (const entry of await listConfiguredServers({ config, env })) {
+      if (seen.has(entry.name) || entry.problem) continue;
+      seen.add(entry.name);
+      upstreams.push({
+        name: entry.name,
+        spec: await resolveServer(entry.name, { config, env: { ...env, ...extra } }),
+      });
+    }
+    if (upstreams.length === 0) {
+      throw new UsageError(
+        "gateway found no upstreams: name them (NAME=<server>, or config names), or give --config FILE",
+      );
+    }
+  }
+  for (const word of positionals) {
+    const equals = word.indexOf("=");
+    const named = equals > 0 && /^[A-Za-z0-9_-]+$/.test(word.slice(0, equals));
+    const name = named ? word.slice(0, equals) : word;
+    const target = named ? word.slice(equals + 1) : word;
+    if (upstreams.some((upstream) => upstream.name === name)) throw new UsageError(`upstream "${name}" is named twice`);
+    upstreams.push({ name, spec: await resolveServer(target, { config, env: { ...env, ...extra } }) });
+  }
+  const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
+  const http = values.http === undefined ? undefined : httpServeOptions(values, env);
+  const gateway = new Gateway(upstreams, {
+    env: extra,
+    headers,
+    config,
+    prefix,
+    tools: values.tools as string[] | undefined,
+    cacheTtl: positiveInteger("--cache-ttl", values["cache-ttl"] as string | undefined, 0, true),
+    cacheSize: positiveInteger("--cache-size", values["cache-size"] as string | undefined, 256),
+    timeout: positiveInteger("--timeout", values.timeout as string | undefined, DEFAULT_REQUEST_TIMEOUT_MS),
+    maxTime: positiveInteger("--max-time", values["max-time"] as string | undefined, DEFAULT_MAX_TIME_MS),
+    oauth: await oauthOptions("gateway", "", values, io),
+    log,
+  });
+  await gateway.start();
+  const first = gateway.catalog();
+  const serverOptions: ServerOptions = {
+    tools: first.tools,
+    resources: [...first.resources, ...first.templates],
+    prompts: first.prompts,
+    name: (values.name as string | undefined) ?? "mcp.ts gateway",
+    version: values["server-version"] as string | undefined,
+    instructions: values.instructions as string | undefined,
+    timeout: 0, // an upstream's call takes as long as the client lets it (its own --timeout, --max-time)
+    listChanged: true,
+  };
+  let stopped!: () => void;
+  const stopping = new Promise<void>((resolve) => stopped = resolve);
+  const stopSigint = sys.onSignal("SIGINT", () => stopped());
+  const stopSigterm = sys.onSignal("SIGTERM", () => stopped());
+  try {
+    if (http) {
+      const handler = createHandler({ ...serverOptions, ...http.handler });
+      gateway.onCatalog = (catalog) => handler.core.setCatalog(catalog);
+      const listener = await listenHttp(handler, http.listen);
+      const auth = http.handler.auth;
+      if (auth && auth.audience === undefined) {
+        auth.audience = [listener.hostname, ...LOOPBACK_HOSTS].map((name) =>
+          `http://${
+            name.includes(":") && !name.startsWith("[") ? `[${name}]` : name
+          }:${listener.port}${http.handler.path}`
+        );
+      }
+      const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
+      log(`gateway serving http://${shown}:${listener.port}${http.handler.path}`);
+      await stopping;
+      handler.close();
+      await listener.close(true);
+    } else {
+      const handle = serve({ ...serverOptions, input: io.stdin, log });
+      gateway.onCatalog = (catalog) => handle.server.setCatalog(catalog);
+      void stopping.then(() => handle.shutdown());
+      await handle.done;
+    }
+  } finally {
+    stopSigint();
+    stopSigterm();
+    await gateway.close();
+  }
+  setTimeout(() => sys.exit(), SHUTDOWN_GRACE_MS).unref?.();
+  return 0;
+}
+
 /** `proxy <server>`: a transparent MCP server in front of `<server>`, on stdio or --http. */
 async function runProxy(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(args, {
@@ -10194,6 +10716,8 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
         return await runLogout(rest, cli);
       case "proxy":
         return await runProxy(rest, cli);
+      case "gateway":
+        return await runGateway(rest, cli);
       case "replay":
         return await runReplay(rest, cli);
       case undefined:
@@ -10216,7 +10740,7 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
         return 0;
       default:
         throw new UsageError(
-          `unknown command "${command}" (commands: serve, call, list, info, ping, batch, resources, read, prompts, prompt, servers, login, logout, proxy, replay, help)`,
+          `unknown command "${command}" (commands: serve, call, list, info, ping, batch, resources, read, prompts, prompt, servers, login, logout, gateway, proxy, replay, help)`,
         );
     }
   } catch (error) {

@@ -39,6 +39,7 @@ import {
   expandVariables,
   FrameReader,
   FrameWriter,
+  gatewayName,
   invalidHeaderAnnotation,
   isPluginFile,
   LATEST_PROTOCOL_VERSION,
@@ -2660,6 +2661,124 @@ describe("13. OAuth: the client", () => {
         assert.match(run.stderr, why, mode);
         assert.ok(!(await as.log()).some((entry) => entry.kind === "token"), `${mode}: no token request`);
       }, { asEnv: { FAKE_AUTH_MODE: mode } });
+    }
+  });
+});
+
+describe("15. Gateway", () => {
+  test("gatewayName(): only [A-Za-z0-9_-], at most 64 characters, a long one cut with a stable hash", () => {
+    assert.equal(gatewayName("gh", "create_issue", true), "gh__create_issue");
+    assert.equal(gatewayName("gh", "create.issue", false), "create_issue");
+    const long = gatewayName(
+      "a-very-long-upstream-name-for-the-test",
+      "and-an-even-longer-tool-name-that-goes-on",
+      true,
+    );
+    assert.equal(long.length, 64);
+    assert.match(long, /^[A-Za-z0-9_-]+_[0-9a-f]{8}$/);
+    assert.equal(
+      long,
+      gatewayName("a-very-long-upstream-name-for-the-test", "and-an-even-longer-tool-name-that-goes-on", true),
+    );
+    assert.notEqual(
+      long,
+      gatewayName("a-very-long-upstream-name-for-the-test", "and-an-even-longer-tool-name-that-goes-ON", true),
+    );
+  });
+
+  test("the union of the upstreams, forwarded: names, collisions, --tools, progress; a dead upstream restarts", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-gateway-"));
+    try {
+      const state = join(dir, "crashed");
+      const gateway = new ServerProcess(
+        [
+          `one=${SERVE}`,
+          `two=${FAKE}`,
+          `flaky=env FAKE_MODE=crash-call-once FAKE_STATE=${quote(state)} ${FAKE}`,
+          "gone=/nonexistent/server",
+          "--prefix",
+          "collisions",
+          "--tools",
+          "!*fail*",
+        ],
+        false,
+        "gateway",
+      );
+      try {
+        await gateway.initialize();
+        const listed = await gateway.request(2, "tools/list");
+        const names = (listed.result.tools as Message[]).map((tool) => tool.name);
+        assert.ok(
+          names.includes("one__echo") && names.includes("two__echo") && names.includes("flaky__echo"),
+          names.join(),
+        );
+        assert.ok(names.includes("weather") && names.includes("wc"), "a name only one upstream has stays bare");
+        assert.ok(names.includes("two__zip") && names.includes("flaky__zip"), "a name two upstreams share is prefixed");
+        assert.ok(!names.some((name: string) => name.includes("fail")), "--tools !*fail* leaves them out");
+        assert.match(
+          (listed.result.tools as Message[]).find((tool) => tool.name === "weather")!.description,
+          /\(from one\)$/,
+        );
+        assert.match(gateway.stderr, /upstream "gone" did not start: .*; trying again in 1 s/);
+
+        const add = await gateway.request(4, "tools/call", { name: "one__add", arguments: { a: 2, b: 3 } });
+        assert.equal(add.result.content[0].text, "5");
+        gateway.call(5, "one__slow", { steps: 2, ms: 10 }, { progressToken: "p" });
+        const slow = await gateway.response(5);
+        assert.match(slow.result.content[0].text, /waited 2 x 10 ms/);
+        assert.equal(gateway.messages.filter((m) => m.method === "notifications/progress").length, 2);
+
+        const died = await gateway.request(6, "tools/call", { name: "flaky__echo", arguments: { text: "x" } });
+        assert.equal(died.result.isError, true);
+        assert.match(died.result.content[0].text, /upstream "flaky"/);
+        await gateway.until(
+          () => /upstream "flaky" is up/.test(gateway.stderr.split("is gone")[1] ?? ""),
+          "the restart",
+          8_000,
+        );
+        const back = await gateway.request(7, "tools/call", { name: "flaky__echo", arguments: { text: "back" } });
+        assert.equal(back.result.content[0].text, "back");
+        const pids = [...gateway.stderr.matchAll(/fake: pid (\d+)/g)].map((match) => Number(match[1]));
+        assert.deepEqual(await gateway.end(), { code: 0, signal: null });
+        for (const pid of pids) assert.equal(await isGone(pid), true, `upstream ${pid} is gone`);
+      } finally {
+        gateway.kill();
+      }
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("an upstream's list change is the gateway's list_changed; resources/read kept with --cache-ttl", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-gateway-watch-"));
+    try {
+      writeFileSync(
+        join(dir, "counter.ts"),
+        'export const resources = [{ uri: "test://counter", name: "counter", read: () => String(Math.random()) }];\n',
+      );
+      const upstream = [...RUNTIME, MCP, "serve", dir, "--watch"].map(quote).join(" ");
+      const gateway = new ServerProcess([`w=${upstream}`, "--cache-ttl", "60000"], false, "gateway");
+      try {
+        await gateway.initialize();
+        const read = async (id: number) =>
+          (await gateway.request(id, "resources/read", { uri: "test://counter" })).result.contents[0].text;
+        const first = await read(2);
+        assert.equal(await read(3), first, "kept for --cache-ttl");
+        writeFileSync(join(dir, "hello.ts"), 'export default { description: "Hi", run: () => "hi" };\n');
+        await gateway.until(
+          () => gateway.messages.some((m) => m.method === "notifications/tools/list_changed"),
+          "list_changed",
+          8_000,
+        );
+        const listed = await gateway.request(4, "tools/list");
+        assert.deepEqual((listed.result.tools as Message[]).map((tool) => tool.name), ["w__hello"]);
+        assert.notEqual(await read(5), first, "a list change drops what was kept");
+      } finally {
+        gateway.kill();
+        await gateway.exit;
+      }
+    } finally {
+      rmSync(dir, { recursive: true });
     }
   });
 });
