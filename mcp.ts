@@ -7827,6 +7827,8 @@ function editDistance(a: string, b: string): number {
 // like any plugin's, so both eras, HTTP and stdio come for free.
 
 const GATEWAY_START_CONCURRENCY = 4;
+// Serving waits this long for slow upstreams at most; their tools come later, with a list_changed.
+const GATEWAY_START_WAIT_MS = 3_000;
 const GATEWAY_BACKOFF_MS = 1_000;
 const GATEWAY_BACKOFF_MAX_MS = 60_000;
 const MAX_TOOL_NAME = 64;
@@ -7934,7 +7936,7 @@ export class Gateway {
   }
 
   /** Starts every upstream; resolves when each is up or has failed once, or after `waitMs`. */
-  async start(waitMs = 5_000): Promise<void> {
+  async start(waitMs = GATEWAY_START_WAIT_MS): Promise<void> {
     const queue = [...this.#upstreams];
     const worker = async () => {
       for (let upstream = queue.shift(); upstream; upstream = queue.shift()) await this.#connect(upstream);
@@ -8097,6 +8099,8 @@ export class Gateway {
           ...prompt,
           name,
           get: (args: Record<string, string>) => this.#upstreamOf(upstream).getPrompt(String(prompt.name), args),
+          complete: (argument: string, value: string) =>
+            this.#complete(upstream, { type: "ref/prompt", name: prompt.name }, argument, value),
         }, `upstream ${upstream.name}`));
       }
       for (const resource of upstream.resources) {
@@ -8118,6 +8122,8 @@ export class Gateway {
         templates.push(defineResource({
           ...template,
           read: (at: string) => this.#read(upstream, at),
+          complete: (argument: string, value: string) =>
+            this.#complete(upstream, { type: "ref/resource", uri: template.uriTemplate }, argument, value),
         }, `upstream ${upstream.name}`) as ResourceTemplate);
       }
     }
@@ -8159,6 +8165,16 @@ export class Gateway {
     } finally {
       upstream.calls.splice(upstream.calls.indexOf(ctx), 1);
     }
+  }
+
+  // completion/complete, asked of the upstream that has the prompt or template (when it offers completions).
+  async #complete(upstream: UpstreamState, ref: JsonObject, argument: string, value: string): Promise<unknown[]> {
+    const client = this.#upstreamOf(upstream);
+    const offers = isObject(client.initializeResult.capabilities) ? client.initializeResult.capabilities : {};
+    if (!isObject(offers.completions)) return [];
+    const result = await client.request("completion/complete", { ref, argument: { name: argument, value } });
+    const completion = isObject(result.completion) ? result.completion : {};
+    return Array.isArray(completion.values) ? completion.values : [];
   }
 
   // resources/read, kept per upstream and URI for --cache-ttl, the least recently used dropped first.

@@ -2749,6 +2749,40 @@ describe("15. Gateway", () => {
     }
   });
 
+  test("a slow upstream does not hold the others back; --http serves the same union", async () => {
+    const slow = `sh -c ${quote(`sleep 4; exec ${FAKE}`)}`;
+    const started = Date.now();
+    const gateway = new ServerProcess([`fast=${SERVE}`, `slow=${slow}`], false, "gateway");
+    try {
+      await gateway.initialize();
+      const first = await gateway.request(2, "tools/list");
+      assert.ok(Date.now() - started < 4_000 + 2_500, `served after ${Date.now() - started} ms`);
+      const names = (first.result.tools as Message[]).map((tool) => tool.name);
+      assert.ok(names.includes("fast__add") && !names.some((name: string) => name.startsWith("slow__")), names.join());
+      await gateway.until(
+        () => gateway.messages.some((m) => m.method === "notifications/tools/list_changed"),
+        "list_changed",
+        10_000,
+      );
+      const later = await gateway.request(3, "tools/list");
+      assert.ok((later.result.tools as Message[]).some((tool) => tool.name === "slow__echo"));
+    } finally {
+      gateway.kill();
+      await gateway.exit;
+    }
+    const http = await startListening([MCP, "gateway", `t=${SERVE}`, "--http", "0"], /gateway serving (\S+)/);
+    try {
+      const [list, call] = await Promise.all([
+        runCli(["list", http.url]),
+        runCli(["call", http.url, "t__add", "a=1", "b=2"]),
+      ]);
+      assert.match(list.stdout, /^t__add /m);
+      assert.equal(call.stdout, "3\n", call.stderr);
+    } finally {
+      http.close();
+    }
+  });
+
   test("an upstream's list change is the gateway's list_changed; resources/read kept with --cache-ttl", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-gateway-watch-"));
     try {
