@@ -6962,6 +6962,8 @@ export class McpClient {
   discoverResult: JsonObject | undefined;
   /** Lines on the server's stdout that were not JSON-RPC. */
   invalidLines = 0;
+  /** 2026-07-28: the shortest `ttlMs` of the lists fetched (how long they stay fresh), if any said one. */
+  listTtlMs: number | undefined;
   #options: ConnectOptions;
   #transport!: ClientTransport;
   #peer!: JsonRpcPeer;
@@ -7376,6 +7378,10 @@ export class McpClient {
     let cursor: unknown;
     for (let page = 0; page < MAX_LIST_PAGES; page++) {
       const result = await this.request(method, cursor === undefined ? {} : { cursor }, options);
+      // caching.mdx (2026-07-28): how long the list stays fresh; the shortest of what was listed counts.
+      if (page === 0 && typeof result.ttlMs === "number") {
+        this.listTtlMs = Math.min(this.listTtlMs ?? Infinity, Math.max(0, result.ttlMs));
+      }
       const pageItems = result[key];
       if (!Array.isArray(pageItems)) {
         throw new ServerError(`the server sent an invalid ${method} result: no ${key} array`);
@@ -7861,6 +7867,7 @@ interface UpstreamState {
   retryAt: number;
   attempt: number;
   timer: ReturnType<typeof setTimeout> | undefined;
+  refreshTimer: ReturnType<typeof setTimeout> | undefined; // a 2026-07-28 upstream's lists, when their ttlMs ends
   tools: JsonObject[];
   prompts: JsonObject[];
   resources: JsonObject[];
@@ -7926,6 +7933,7 @@ export class Gateway {
       retryAt: 0,
       attempt: 0,
       timer: undefined,
+      refreshTimer: undefined,
       tools: [],
       prompts: [],
       resources: [],
@@ -7950,6 +7958,7 @@ export class Gateway {
     this.#closed = true;
     await Promise.all(this.#upstreams.map(async (upstream) => {
       clearTimeout(upstream.timer);
+      clearTimeout(upstream.refreshTimer);
       await upstream.client?.close();
     }));
   }
@@ -8029,6 +8038,16 @@ export class Gateway {
     ]);
     for (const key of this.#cache.keys()) if (key.startsWith(`${upstream.name} `)) this.#cache.delete(key);
     this.#changed();
+    // A 2026-07-28 upstream tells no list changes here: its lists are fetched again when their ttlMs runs out
+    // (caching.mdx: with jitter, and never more often than every few seconds).
+    clearTimeout(upstream.refreshTimer);
+    const ttl = client.era === "modern" ? client.listTtlMs : undefined;
+    client.listTtlMs = undefined;
+    if (ttl !== undefined && ttl > 0) {
+      const wait = Math.max(ttl, 5_000) * (1 + Math.random() / 10);
+      upstream.refreshTimer = setTimeout(() => void this.#refresh(upstream), wait);
+      (upstream.refreshTimer as { unref?: () => void }).unref?.();
+    }
   }
 
   #notified(upstream: UpstreamState, method: string, params: JsonObject): void {
