@@ -7919,6 +7919,7 @@ export class Gateway {
   #options: GatewayOptions;
   #upstreams: UpstreamState[];
   #cache = new Map<string, { until: number; value: JsonObject }>();
+  #warned = new Set<string>(); // URIs two upstreams serve, said once
   #closed = false;
   /** Called with the new catalog whenever an upstream comes, goes or changes its lists. */
   onCatalog: (catalog: Catalog) => void = noop;
@@ -8125,6 +8126,8 @@ export class Gateway {
       for (const resource of upstream.resources) {
         const uri = String(resource.uri);
         if (uris.has(uri)) {
+          if (this.#warned.has(uri)) continue;
+          this.#warned.add(uri); // once, not at every rebuild
           (this.#options.log ?? noop)(
             `resource ${uri} is served by an earlier upstream too; "${upstream.name}" is not asked for it`,
           );

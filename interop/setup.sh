@@ -15,6 +15,7 @@ IOP_PEERS=(
   @modelcontextprotocol/server@2.4.0
   @modelcontextprotocol/server-everything@2026.8.31
   @modelcontextprotocol/server-filesystem@2026.8.31
+  @modelcontextprotocol/server-memory@2026.8.31
   @modelcontextprotocol/conformance@0.2.0-alpha.12
 )
 IOP_DENO=deno@2.9.6

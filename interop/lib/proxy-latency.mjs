@@ -1,17 +1,19 @@
-// What `mcp.ts proxy` adds to a call: sequential tools/call of one trivial tool against a stdio server directly and
-// through a proxy in front of it, with the mcp.ts library's connect(), on whatever runtime runs this file:
-//   deno run -A interop/lib/proxy-latency.mjs CALLS TOOL JSON "<direct server>" "<proxied server>"
+// What `mcp.ts proxy` (or `gateway`) adds to a call: sequential tools/call of one trivial tool against a stdio server
+// directly and through a proxy (or gateway) in front of it, with the mcp.ts library's connect(), on whatever runtime
+// runs this file:
+//   deno run -A interop/lib/proxy-latency.mjs CALLS TOOL JSON "<direct server>" "<proxied server>" [WHAT]
 //   bun interop/lib/proxy-latency.mjs 1000 echo '{"message":"hi"}' "mcp-server-everything stdio" \
 //     "bun ./mcp.ts proxy 'mcp-server-everything stdio'"
 // Both clients connect first, then take turns in blocks of 50 calls (after 100 warm-up calls each), so that whatever
 // else the machine does falls on both alike. Prints per target the median, p90 and mean per call, then the median's
-// difference. Run from the repository root (it imports ./mcp.ts).
+// difference. WHAT names what is in front (default "proxy"; gateway.sh gives "gateway"). Run from the repository root
+// (it imports ./mcp.ts).
 import process from "node:process";
 import { connect } from "../../mcp.ts";
 
-const [calls = "1000", tool, json = "{}", direct, proxied] = process.argv.slice(2);
+const [calls = "1000", tool, json = "{}", direct, proxied, what = "proxy"] = process.argv.slice(2);
 if (!tool || !direct || !proxied) {
-  console.error('usage: proxy-latency.mjs CALLS TOOL JSON "<direct server>" "<proxied server>"');
+  console.error('usage: proxy-latency.mjs CALLS TOOL JSON "<direct server>" "<proxied server>" [WHAT]');
   process.exit(2);
 }
 const total = Number(calls);
@@ -19,7 +21,7 @@ const args = JSON.parse(json);
 const BLOCK = 50;
 const WARMUP = 100;
 
-const targets = [{ name: "direct", command: direct }, { name: "proxied", command: proxied }];
+const targets = [{ name: "direct", command: direct }, { name: what === "proxy" ? "proxied" : what, command: proxied }];
 for (const target of targets) {
   target.client = await connect(target.command);
   target.times = [];
@@ -49,5 +51,5 @@ for (const target of targets) {
 }
 const [a, b] = targets;
 console.log(
-  `added by the proxy: ${ms(b.median - a.median)} per call (median), ${(b.median / a.median).toFixed(2)}x the direct`,
+  `added by the ${what}: ${ms(b.median - a.median)} per call (median), ${(b.median / a.median).toFixed(2)}x the direct`,
 );
