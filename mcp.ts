@@ -7541,8 +7541,12 @@ export class McpClient {
     return Math.round((performance.now() - started) * 1000) / 1000; // µs: the timer's noise below that
   }
 
-  /** Stops the server (stdio) or ends the session (HTTP); nothing of it is left after. */
-  close(): Promise<void> {
+  /**
+   * Stops the server (stdio) or ends the session (HTTP); nothing of it is left after. `quick`: a
+   * moment for the server to notice its stdin closing, then signals (when we are being stopped ourselves).
+   */
+  close(options: { quick?: boolean } = {}): Promise<void> {
+    if (options.quick) this.#transport.markUnresponsive();
     this.#closing ??= (async () => {
       this.#fail(new ServerError("the connection is closed"));
       await this.#transport.close();
@@ -7960,7 +7964,8 @@ export class Gateway {
     await Promise.all(this.#upstreams.map(async (upstream) => {
       clearTimeout(upstream.timer);
       clearTimeout(upstream.refreshTimer);
-      await upstream.client?.close();
+      // We are being stopped, perhaps with a SIGKILL to follow: the upstreams get the short ladder.
+      await upstream.client?.close({ quick: true });
     }));
   }
 
@@ -7975,8 +7980,8 @@ export class Gateway {
       ...this.#options,
       protocol,
       retries: 0,
-      // What the gateway's own client can answer is known per call: offer all, and pass each question on.
-      capabilities: { roots: {}, sampling: {}, elicitation: {} },
+      // Questions a call leads to pass on to that call's client. Roots are not a call's: not offered.
+      capabilities: { sampling: {}, elicitation: {} },
       logLevel: "debug", // every log message comes; each call's client gets those at its own level
       onRequest: (method, params) => this.#ask(upstream, method, params),
       onNotification: (method, params) => this.#notified(upstream, method, params),
@@ -10484,6 +10489,11 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
   }
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   const http = values.http === undefined ? undefined : httpServeOptions(values, env);
+  // From now until every upstream is stopped, a signal asks for an orderly stop: it must not kill us half-way.
+  let stopped!: () => void;
+  const stopping = new Promise<void>((resolve) => stopped = resolve);
+  const stopSigint = sys.onSignal("SIGINT", () => stopped());
+  const stopSigterm = sys.onSignal("SIGTERM", () => stopped());
   const gateway = new Gateway(upstreams, {
     env: extra,
     headers,
@@ -10497,7 +10507,7 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
     oauth: await oauthOptions("gateway", "", values, io),
     log,
   });
-  await gateway.start();
+  await Promise.race([gateway.start(), stopping]);
   const first = gateway.catalog();
   const serverOptions: ServerOptions = {
     tools: first.tools,
@@ -10509,10 +10519,6 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
     timeout: 0, // an upstream's call takes as long as the client lets it (its own --timeout, --max-time)
     listChanged: true,
   };
-  let stopped!: () => void;
-  const stopping = new Promise<void>((resolve) => stopped = resolve);
-  const stopSigint = sys.onSignal("SIGINT", () => stopped());
-  const stopSigterm = sys.onSignal("SIGTERM", () => stopped());
   try {
     if (http) {
       const handler = createHandler({ ...serverOptions, ...http.handler });
@@ -10538,9 +10544,9 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
       await handle.done;
     }
   } finally {
+    await gateway.close();
     stopSigint();
     stopSigterm();
-    await gateway.close();
   }
   setTimeout(() => sys.exit(), SHUTDOWN_GRACE_MS).unref?.();
   return 0;
