@@ -7925,6 +7925,8 @@ export class Gateway {
   #cache = new Map<string, { until: number; value: JsonObject }>();
   #warned = new Set<string>(); // URIs two upstreams serve, said once
   #closed = false;
+  #stop = new AbortController(); // ends connections still being made when we close
+  #connecting = new Set<Promise<unknown>>();
   /** Called with the new catalog whenever an upstream comes, goes or changes its lists. */
   onCatalog: (catalog: Catalog) => void = noop;
 
@@ -7961,6 +7963,8 @@ export class Gateway {
   /** Stops every upstream (no process is left). */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#stop.abort(new InterruptedError());
+    await Promise.allSettled(this.#connecting); // a server being started is stopped by its connect()
     await Promise.all(this.#upstreams.map(async (upstream) => {
       clearTimeout(upstream.timer);
       clearTimeout(upstream.refreshTimer);
@@ -7980,8 +7984,9 @@ export class Gateway {
       ...this.#options,
       protocol,
       retries: 0,
-      // Questions a call leads to pass on to that call's client. Roots are not a call's: not offered.
-      capabilities: { sampling: {}, elicitation: {} },
+      signal: this.#stop.signal,
+      // The questions pass on to the client of the call in flight (the newest one, when several are).
+      capabilities: { roots: {}, sampling: {}, elicitation: {} },
       logLevel: "debug", // every log message comes; each call's client gets those at its own level
       onRequest: (method, params) => this.#ask(upstream, method, params),
       onNotification: (method, params) => this.#notified(upstream, method, params),
@@ -7990,12 +7995,15 @@ export class Gateway {
       onClose: (error) => this.#lost(upstream, error.message),
     });
     try {
-      client = await connect(upstream.spec, options()).catch((error) => {
+      const connecting = connect(upstream.spec, options()).catch((error) => {
         if (!(error instanceof ServerError && error.code === ErrorCode.UnsupportedProtocolVersion)) throw error;
         protocol = "auto"; // a 2026-07-28-only server
         return connect(upstream.spec, options());
       });
+      this.#connecting.add(connecting);
+      client = await connecting.finally(() => this.#connecting.delete(connecting));
     } catch (error) {
+      if (this.#closed) return;
       this.#lost(upstream, errorMessage(error));
       return;
     }

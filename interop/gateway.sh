@@ -461,7 +461,7 @@ part_stop() {
   began=$(now)
   exec 3>&-
   sleep 1
-  kill -TERM "$gw"
+  kill -TERM "$gw" 2>/dev/null || echo "  (the gateway had already stopped)"
   stopped "stdin EOF, then SIGTERM, stop the gateway and its upstreams" "$gw" "$began" "$upstreams"
   peers=()
 
