@@ -9422,15 +9422,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     if (http) {
       const handler = createHandler({ ...serverOptions, ...http.handler, maxBodyBytes: maxLineBytes });
       const listener = await listenHttp(handler, http.listen);
-      const auth = http.handler.auth;
-      if (auth && auth.audience === undefined) {
-        // On loopback the server is this address, under any of its local names (a token names one of them).
-        const names = [
-          listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname,
-          ...LOOPBACK_HOSTS,
-        ];
-        auth.audience = [...new Set(names)].map((name) => `http://${name}:${listener.port}${http.handler.path}`);
-      }
+      audienceFromListener(http.handler.auth, listener, http.handler.path);
       const stopWatching = watch ? await watchCatalog((catalog) => handler.core.setCatalog(catalog)) : noop;
       // SIGINT/SIGTERM: stop accepting, let calls in flight finish within the grace period, close the streams.
       await new Promise<void>((resolve) => {
@@ -9447,8 +9439,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
         };
         const stopSigint = sys.onSignal("SIGINT", () => void stop());
         const stopSigterm = sys.onSignal("SIGTERM", () => void stop());
-        const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
-        log(`serving http://${shown}:${listener.port}${http.handler.path}`);
+        log(`serving ${listenerUrl(listener, http.handler.path)}`);
       });
       stopWatching();
       setTimeout(() => sys.exit(), EXEC_KILL_GRACE_MS + 500).unref?.();
@@ -9566,6 +9557,21 @@ function httpServeOptions(
       sessionTtl,
     },
   };
+}
+
+// http://HOST:PORT/path of a listener (an IPv6 host in brackets), as `serving …` lines print it.
+function listenerUrl(listener: HttpListener, path: string, hostname = listener.hostname): string {
+  return `http://${
+    hostname.includes(":") && !hostname.startsWith("[") ? `[${hostname}]` : hostname
+  }:${listener.port}${path}`;
+}
+
+// A protected server on loopback without --auth-audience: the audience is this address, under any of its
+// local names (a token names one of them), never what a request's Host says.
+function audienceFromListener(auth: ResourceServerOptions | undefined, listener: HttpListener, path: string): void {
+  if (!auth || auth.audience !== undefined) return;
+  const urls = [listener.hostname, ...LOOPBACK_HOSTS].map((name) => listenerUrl(listener, path, name));
+  auth.audience = [...new Set(urls)];
 }
 
 // An error with its stack, for --verbose.
@@ -10432,8 +10438,7 @@ async function listenRaw(
     token: http.handler.token,
   });
   const listener = await listenHttp(made.handler, http.listen);
-  const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
-  ready(`http://${shown}:${listener.port}${http.handler.path}`);
+  ready(listenerUrl(listener, http.handler.path));
   return { downstream: made.downstream, listener };
 }
 
@@ -10532,16 +10537,8 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
       const handler = createHandler({ ...serverOptions, ...http.handler });
       gateway.onCatalog = (catalog) => handler.core.setCatalog(catalog);
       const listener = await listenHttp(handler, http.listen);
-      const auth = http.handler.auth;
-      if (auth && auth.audience === undefined) {
-        auth.audience = [listener.hostname, ...LOOPBACK_HOSTS].map((name) =>
-          `http://${
-            name.includes(":") && !name.startsWith("[") ? `[${name}]` : name
-          }:${listener.port}${http.handler.path}`
-        );
-      }
-      const shown = listener.hostname.includes(":") ? `[${listener.hostname}]` : listener.hostname;
-      log(`gateway serving http://${shown}:${listener.port}${http.handler.path}`);
+      audienceFromListener(http.handler.auth, listener, http.handler.path);
+      log(`gateway serving ${listenerUrl(listener, http.handler.path)}`);
       await stopping;
       handler.close();
       await listener.close(true);
