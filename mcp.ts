@@ -525,6 +525,9 @@ export interface OutputSink extends ByteSink {
 
 // A native sink reports backpressure past this many queued bytes.
 const SINK_HIGH_WATER = 1024 * 1024;
+// Our stderr (logs, -v, --trace) drops writes past this many queued bytes and counts them: a
+// server flooding notifications must not grow us without bound (Deno queued 3.9 GB in 25 s).
+const STDERR_DROP_BYTES = 4 * 1024 * 1024;
 
 /**
  * The process's stdout (1) or stderr (2) through the runtime's own API, or
@@ -567,6 +570,8 @@ export function nativeSink(fd: 1 | 2): OutputSink | undefined {
   let chain: Promise<unknown> = Promise.resolve();
   let queued = 0;
   let failed = false;
+  let dropped = 0; // stderr writes not made since the queue was last empty
+  const dropAbove = fd === 2 ? STDERR_DROP_BYTES : Infinity;
   const drainers: (() => void)[] = [];
   const errorListeners: ((error: Error) => void)[] = [];
   return {
@@ -584,10 +589,21 @@ export function nativeSink(fd: 1 | 2): OutputSink | undefined {
         return true;
       }
       const size = chunk.length;
+      if (queued + size > dropAbove) {
+        dropped++;
+        if (callback) queueMicrotask(callback);
+        return false;
+      }
       queued += size;
       // Writes stay in order: each starts when the one before has been handed over.
       chain = chain.then(() => writeNow(chunk)).then(() => {
         queued -= size;
+        if (queued === 0 && dropped > 0) {
+          const note = `mcp: ${dropped} line(s) of output dropped: stderr could not keep up\n`;
+          dropped = 0;
+          queued += note.length;
+          chain = chain.then(() => writeNow(note)).then(() => queued -= note.length, noop);
+        }
         callback?.();
         if (queued < SINK_HIGH_WATER) { for (const drain of drainers.splice(0)) drain(); }
       }, (error) => {
@@ -945,6 +961,9 @@ interface BunHttpServer {
   stop(closeActiveConnections?: boolean): unknown;
 }
 
+// The Node adapter reads a body up to this size whole; a bigger one goes to the handler as a stream.
+const NODE_WHOLE_BODY_BYTES = 1024 * 1024;
+
 /**
  * Puts a fetch handler on a TCP port with the runtime's own server:
  * Deno.serve, Bun.serve (its 10 s idle timeout off, for long SSE streams), or
@@ -978,12 +997,22 @@ export async function listenHttp(
     for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i], req.rawHeaders[i + 1]);
     let body: BodyInit | undefined;
     if (req.method !== "GET" && req.method !== "HEAD") {
-      if (req.headers["content-length"] === undefined) body = Readable.toWeb(req) as ReadableStream<Uint8Array>;
+      const length = Number(req.headers["content-length"] ?? NaN);
+      // A small body of known length is read whole: cheaper than a web stream per request. A big one
+      // streams, so the handler's cap applies before it is all in memory.
+      if (!(length <= NODE_WHOLE_BODY_BYTES)) body = Readable.toWeb(req) as ReadableStream<Uint8Array>;
       else {
-        // A body of known length is read whole: cheaper than a web stream per request.
         const chunks: Uint8Array[] = [];
-        for await (const chunk of req) chunks.push(chunk);
-        body = concatBytes(chunks, chunks.reduce((sum, chunk) => sum + chunk.length, 0)) as Uint8Array<ArrayBuffer>;
+        try {
+          for await (const chunk of req) chunks.push(chunk);
+        } catch {
+          return void res.writeHead(400, { "content-type": "text/plain" }).end("Bad Request: the body ended short\n");
+        }
+        const size = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+        if (size < length) {
+          return void res.writeHead(400, { "content-type": "text/plain" }).end("Bad Request: the body ended short\n");
+        }
+        body = concatBytes(chunks, size) as Uint8Array<ArrayBuffer>;
       }
     }
     let response: Response;
@@ -1042,13 +1071,27 @@ export type Framing = "ndjson" | "content-length";
 export interface FrameHandlers {
   /** A complete message text (a line without its newline, or a Content-Length body). */
   message(text: string): void;
-  /** A message longer than the cap was skipped; called once per such message. */
-  oversize(limit: number): void;
+  /** A message longer than the cap was skipped; called once per such message, as soon as it outgrows the cap. */
+  oversize(limit: number, head?: Uint8Array): void;
   /** The framing was recognised from the first bytes of the stream. */
   framing?(framing: Framing): void;
 }
 
 const CONTENT_LENGTH_PREFIX = "content-length:";
+// How much of an over-long message its reader is told: enough to find its "id".
+const OVERSIZE_HEAD_BYTES = 256;
+
+/** The JSON-RPC id near the start of a message's text, if it is there (an over-long answer's, to fail it). */
+function idNearStart(head: Uint8Array | undefined): RequestId | undefined {
+  if (!head) return undefined;
+  const match = /"id"\s*:\s*(-?\d+(?:\.\d+)?|"(?:[^"\\]|\\.)*")/.exec(new TextDecoder().decode(head));
+  if (!match) return undefined;
+  try {
+    return JSON.parse(match[1]) as RequestId;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * Splits a byte stream into messages. Newline-delimited JSON by default; a
@@ -1153,8 +1196,9 @@ export class FrameReader {
       if (this.#skipping) {
         this.#skipping = false;
       } else if (this.#partsBytes === 0) {
-        if (newline - start > this.#maxBytes) this.#handlers.oversize(this.#maxBytes);
-        else this.#emit(chunk.subarray(start, newline));
+        if (newline - start > this.#maxBytes) {
+          this.#handlers.oversize(this.#maxBytes, chunk.subarray(start, start + OVERSIZE_HEAD_BYTES));
+        } else this.#emit(chunk.subarray(start, newline));
       } else {
         this.#append(chunk.subarray(start, newline));
         if (!this.#skipping) this.#emit(this.#take());
@@ -1222,10 +1266,11 @@ export class FrameReader {
   #append(piece: Uint8Array): void {
     if (this.#skipping || piece.length === 0) return;
     if (this.#mode === "ndjson" && this.#partsBytes + piece.length > this.#maxBytes) {
+      const head = concatBytes([...this.#parts, piece], this.#partsBytes + piece.length).subarray(0, OVERSIZE_HEAD_BYTES);
       this.#skipping = true;
       this.#parts = [];
       this.#partsBytes = 0;
-      this.#handlers.oversize(this.#maxBytes);
+      this.#handlers.oversize(this.#maxBytes, head);
       return;
     }
     this.#keep(piece);
@@ -1368,10 +1413,12 @@ export interface SseEvent {
  *   id: 7\nretry: 500\ndata: {"jsonrpc":"2.0",...}\n\n      an event ends at a blank line
  *   : keep-alive\n\n                                       a comment, skipped
  *
- * Lines end in \n, \r\n or \r. An event longer than the cap is dropped whole.
+ * Lines end in \n, \r\n or \r. An event longer than the cap is dropped whole,
+ * and `onOversize` hears of it as soon as it outgrows the cap.
  */
 export class SseReader {
   #onEvent: (event: SseEvent) => void;
+  #onOversize: (limit: number) => void;
   #maxBytes: number;
   #decoder = new TextDecoder();
   #rest = ""; // an unfinished line
@@ -1383,8 +1430,9 @@ export class SseReader {
   #oversize = false;
   #ended = false;
 
-  constructor(onEvent: (event: SseEvent) => void, maxBytes: number) {
+  constructor(onEvent: (event: SseEvent) => void, maxBytes: number, onOversize: (limit: number) => void = noop) {
     this.#onEvent = onEvent;
+    this.#onOversize = onOversize;
     this.#maxBytes = maxBytes;
   }
 
@@ -1412,10 +1460,15 @@ export class SseReader {
       start = i + 1;
     }
     this.#rest = all.slice(start);
-    if (this.#rest.length > this.#maxBytes) {
-      this.#oversize = true;
-      this.#rest = "";
-    }
+    if (this.#rest.length + this.#size > this.#maxBytes) this.#tooLong();
+  }
+
+  #tooLong(): void {
+    this.#rest = "";
+    this.#data = [];
+    if (this.#oversize) return;
+    this.#oversize = true;
+    this.#onOversize(this.#maxBytes);
   }
 
   #line(line: string): void {
@@ -1445,8 +1498,8 @@ export class SseReader {
     switch (field) {
       case "data":
         this.#size += value.length;
-        if (this.#size > this.#maxBytes) this.#oversize = true;
-        else this.#data.push(value);
+        if (this.#size > this.#maxBytes) this.#tooLong();
+        else if (!this.#oversize) this.#data.push(value);
         break;
       case "event":
         this.#event = value;
@@ -1713,6 +1766,12 @@ export class JsonRpcPeer {
     if (!pending) return;
     this.#pending.delete(id);
     pending.reject(error);
+  }
+
+  /** Fails every pending request with `error`; the conversation goes on. */
+  failPending(error: Error): void {
+    for (const pending of this.#pending.values()) pending.reject(error);
+    this.#pending.clear();
   }
 
   /** Ends the conversation: pending requests fail with `reason`, later sends are dropped. */
@@ -2430,8 +2489,10 @@ interface Work {
 
 // The questions of one 2026-07-28 call to the client (basic/patterns/mrtr.mdx).
 interface Questions {
-  method: string; // the call and what it names, bound into requestState
+  method: string; // the call, what it names, a digest of its arguments and who asks: bound into requestState
   name: string;
+  args: unknown;
+  principal: string;
   answers: JsonObject; // key → answer, from requestState and inputResponses
   asked: JsonObject | undefined; // key → { method, params } asked in this run and not answered
   used: JsonObject; // key → answer, for the questions this run asked and had answered: what requestState keeps
@@ -2566,8 +2627,8 @@ class RequestContext implements ToolContext {
 // session per request and a stack trace per close was 28% of its time (Deno 2.9.6, 2026-11-23).
 const SERVER_SHUT_DOWN = new Error("server shut down");
 
-// How long an input-required requestState stays good.
-const REQUEST_STATE_TTL_MS = 60 * 60 * 1000;
+// How long an input-required requestState stays good (the contract: at most 10 minutes).
+const REQUEST_STATE_TTL_MS = 10 * 60 * 1000;
 
 /**
  * What every connection of one server shares: options, the catalog, the one
@@ -2704,8 +2765,27 @@ async function signRequestState(key: CryptoKey, payload: JsonObject): Promise<st
   return `${body}.${base64Url(mac)}`;
 }
 
-/** The answers a requestState carries, once its signature, its call and its age check out; else -32602. */
-async function openRequestState(key: CryptoKey, state: unknown, method: string, name: string): Promise<JsonObject> {
+/** What a requestState is bound to besides its answers: the call, its arguments, who asked. */
+async function requestStateBinding(questions: Questions): Promise<JsonObject> {
+  const digest = await crypto.subtle.digest("SHA-256", encoder.encode(canonicalJson(questions.args ?? {})));
+  return { m: questions.method, n: questions.name, d: base64Url(new Uint8Array(digest)), p: questions.principal };
+}
+
+/** JSON with every object's keys in order: the same value gives the same text whatever its key order. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (!isObject(value)) return JSON.stringify(value) ?? "null";
+  return `{${
+    Object.keys(value).sort().filter((key) => value[key] !== undefined)
+      .map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key])}`).join(",")
+  }}`;
+}
+
+/**
+ * The answers a requestState carries, once its signature, its binding (method, name, arguments,
+ * principal) and its age check out; else -32602.
+ */
+async function openRequestState(key: CryptoKey, state: unknown, questions: Questions): Promise<JsonObject> {
   const refused = new RpcError(
     ErrorCode.InvalidParams,
     "Invalid params: requestState was not issued by this server for this request, or has expired",
@@ -2721,9 +2801,9 @@ async function openRequestState(key: CryptoKey, state: unknown, method: string, 
   } catch {
     throw refused;
   }
-  if (!isObject(payload) || payload.m !== method || payload.n !== name || !(Number(payload.x) > Date.now())) {
-    throw refused;
-  }
+  if (!isObject(payload) || !(Number(payload.x) > Date.now())) throw refused;
+  const binding = await requestStateBinding(questions);
+  for (const [field, value] of Object.entries(binding)) if (payload[field] !== value) throw refused;
   return isObject(payload.a) ? payload.a : {};
 }
 
@@ -3262,18 +3342,24 @@ export class McpServer {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: inputResponses must be an object");
     }
     const responses = params.inputResponses ?? {};
-    const questions = (answers: JsonObject): Questions => ({
+    const auth = this.auth;
+    const asked: Questions = {
       method,
       name,
-      answers: { ...answers, ...responses },
+      args: method === "resources/read" ? undefined : params.arguments,
+      principal: auth ? JSON.stringify([auth.sub ?? null, auth.clientId ?? null]) : "",
+      answers: responses,
       asked: undefined,
       used: {},
       counts: {},
-    });
-    if (params.requestState === undefined) return this.#track(id, params, era, client, questions({}), job, input);
+    };
+    if (params.requestState === undefined) return this.#track(id, params, era, client, asked, job, input);
     return this.#core.stateKey()
-      .then((key) => openRequestState(key, params.requestState, method, name))
-      .then((answers) => this.#track(id, params, era, client, questions(answers), job, input));
+      .then((key) => openRequestState(key, params.requestState, asked))
+      .then((answers) => {
+        asked.answers = { ...answers, ...responses };
+        return this.#track(id, params, era, client, asked, job, input);
+      });
   }
 
   /**
@@ -3431,8 +3517,7 @@ export class McpServer {
     try {
       const key = await this.#core.stateKey();
       const requestState = await signRequestState(key, {
-        m: questions.method,
-        n: questions.name,
+        ...await requestStateBinding(questions),
         a: questions.used,
         x: Date.now() + REQUEST_STATE_TTL_MS,
       });
@@ -4182,6 +4267,109 @@ interface LegacySession {
   principal: string | undefined; // whose token began it (a protected server): nobody else may use it
 }
 
+// A body over the cap is read on (and dropped) up to this many bytes before the 413: a client still
+// sending then reads the answer instead of EPIPE (Bun closed at once: 2 of 20 got the 413).
+const DRAIN_BEFORE_413_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A request's body as text, at most `maxBytes`: a 413 past that (the body
+ * drained first, up to a bound), a 400 for a body that ends before its
+ * Content-Length (the runtimes answered 500 or closed).
+ */
+async function readRequestBody(request: Request, maxBytes: number): Promise<string | Response> {
+  const declared = Number(request.headers.get("content-length") ?? NaN);
+  if (!request.body) return "";
+  const tooLarge = async () => {
+    await drainBody(request.body!, DRAIN_BEFORE_413_BYTES);
+    return rpcErrorResponse(
+      413,
+      null,
+      ErrorCode.InvalidRequest,
+      `Invalid request: message exceeds the ${maxBytes}-byte limit (--max-line-bytes)`,
+    );
+  };
+  const cut = () =>
+    rpcErrorResponse(400, null, ErrorCode.InvalidRequest, "Invalid request: the body ended before its Content-Length");
+  if (declared > maxBytes) return await tooLarge();
+  try {
+    // With a length already checked, the runtime's own text() is the fast path (no stream to drive).
+    if (Number.isFinite(declared)) return await request.text();
+    const reader = request.body.getReader();
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > maxBytes) {
+        reader.releaseLock();
+        return await tooLarge();
+      }
+      parts.push(value);
+    }
+    return new TextDecoder().decode(concatBytes(parts, size));
+  } catch {
+    return cut();
+  }
+}
+
+// Reads a body to its end (or `bound` bytes, or an error), keeping nothing.
+async function drainBody(body: ReadableStream<Uint8Array>, bound: number): Promise<void> {
+  try {
+    const reader = body.getReader();
+    for (let size = 0; size <= bound;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      size += value.length;
+    }
+    await reader.cancel();
+  } catch {
+    // the client went away, or the body ended short: the answer goes out all the same
+  }
+}
+
+/**
+ * The DNS-rebinding checks of every listener (transports.mdx "Security Warning"):
+ * the Host must be one of our names; a browser's Origin must be one of our own
+ * origins (same scheme, one of our names, the port the request came to) or one
+ * allowed by --allow-origin. A refusal, or the CORS headers the answer carries.
+ * `url` is the request's URL and `pathStart` where its path begins.
+ */
+function checkHostAndOrigin(
+  request: Request,
+  url: string,
+  pathStart: number,
+  hosts: Set<string>,
+  origins: Set<string>,
+): Response | Record<string, string> {
+  const rawHost = (request.headers.get("host") ?? url.slice(url.indexOf("//") + 2, pathStart < 0 ? undefined : pathStart))
+    .toLowerCase();
+  const host = rawHost.replace(/:\d+$/, "");
+  if (!hosts.has("*") && !hosts.has(host)) {
+    return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Host "${host}" is not this server`);
+  }
+  const origin = request.headers.get("origin");
+  if (origin === null) return NO_HEADERS;
+  if (origins.has(origin)) {
+    return { "access-control-allow-origin": origin, "access-control-expose-headers": "mcp-session-id", vary: "origin" };
+  }
+  const scheme = url.slice(0, url.indexOf(":") + 1).toLowerCase();
+  const defaultPort = scheme === "https:" ? "443" : "80";
+  const port = /:(\d+)$/.exec(rawHost)?.[1] ?? defaultPort;
+  let own = false;
+  try {
+    const from = new URL(origin);
+    own = from.protocol === scheme && (from.port || defaultPort) === port &&
+      (hosts.has(from.hostname) || (hosts.has("*") && from.hostname === host));
+  } catch {
+    // not a URL: refused below
+  }
+  if (!own) return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Origin "${origin}" is not allowed`);
+  return NO_HEADERS;
+}
+
+const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
+
 /**
  * Serves the same tools, resources and prompts as `serve`, over Streamable HTTP
  * at `options.path` (default /mcp), as a web-standard fetch handler: give it to
@@ -4227,33 +4415,8 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     const pathStart = url.indexOf("/", url.indexOf("//") + 2);
     const pathEnd = url.indexOf("?", pathStart);
     const pathname = pathStart < 0 ? "/" : url.slice(pathStart, pathEnd < 0 ? undefined : pathEnd);
-    // DNS rebinding (transports.mdx): the Host must name us; a browser Origin must be ours or allowed.
-    const rawHost = request.headers.get("host") ??
-      url.slice(url.indexOf("//") + 2, pathStart < 0 ? undefined : pathStart);
-    const host = rawHost.toLowerCase().replace(/:\d+$/, "");
-    if (!hosts.has("*") && !hosts.has(host)) {
-      return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Host "${host}" is not this server`);
-    }
-    const origin = request.headers.get("origin");
-    let cors: Record<string, string> = {};
-    if (origin !== null) {
-      let originHost = "";
-      try {
-        originHost = new URL(origin).hostname.toLowerCase();
-      } catch {
-        // not a URL: refused below
-      }
-      const ipv6 = originHost.includes(":") ? `[${originHost}]` : originHost;
-      if (origins.has(origin)) {
-        cors = {
-          "access-control-allow-origin": origin,
-          "access-control-expose-headers": "mcp-session-id",
-          "vary": "origin",
-        };
-      } else if (!hosts.has(originHost) && !hosts.has(ipv6) && !hosts.has("*")) {
-        return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Origin "${origin}" is not allowed`);
-      }
-    }
+    const cors = checkHostAndOrigin(request, url, pathStart, hosts, origins);
+    if (cors instanceof Response) return cors;
     if (request.method === "OPTIONS") {
       return new Response(null, {
         status: 204,
@@ -4318,33 +4481,8 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     return new Response(null, { status: 405, headers: { ...cors, allow: "GET, POST, DELETE" } });
   };
 
-  async function readBody(request: Request): Promise<string | Response> {
-    const declared = Number(request.headers.get("content-length") ?? NaN);
-    const tooLarge = () =>
-      rpcErrorResponse(
-        413,
-        null,
-        ErrorCode.InvalidRequest,
-        `Invalid request: message exceeds the ${maxBodyBytes}-byte limit (--max-line-bytes)`,
-      );
-    if (declared > maxBodyBytes) return tooLarge();
-    if (!request.body) return "";
-    // With a length already checked, the runtime's own text() is the fast path (no stream to drive).
-    if (Number.isFinite(declared)) return await request.text();
-    const reader = request.body.getReader();
-    const parts: Uint8Array[] = [];
-    let size = 0;
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.length;
-      if (size > maxBodyBytes) {
-        void reader.cancel().catch(noop);
-        return tooLarge();
-      }
-      parts.push(value);
-    }
-    return new TextDecoder().decode(concatBytes(parts, size));
+  function readBody(request: Request): Promise<string | Response> {
+    return readRequestBody(request, maxBodyBytes);
   }
 
   async function post(request: Request, cors: Record<string, string>): Promise<Response> {
@@ -4795,6 +4933,9 @@ interface TokenRefusal {
   description: string;
 }
 
+// typ values of an access token (RFC 9068 §2.1; "JWT" from issuers that predate it).
+const ACCESS_TOKEN_TYPES = ["at+jwt", "application/at+jwt", "jwt"];
+
 /** Checks bearer tokens for one issuer; keeps its keys, fetching them again for a kid it has not seen. */
 export class TokenVerifier {
   #options: ResourceServerOptions;
@@ -4811,9 +4952,7 @@ export class TokenVerifier {
   /** The audiences a token may name. */
   get audiences(): string[] {
     const audience = this.#options.audience;
-    return (Array.isArray(audience) ? audience : audience === undefined ? [] : [audience]).map((item) =>
-      item.replace(/\/$/, "")
-    );
+    return Array.isArray(audience) ? audience : audience === undefined ? [] : [audience];
   }
 
   /** Verifies `token`; its claims, or why not. */
@@ -4830,6 +4969,10 @@ export class TokenVerifier {
       return invalid("the token is not a JWT");
     }
     if (!isObject(header) || !isObject(claims)) return invalid("the token is not a JWT");
+    // RFC 9068 §4: an access token says so in typ; a plain JWT is taken (issuers that predate it), nothing else.
+    if (header.typ !== undefined && !ACCESS_TOKEN_TYPES.includes(String(header.typ).toLowerCase())) {
+      return invalid(`the token's typ ${JSON.stringify(header.typ)} is not an access token's`);
+    }
     const alg = String(header.alg);
     if (!["RS256", "ES256", "EdDSA"].includes(alg)) return invalid(`the token's alg ${alg} is not accepted`);
     const kid = typeof header.kid === "string" ? header.kid : "";
@@ -4868,11 +5011,17 @@ export class TokenVerifier {
     if (claims.iss !== this.#options.issuer) return invalid("the token is from another issuer");
     const audiences = this.audiences;
     const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
-    // RFC 8707, authorization/index.mdx: a token for another resource MUST be refused.
-    if (!aud.some((item) => typeof item === "string" && audiences.includes(item.replace(/\/$/, "")))) {
+    // RFC 8707, authorization/index.mdx: a token for another resource MUST be refused; compared exactly.
+    if (!aud.some((item) => typeof item === "string" && audiences.includes(item))) {
       return invalid("the token is not for this server (aud)");
     }
     if (typeof claims.exp !== "number") return invalid("the token has no expiry (exp)");
+    // RFC 7519 §2: NumericDate. A time in any other form is refused, not ignored.
+    for (const time of ["nbf", "iat"]) {
+      if (claims[time] !== undefined && typeof claims[time] !== "number") {
+        return invalid(`the token's ${time} is not a number`);
+      }
+    }
     if (claims.exp + CLOCK_SKEW_S < now) return invalid("the token has expired");
     if (typeof claims.nbf === "number" && claims.nbf - CLOCK_SKEW_S > now) return invalid("the token is not valid yet");
     const scopes = typeof claims.scope === "string"
@@ -5338,8 +5487,8 @@ const NOTIFY_WAIT_MS = 500;
 export interface TransportEvents {
   /** One message text from the server (`parsed`: the same, when the transport already parsed it). */
   message(text: string, parsed?: unknown): void;
-  /** A request we sent will get no answer: its HTTP exchange failed. */
-  failed(id: RequestId, error: Error): void;
+  /** A request we sent will get no answer (its HTTP exchange failed, its answer was too long); no id: every one. */
+  failed(id: RequestId | undefined, error: Error): void;
   /** The connection is gone: every request fails with this. */
   closed(error: ServerError): void;
   /** Output of the server that is not a message: a stdout line that is not JSON-RPC. */
@@ -5411,7 +5560,12 @@ export class StdioTransport implements ClientTransport {
     const spec = this.#spec;
     const reader = new FrameReader({
       message: (text) => events.message(text),
-      oversize: (limit) => events.invalid(`(a line over ${limit} bytes, skipped; raise --max-line-bytes)`),
+      // The answer it was is failed at once (all of them when its id cannot be read): waiting would time out.
+      oversize: (limit, head) =>
+        events.failed(
+          idNearStart(head),
+          new ServerError(`the server sent a message over ${limit} bytes (raise --max-line-bytes)`),
+        ),
     }, this.#options.maxLineBytes ?? DEFAULT_CLIENT_MAX_LINE_BYTES);
     const stderrDecoder = new TextDecoder();
     // Outside the try: Deno's missing --allow-env is a usage problem, not a failed start.
@@ -5774,13 +5928,22 @@ export class HttpTransport implements ClientTransport {
     }
   }
 
+  // A stream's events until it ends; one event over the cap ends it at once with an error (waiting would
+  // only grow memory and time out).
   async #readEvents(response: Response, onEvent: (event: SseEvent) => void): Promise<void> {
-    const reader = new SseReader(onEvent, this.#maxBytes);
+    let tooLong: ServerError | undefined;
+    const reader = new SseReader(onEvent, this.#maxBytes, (limit) => {
+      tooLong = new ServerError(`the server sent an event over ${limit} bytes (raise --max-line-bytes)`);
+    });
     try {
-      for await (const chunk of response.body ?? []) reader.push(chunk);
+      for await (const chunk of response.body ?? []) {
+        reader.push(chunk);
+        if (tooLong) break; // ends the body's reading and closes the stream
+      }
     } catch {
       // a stream that breaks has ended; what follows decides whether it is resumed
     }
+    if (tooLong) throw tooLong;
     reader.end();
   }
 
@@ -5821,6 +5984,9 @@ export class HttpTransport implements ClientTransport {
     }).then(() => {
       found(new ServerError("the server closed its SSE stream before naming an endpoint"));
       if (!this.#closed) this.#events.closed(new ServerError("the server closed its SSE stream"));
+    }, (error: ServerError) => {
+      found(error); // an event over the cap: every answer comes on this stream, so the session is over
+      if (!this.#closed) this.#events.closed(error);
     });
     const url = await endpoint;
     clearTimeout(timer);
@@ -5875,7 +6041,7 @@ export class HttpTransport implements ClientTransport {
       this.#events.trace(`> ${method} ${url.pathname}${url.search ? "?…" : ""}`);
       let response: Response;
       try {
-        response = await fetch(url, { method, headers, body: init.body, signal: init.signal, redirect: "follow" });
+        response = await fetchSameOrigin(url, { method, headers, body: init.body, signal: init.signal });
       } catch (error) {
         if (init.signal.aborted) throw init.signal.reason ?? error;
         throw fetchFailure(error, url);
@@ -5962,6 +6128,7 @@ function checkAuthorization(response: Response, url: URL): void {
 
 // What a failed fetch means to a person, from the runtime's words for it.
 function fetchFailure(error: unknown, url: URL): UnreachableError {
+  if (error instanceof UnreachableError) return error; // already said (a redirect not followed)
   const cause = (error as { cause?: unknown }).cause;
   const code = (cause as { code?: unknown })?.code ?? (error as { code?: unknown }).code ?? "";
   const text = `${errorMessage(error)} ${cause ? errorMessage(cause) : ""} ${code}`;
@@ -5980,6 +6147,41 @@ function fetchFailure(error: unknown, url: URL): UnreachableError {
     return new UnreachableError(`${where}: the connection was closed before an answer`, true);
   }
   return new UnreachableError(`${where}: ${errorMessage(cause ?? error)}`);
+}
+
+const MAX_REDIRECTS = 10;
+
+/**
+ * fetch, following redirects only within the origin asked (scheme, host, port):
+ * the runtimes drop only Authorization on a cross-origin redirect, so an API key
+ * in another header, a token or a client secret in a body would go along.
+ * A redirect elsewhere is an UnreachableError naming the target.
+ */
+async function fetchSameOrigin(url: URL | string, init: RequestInit): Promise<Response> {
+  let at = new URL(url);
+  let { method = "GET", body } = init;
+  for (let hops = 0;; hops++) {
+    const response = await fetch(at, { ...init, method, body, redirect: "manual" });
+    const location = response.headers.get("location");
+    if (response.status < 300 || response.status > 399 || response.status === 304 || location === null) {
+      return response;
+    }
+    await response.body?.cancel().catch(noop);
+    const target = new URL(location, at);
+    if (target.origin !== at.origin) {
+      throw new UnreachableError(
+        `${at.origin}${at.pathname} redirects to ${target.origin}${target.pathname}, another origin: not followed ` +
+          `(headers and tokens go only where they were given; use that URL if you trust it)`,
+      );
+    }
+    if (hops >= MAX_REDIRECTS) throw new UnreachableError(`${at.origin}${at.pathname}: over ${MAX_REDIRECTS} redirects`);
+    // fetch.spec.whatwg.org "HTTP-redirect fetch": 303, and 301/302 after a POST, go on as a GET without a body.
+    if (response.status === 303 || ((response.status === 301 || response.status === 302) && method === "POST")) {
+      method = method === "HEAD" ? "HEAD" : "GET";
+      body = undefined;
+    }
+    at = target;
+  }
 }
 
 // Waits for `promise`, or `ms` at most; leaves no timer behind (one would keep the process alive).
@@ -6106,8 +6308,9 @@ export function credentialsPath(env: Record<string, string | undefined> = sys.en
   return `${env.XDG_CONFIG_HOME || `${home}/.config`}/mcp.ts/credentials.json`;
 }
 
-async function readStore(file: string): Promise<CredentialStore> {
+async function readStore(file: string, warn: (line: string) => void = noop): Promise<CredentialStore> {
   const { readFile } = await import("node:fs/promises");
+  await tightenStore(file, warn);
   try {
     const parsed = JSON.parse(await readFile(file, "utf8"));
     return {
@@ -6117,6 +6320,23 @@ async function readStore(file: string): Promise<CredentialStore> {
   } catch (error) {
     if ((error as { code?: string }).code === "ENOENT") return { tokens: {}, clients: {} };
     throw new UsageError(`Cannot read the token store ${file}: ${errorMessage(error)}`);
+  }
+}
+
+// Tokens are secrets: the store's directory is kept 0700 and the file 0600. A looser mode found (a
+// copied config, a umask) is tightened, once, with a line saying so.
+const tightened = new Set<string>();
+async function tightenStore(file: string, warn: (line: string) => void): Promise<void> {
+  if (tightened.has(file) || sys.platform() === "win32") return;
+  tightened.add(file);
+  const { stat, chmod } = await import("node:fs/promises");
+  for (const [path, mode] of [[dirnameOf(file), 0o700], [file, 0o600]] as const) {
+    const found = await stat(path).then((info) => info.mode & 0o777, () => undefined);
+    if (found === undefined || (found & 0o077) === 0) continue;
+    await chmod(path, mode).then(
+      () => warn(`mcp: warning: ${path} was readable by others (${found.toString(8)}): made ${mode.toString(8)}`),
+      (error) => warn(`mcp: warning: ${path} is readable by others and cannot be tightened: ${errorMessage(error)}`),
+    );
   }
 }
 
@@ -6323,13 +6543,15 @@ export class OAuthProvider implements AuthProvider {
     this.#file = options.credentials ?? credentialsPath(options.env);
   }
 
+  #warn = (line: string): void => (this.#options.onNote ?? noop)(line);
+
   /** Whether a token was stored by this provider (a flow or a refresh ran). */
   authorized = false;
 
   async header(): Promise<string | undefined> {
     if (!this.#loaded) {
       this.#loaded = true;
-      if (!this.#options.fresh) this.#token = findToken(await readStore(this.#file), this.#server);
+      if (!this.#options.fresh) this.#token = findToken(await readStore(this.#file, this.#warn), this.#server);
     }
     let token = this.#token;
     if (!token) return undefined;
@@ -6397,7 +6619,7 @@ export class OAuthProvider implements AuthProvider {
         this.#token = undefined;
         return false;
       }
-      this.#token = toStoredToken(answer, server, this.#server, client.client_id, before.refresh_token);
+      this.#token = toStoredToken(answer, server, this.#server, client.client_id, before.refresh_token, before.scope);
       store.tokens[tokenKey(server.issuer, this.#server)] = this.#token;
       await writeStore(this.#file, store);
       this.authorized = true;
@@ -6421,9 +6643,11 @@ export class OAuthProvider implements AuthProvider {
       );
     }
     const server = await this.#discover(challenge);
-    // Scopes: --scope, else the challenge's (with what was asked before, on a step-up), else the resource's.
+    // Scopes: --scope, else the challenge's (with what was granted and asked before, on a step-up), else the
+    // resource's.
     let scope = options.scope;
     if (scope === undefined) {
+      if (stepUp) for (const item of (this.#token?.scope ?? "").split(" ").filter(Boolean)) this.#scopes.add(item);
       const challenged = (challenge.scope ?? "").split(" ").filter(Boolean);
       const wanted = challenged.length ? challenged : this.#scopes.size ? [] : server.scopes ?? [];
       for (const item of wanted) this.#scopes.add(item);
@@ -6444,7 +6668,7 @@ export class OAuthProvider implements AuthProvider {
     } else {
       answer = await this.#browserFlow(server, client, scope);
     }
-    this.#token = toStoredToken(answer, server, this.#server, client.client_id);
+    this.#token = toStoredToken(answer, server, this.#server, client.client_id, undefined, scope);
     await withStoreLock(this.#file, async () => {
       const latest = await readStore(this.#file);
       latest.tokens[tokenKey(server.issuer, this.#server)] = this.#token!;
@@ -6636,8 +6860,13 @@ export class OAuthProvider implements AuthProvider {
       listener = await listenHttp((request) => {
         const at = new URL(request.url);
         if (at.pathname !== "/callback") return Promise.resolve(new Response("Not Found\n", { status: 404 }));
+        // Anyone on this machine can reach the port: an answer without our state is not the answer (and
+        // must not end the wait for the real one).
+        if (at.searchParams.get("state") !== state) {
+          return Promise.resolve(new Response("Bad Request: not the state of this login\n", { status: 400 }));
+        }
         settle(at.searchParams);
-        const ok = at.searchParams.has("code") && at.searchParams.get("state") === state;
+        const ok = at.searchParams.has("code");
         return Promise.resolve(
           new Response(callbackPage(ok), { headers: { "content-type": "text/html; charset=utf-8" } }),
         );
@@ -6729,7 +6958,8 @@ export class OAuthProvider implements AuthProvider {
     }
     let response: Response;
     try {
-      response = await fetch(endpoint, {
+      // The body carries a code, a refresh token or a secret: it goes to the token endpoint's origin only.
+      response = await fetchSameOrigin(endpoint, {
         method: "POST",
         headers,
         body,
@@ -6763,6 +6993,7 @@ function toStoredToken(
   resource: string,
   clientId: string,
   oldRefresh?: string,
+  asked?: string,
 ): StoredToken {
   const token: StoredToken = {
     access_token: String(answer.access_token),
@@ -6776,7 +7007,10 @@ function toStoredToken(
   if (refresh) token.refresh_token = refresh;
   token.obtained_at = Math.floor(Date.now() / 1000);
   if (typeof answer.expires_in === "number") token.expires_at = token.obtained_at + answer.expires_in;
-  if (typeof answer.scope === "string") token.scope = answer.scope;
+  // RFC 6749 §5.1: no scope in the answer means the scope asked for. Kept, so that a later step-up asks
+  // for the union of what was granted and what is challenged.
+  const scope = typeof answer.scope === "string" ? answer.scope : asked;
+  if (scope) token.scope = scope;
   return token;
 }
 
@@ -7054,7 +7288,7 @@ export class McpClient {
     const options = this.#options;
     await this.#transport.start({
       message: (text, parsed) => this.#receive(text, parsed),
-      failed: (id, error) => peer.fail(id, error),
+      failed: (id, error) => id === undefined ? peer.failPending(error) : peer.fail(id, error),
       closed: (error) => {
         if (!this.#started) {
           error.message += ` before answering ${this.era === "modern" ? "server/discover" : "initialize"}`;
@@ -8291,7 +8525,7 @@ function stdioDownstream(input?: Readable, output?: OutputSink): Downstream {
  * request's stream. Host and Origin are checked as `serve --http` checks them.
  */
 function httpDownstream(
-  options: { path: string; allowedHosts: string[]; allowOrigins?: string[]; token?: string },
+  options: { path: string; allowedHosts: string[]; allowOrigins?: string[]; token?: string; maxBodyBytes?: number },
 ): {
   downstream: Downstream;
   handler: (request: Request) => Promise<Response>;
@@ -8301,27 +8535,12 @@ function httpDownstream(
   const open = new Map<string, { exchange: Exchange; id: RequestId }>(); // by our id: where its messages go
   let nextId = 0;
   const newest = () => [...open.values()].at(-1)?.exchange;
+  const hosts = new Set(options.allowedHosts);
+  const origins = new Set(options.allowOrigins ?? []);
   const handler = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
-    const host = (request.headers.get("host") ?? url.host).toLowerCase().replace(/:\d+$/, "");
-    if (!options.allowedHosts.includes("*") && !options.allowedHosts.includes(host)) {
-      return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Host "${host}" is not this server`);
-    }
-    const origin = request.headers.get("origin");
-    let cors: Record<string, string> = {};
-    if (origin !== null) {
-      let originHost = "";
-      try {
-        originHost = new URL(origin).hostname.toLowerCase();
-      } catch {
-        // not a URL: refused below
-      }
-      if (options.allowOrigins?.includes(origin)) {
-        cors = { "access-control-allow-origin": origin, vary: "origin" };
-      } else if (!options.allowedHosts.includes(originHost)) {
-        return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Origin "${origin}" is not allowed`);
-      }
-    }
+    const cors = checkHostAndOrigin(request, request.url, request.url.indexOf("/", request.url.indexOf("//") + 2), hosts, origins);
+    if (cors instanceof Response) return cors;
     if (request.method === "OPTIONS") {
       return new Response(null, {
         status: 204,
@@ -8347,7 +8566,9 @@ function httpDownstream(
     if (request.method !== "POST") {
       return new Response(null, { status: 405, headers: { ...cors, allow: "POST, DELETE" } });
     }
-    let text = await request.text();
+    const body = await readRequestBody(request, options.maxBodyBytes ?? DEFAULT_MAX_LINE_BYTES);
+    if (body instanceof Response) return body;
+    let text = body;
     let message: unknown;
     try {
       message = JSON.parse(text);
@@ -8602,16 +8823,6 @@ function matchKey(message: JsonObject): string {
   return `${method} ${canonicalJson(params)}`;
 }
 
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (isObject(value)) {
-    return `{${
-      Object.keys(value).sort().map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key])}`).join(",")
-    }}`;
-  }
-  return JSON.stringify(value) ?? "null";
-}
-
 /**
  * Answers requests from a cassette: the first unused recorded request with the
  * same method and params (ignoring `_meta` and ids), preceded by what the
@@ -8737,6 +8948,52 @@ export function replay(
 
 // === 16. Output ==============================================================
 // What the client commands print, as pure functions of what the server sent.
+// On a terminal every text a server chose passes through `visible` (via
+// `terminalSafe`): its escape sequences are shown, never acted on.
+
+// C0 but newline and tab, DEL, C1: what a terminal acts on (ESC starts CSI/OSC, BEL ends OSC, a bare CR rewinds).
+const CONTROL_CHARACTERS = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+
+/**
+ * Text made safe for a terminal: C0 controls (but newline and tab) and DEL as
+ * caret notation (`^[`, `^G`, `^M`, `^?`), C1 controls as `\x9b`; the rest exact.
+ */
+export function visible(text: string): string {
+  CONTROL_CHARACTERS.lastIndex = 0;
+  if (!CONTROL_CHARACTERS.test(text)) return text;
+  return text.replace(CONTROL_CHARACTERS, (ch) => {
+    const code = ch.charCodeAt(0);
+    if (code < 0x20) return "^" + String.fromCharCode(code + 0x40);
+    if (code === 0x7f) return "^?";
+    return "\\x" + code.toString(16);
+  });
+}
+
+/**
+ * A sink that writes as `sink` does, except on a terminal: there every write is
+ * shown through {@linkcode visible} (bytes are decoded as UTF-8 first).
+ * @internal
+ */
+export function terminalSafe(sink: OutputSink): OutputSink {
+  const decoder = new TextDecoder();
+  let terminal: boolean | undefined; // asked at the first write: on Bun the answer costs start-up time
+  return {
+    get isTTY() {
+      return sink.isTTY;
+    },
+    get columns() {
+      return sink.columns;
+    },
+    native: sink.native,
+    write: (chunk, callback) => {
+      if (!(terminal ??= sink.isTTY === true)) return sink.write(chunk, callback);
+      return sink.write(visible(typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true })), callback);
+    },
+    once: (event, listener) => sink.once?.(event, listener),
+    on: (event, listener) => sink.on?.(event, listener),
+    drained: async () => await sink.drained?.(),
+  };
+}
 
 /** How output is shaped for where it goes. */
 export interface RenderOptions {
@@ -9878,7 +10135,7 @@ function progressReporter(io: CliIo, verbose: boolean) {
     update(params: JsonObject): void {
       tty ??= io.stderr.isTTY === true;
       const total = typeof params.total === "number" ? `/${params.total}` : "";
-      const message = typeof params.message === "string" ? ` ${params.message}` : "";
+      const message = typeof params.message === "string" ? ` ${tty ? visible(params.message) : params.message}` : "";
       const line = `progress ${params.progress}${total}${message}`;
       if (tty) {
         shown = line.slice(0, 200);
@@ -9889,6 +10146,8 @@ function progressReporter(io: CliIo, verbose: boolean) {
     },
     /** Writes text to stderr above the progress line (cleared first, then drawn again). */
     note(text: string): void {
+      tty ??= io.stderr.isTTY === true;
+      if (tty) text = visible(text);
       if (!shown) {
         io.stderr.write(text);
         return;
@@ -10033,6 +10292,9 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   const onSigint = () => interrupt.abort(new InterruptedError());
   const stopSigint = sys.onSignal("SIGINT", onSigint);
   const progress = progressReporter(io, verbose);
+  // What the server sent reaches a terminal only as visible text; --json stays exact.
+  const raw = io;
+  if (!json) io = { stdin: io.stdin, stdout: terminalSafe(io.stdout), stderr: terminalSafe(io.stderr) };
   const recorder = values.record === undefined ? undefined : await openRecording(values.record as string, target);
   const options: ConnectOptions = {
     env,
@@ -10162,7 +10424,7 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
         break;
       }
       case "batch":
-        code = await runBatch(client, io, concurrency, options.maxLineBytes!);
+        code = await runBatch(client, raw, concurrency, options.maxLineBytes!);
         break;
       case "resources": {
         const [resources, templates] = await Promise.all([
@@ -10538,7 +10800,7 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
       gateway.onCatalog = (catalog) => handler.core.setCatalog(catalog);
       const listener = await listenHttp(handler, http.listen);
       audienceFromListener(http.handler.auth, listener, http.handler.path);
-      log(`gateway serving ${listenerUrl(listener, http.handler.path)}`);
+      log(`serving ${listenerUrl(listener, http.handler.path)} (a gateway)`);
       await stopping;
       handler.close();
       await listener.close(true);
@@ -10585,7 +10847,7 @@ async function runProxy(args: string[], io: CliIo): Promise<number> {
   const recorder = values.record === undefined ? undefined : await openRecording(values.record as string, target);
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   const oauth = await oauthOptions("proxy", target, values, io);
-  const served = http ? await listenRaw(http, (url) => log(`proxying ${target} at ${url}`)) : undefined;
+  const served = http ? await listenRaw(http, (url) => log(`serving ${url} (proxying ${target})`)) : undefined;
   const downstream = served?.downstream;
   const listener = served?.listener;
   const handle = proxy(upstream, {
@@ -10644,7 +10906,7 @@ async function runReplay(args: string[], io: CliIo): Promise<number> {
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   if (values.http !== undefined) {
     const http = httpServeOptions(values, sys.env());
-    const { downstream, listener } = await listenRaw(http, (url) => log(`replaying ${positionals[0]} at ${url}`));
+    const { downstream, listener } = await listenRaw(http, (url) => log(`serving ${url} (replaying ${positionals[0]})`));
     void replay(player, downstream, frameLog);
     await new Promise<void>((resolve) => {
       const stop = () => resolve();

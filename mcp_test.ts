@@ -2770,7 +2770,7 @@ describe("15. Gateway", () => {
       gateway.kill();
       await gateway.exit;
     }
-    const http = await startListening([MCP, "gateway", `t=${SERVE}`, "--http", "0"], /gateway serving (\S+)/);
+    const http = await startListening([MCP, "gateway", `t=${SERVE}`, "--http", "0"], /serving (\S+) \(a gateway\)/);
     try {
       const [list, call] = await Promise.all([
         runCli(["list", http.url]),
@@ -2861,7 +2861,7 @@ describe("15. Proxy and replay", () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-proxy-"));
     const log = join(dir, "frames.log");
     const direct = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
-    const proxied = await startListening([MCP, "proxy", SERVE, "--http", "0", "--log", log], /at (http:\S+)/);
+    const proxied = await startListening([MCP, "proxy", SERVE, "--http", "0", "--log", log], /serving (http:\S+) \(proxying/);
     try {
       const ask = async (url: string, method: string, params: Message = {}) => {
         const headers: Record<string, string> = {
@@ -2937,7 +2937,7 @@ describe("15. Proxy and replay", () => {
   });
 
   test("proxy --http serves several clients on one upstream: their ids do not collide, a second initialize is answered", async () => {
-    const proxied = await startListening([MCP, "proxy", SERVE, "--http", "0"], /at (http:\S+)/);
+    const proxied = await startListening([MCP, "proxy", SERVE, "--http", "0"], /serving (http:\S+) \(proxying/);
     try {
       const post = async (message: Message) => {
         const response = await fetch(proxied.url, {

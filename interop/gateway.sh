@@ -17,7 +17,7 @@
 #            process may be left (SDK v1: its close; SDK v2: its server/discover probe's process reaped too). Then
 #            `mcp.ts list|call "<gateway>"` (what upstream processes they leave is shown, not counted: it is a race)
 #   http     the same session with SDK v1 (and v2) over Streamable HTTP against `gateway ... --http 127.0.0.1:0` (its
-#            URL read from "mcp: gateway serving http://..."), and mcp.ts's client by URL: list, call tools__add
+#            URL read from "mcp: serving http://... (a gateway)"), and mcp.ts's client by URL: list, call tools__add
 #   restart  SIGKILL server-everything under an HTTP gateway (the gateway's child, found with pgrep -P): the next call
 #            to it is an isError naming it ("is down ... tried again in N s"), tools and memory still answer, and
 #            within GATEWAY_RESTART_WAIT s (10) it answers again, a new process
@@ -149,7 +149,7 @@ trap 'exit 130' INT # Ctrl-C: the gateways are in process groups of their own, s
 trap 'exit 143' TERM
 
 # start_gateway NAME ARGS...: `$RT ./mcp.ts gateway ARGS... --http 127.0.0.1:0` through sh in a process group of its
-# own (stderr in $work/NAME.err); pgid its pid, url from its "mcp: gateway serving URL" line (60 s at most).
+# own (stderr in $work/NAME.err); pgid its pid, url from its "mcp: serving URL (a gateway)" line (60 s at most).
 start_gateway() {
   local name=$1 command
   shift
@@ -162,7 +162,7 @@ start_gateway() {
   peers+=("$pgid $name")
   url=
   for _ in $(seq 600); do
-    url=$(sed -n 's|^mcp: gateway serving \(http://[^ ]*\)$|\1|p' "$work/$name.err" | head -n1)
+    url=$(sed -n 's|^mcp: serving \(http://[^ ]*\) (a gateway)$|\1|p' "$work/$name.err" | head -n1)
     [ -n "$url" ] && break
     kill -0 "$pgid" 2>/dev/null || break
     sleep 0.1

@@ -141,12 +141,12 @@ start_everything_http() {
   return 1
 }
 
-# start_proxy NAME ARGS...: `$RT ./mcp.ts proxy ARGS... --http 127.0.0.1:0`; url from its "mcp: proxying ... at URL".
+# start_proxy NAME ARGS...: `$RT ./mcp.ts proxy ARGS... --http 127.0.0.1:0`; url from its "mcp: serving URL (proxying ...)".
 start_proxy() {
   local name=$1
   shift
   start_peer "$name" "$RT ./mcp.ts proxy $(command_line "$@") --http 127.0.0.1:0" \
-    's|^mcp: proxying .* at \(http://[^ ]*\)$|\1|p'
+    's|^mcp: serving \(http://[^ ]*\) (proxying .*)$|\1|p'
 }
 
 # verdict OK NAME [WHY]: counts and prints the outcome of a check.
