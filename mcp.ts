@@ -961,6 +961,113 @@ interface BunHttpServer {
   stop(closeActiveConnections?: boolean): unknown;
 }
 
+// --- The watchdog: a plugin stuck in a synchronous loop ends the process ---
+// Module tools run on our event loop: one stuck in `for (;;)` stops every client, /health and every
+// timer, so nothing on that loop can notice. A worker thread can: the loop beats into shared memory
+// every second; when the beat stops for the limit, the worker writes one line naming the tools in
+// flight straight to fd 2 and SIGKILLs the process (a signal handler would need the stuck loop), so a
+// supervisor restarts it. Terminating the stuck tool alone would need every module tool in a worker
+// of its own: a structured clone of arguments and results per call, and no shared module state.
+// Measured: Deno 2.9.6, Bun 1.4.4, Node 22.23, 2026-11-25 (testdata/faults/spin.ts).
+
+const WATCHDOG_SLOTS = 4096; // tools counted by slot; more than this share the last
+const WATCHDOG_BEAT_MS = 1_000;
+// The watchdog's limit is the tool timeout plus this: a call past its timeout was due an answer by then.
+const WATCHDOG_MARGIN_MS = 2_000;
+const WATCHDOG_SOURCE = `
+const { workerData, parentPort } = require("node:worker_threads");
+const { writeSync } = require("node:fs");
+const counts = new Int32Array(workerData.shared);
+const names = workerData.names;
+parentPort.on("message", (message) => { names[message.slot] = message.name; });
+let last = -1, since = Date.now();
+setInterval(() => {
+  const beat = Atomics.load(counts, 0);
+  if (beat !== last) { last = beat; since = Date.now(); return; }
+  if (Date.now() - since < workerData.limitMs) return;
+  const stuck = [];
+  for (let i = 2; i < counts.length; i++) if (Atomics.load(counts, i) > 0) stuck.push(JSON.stringify(names[i] ?? "?"));
+  const newest = names[Atomics.load(counts, 1)];
+  const which = stuck.length === 1 ? "tool " + stuck[0] : stuck.length > 1 ? "one of the tools " + stuck.join(", ") +
+    (newest ? " (the last started: " + JSON.stringify(newest) + ")" : "") : "plugin code";
+  writeSync(2, "mcp: " + which + " has blocked the server for " + Math.round((Date.now() - since) / 1000) +
+    " s (a synchronous loop?): ending the process so that it can be restarted\\n");
+  process.kill(process.pid, "SIGKILL");
+}, 250);
+`;
+
+/** Counts the calls in flight per tool for the watchdog; `wrap` a tool's run to be counted. @internal */
+export interface Watchdog {
+  wrap(name: string, run: (args: unknown, ctx: ToolContext) => unknown): (args: unknown, ctx: ToolContext) => unknown;
+  /** Starts watching (off the start-up path: node:worker_threads costs ~22 ms on Deno); the first call does too. */
+  start(): void;
+  stop(): void;
+}
+
+/**
+ * The watchdog of a server whose event loop must not stop for `limitMs` (a
+ * tool's timeout plus a margin); it counts at once and watches from `start()`.
+ * @internal
+ */
+export function watchdog(limitMs: number): Watchdog {
+  const shared = new SharedArrayBuffer(4 * (WATCHDOG_SLOTS + 2));
+  const counts = new Int32Array(shared); // [0] the beat, [1] the slot started last, [2…] calls in flight per slot
+  const names: string[] = [];
+  const slots = new Map<string, number>();
+  let worker: import("node:worker_threads").Worker | undefined;
+  let beat: ReturnType<typeof setInterval> | undefined;
+  let stopped = false;
+  const start = () => {
+    if (stopped || worker) return;
+    let Worker: typeof import("node:worker_threads").Worker;
+    try {
+      // Synchronous: the first call may be the stuck one, and a stuck loop never resumes an await.
+      ({ Worker } = proc().getBuiltinModule("node:worker_threads") as typeof import("node:worker_threads"));
+      worker = new Worker(WATCHDOG_SOURCE, { eval: true, workerData: { shared, limitMs, names } });
+    } catch {
+      stopped = true; // no workers here: nothing watches
+      return;
+    }
+    worker.unref();
+    worker.on("error", noop);
+    beat = setInterval(() => Atomics.add(counts, 0, 1), WATCHDOG_BEAT_MS);
+    (beat as { unref?: () => void }).unref?.();
+  };
+  return {
+    start,
+    wrap(name, run) {
+      let slot = slots.get(name);
+      if (slot === undefined) {
+        slot = Math.min(slots.size + 2, WATCHDOG_SLOTS + 1);
+        slots.set(name, slot);
+        names[slot] = slot === WATCHDOG_SLOTS + 1 ? "one of several" : name;
+        worker?.postMessage({ slot, name: names[slot] });
+      }
+      const at = slot;
+      return (args, ctx) => {
+        if (!worker) start();
+        Atomics.add(counts, at, 1);
+        Atomics.store(counts, 1, at);
+        let result: unknown;
+        try {
+          result = run(args, ctx);
+        } catch (error) {
+          Atomics.sub(counts, at, 1);
+          throw error;
+        }
+        if (result instanceof Promise) return result.finally(() => Atomics.sub(counts, at, 1));
+        Atomics.sub(counts, at, 1);
+        return result;
+      };
+    },
+    stop() {
+      stopped = true;
+      clearInterval(beat);
+      void worker?.terminate();
+    },
+  };
+}
+
 // The Node adapter reads a body up to this size whole; a bigger one goes to the handler as a stream.
 const NODE_WHOLE_BODY_BYTES = 1024 * 1024;
 
@@ -1266,7 +1373,10 @@ export class FrameReader {
   #append(piece: Uint8Array): void {
     if (this.#skipping || piece.length === 0) return;
     if (this.#mode === "ndjson" && this.#partsBytes + piece.length > this.#maxBytes) {
-      const head = concatBytes([...this.#parts, piece], this.#partsBytes + piece.length).subarray(0, OVERSIZE_HEAD_BYTES);
+      const head = concatBytes([...this.#parts, piece], this.#partsBytes + piece.length).subarray(
+        0,
+        OVERSIZE_HEAD_BYTES,
+      );
       this.#skipping = true;
       this.#parts = [];
       this.#partsBytes = 0;
@@ -1580,6 +1690,11 @@ export class JsonRpcPeer {
   #pending = new Map<RequestId, PendingRequest>();
   #nextId = 0;
   #closed: Error | undefined;
+
+  /** The id of the request sent last (read right after `request` to know what its messages are about). */
+  get lastId(): RequestId {
+    return this.#nextId;
+  }
   #withContext: boolean;
 
   constructor(handlers: PeerHandlers) {
@@ -2259,6 +2374,8 @@ export interface PromptDefinition {
   get(args: Record<string, string>, ctx: ToolContext): unknown;
   /** Candidate values for an argument (completion/complete). */
   complete?(argumentName: string, value: string, ctx: ToolContext): unknown;
+  /** `get` returns another server's result, passed on as it is (no description added). @internal */
+  passThrough?: boolean;
 }
 
 /** Anything a catalog entry has in common: its list entry and where it came from. */
@@ -2573,6 +2690,11 @@ class RequestContext implements ToolContext {
 
   get auth(): AuthInfo | undefined {
     return this.#work.auth;
+  }
+
+  /** Whom the request is served for: one object per legacy connection or 2026-07-28 request. @internal */
+  get client(): object {
+    return this.#work.client;
   }
 
   get signal(): AbortSignal {
@@ -3285,7 +3407,7 @@ export class McpServer {
     return this.#answering(params, id, era, client, "prompts/get", String(name), {
       label: String(name),
       run: (_, ctx) => definition.get(args as Record<string, string>, ctx),
-      map: (value) => toGetPromptResult(value, definition.description),
+      map: (value) => toGetPromptResult(value, definition.passThrough ? undefined : definition.description),
       fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot get prompt "${name}": ${message}`),
     });
   }
@@ -4048,6 +4170,11 @@ export interface HandlerOptions extends ServerOptions {
   stateless?: boolean;
   /** An idle legacy session ends after this many ms (default 30 minutes). */
   sessionTtl?: number;
+  /**
+   * At most this many legacy sessions (default 1000), and with `auth` at most 100 per token subject:
+   * a new one closes the least recently used idle one (its client gets 404 and starts again).
+   */
+  maxSessions?: number;
   /** Longest request body accepted (default 4 MiB): 413 beyond it. */
   maxBodyBytes?: number;
 }
@@ -4265,7 +4392,11 @@ interface LegacySession {
   standalone: SessionStream; // the GET stream's: server-initiated messages
   nextStream: number;
   principal: string | undefined; // whose token began it (a protected server): nobody else may use it
+  subject: string | undefined; // that token's sub: the per-subject cap counts these
 }
+
+const DEFAULT_MAX_SESSIONS = 1000;
+const MAX_SESSIONS_PER_SUBJECT = 100;
 
 // A body over the cap is read on (and dropped) up to this many bytes before the 413: a client still
 // sending then reads the answer instead of EPIPE (Bun closed at once: 2 of 20 got the 413).
@@ -4342,8 +4473,9 @@ function checkHostAndOrigin(
   hosts: Set<string>,
   origins: Set<string>,
 ): Response | Record<string, string> {
-  const rawHost = (request.headers.get("host") ?? url.slice(url.indexOf("//") + 2, pathStart < 0 ? undefined : pathStart))
-    .toLowerCase();
+  const rawHost =
+    (request.headers.get("host") ?? url.slice(url.indexOf("//") + 2, pathStart < 0 ? undefined : pathStart))
+      .toLowerCase();
   const host = rawHost.replace(/:\d+$/, "");
   if (!hosts.has("*") && !hosts.has(host)) {
     return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Host "${host}" is not this server`);
@@ -4364,7 +4496,9 @@ function checkHostAndOrigin(
   } catch {
     // not a URL: refused below
   }
-  if (!own) return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Origin "${origin}" is not allowed`);
+  if (!own) {
+    return rpcErrorResponse(403, null, ErrorCode.InvalidRequest, `Forbidden: Origin "${origin}" is not allowed`);
+  }
   return NO_HEADERS;
 }
 
@@ -4388,6 +4522,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
   const origins = new Set(options.allowOrigins ?? []);
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_LINE_BYTES;
   const sessionTtl = options.sessionTtl ?? DEFAULT_SESSION_TTL_MS;
+  const maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
   const sessions = new Map<string, LegacySession>();
   let sweep: ReturnType<typeof setInterval> | undefined;
 
@@ -4675,7 +4810,16 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       if (!isRequestId(id)) {
         return rpcErrorResponse(400, id, ErrorCode.InvalidRequest, "Invalid request: initialize needs an id");
       }
-      const session = openSession(principalOf(authOf.get(request)));
+      const auth = authOf.get(request);
+      if (!makeRoom(auth?.sub)) {
+        return rpcErrorResponse(
+          503,
+          id,
+          ErrorCode.InternalError,
+          "Server busy: every legacy session is in use (--max-sessions); try again later",
+        );
+      }
+      const session = openSession(principalOf(auth), auth?.sub);
       const params = isObject(message.params) ? message.params : {};
       session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
         ? String(params.protocolVersion)
@@ -4713,7 +4857,29 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     return answer(found, id as RequestId, text, message, cors, authOf.get(request));
   }
 
-  function openSession(principal: string | undefined): LegacySession {
+  // At the cap (all sessions, or the subject's), the least recently used idle session is closed: no request
+  // in flight, no GET stream open. False when every one is busy.
+  function makeRoom(subject: string | undefined): boolean {
+    let mine: LegacySession[] | undefined;
+    if (subject !== undefined) {
+      mine = [];
+      for (const session of sessions.values()) if (session.subject === subject) mine.push(session);
+      if (mine.length >= MAX_SESSIONS_PER_SUBJECT) return closeLeastRecent(mine);
+    }
+    return sessions.size < maxSessions || closeLeastRecent(sessions.values());
+  }
+
+  function closeLeastRecent(candidates: Iterable<LegacySession>): boolean {
+    let oldest: LegacySession | undefined;
+    for (const session of candidates) {
+      const idle = session.byRequest.size === 0 && !session.standalone.live;
+      if (idle && (!oldest || session.lastSeen < oldest.lastSeen)) oldest = session;
+    }
+    if (oldest) endSession(oldest);
+    return oldest !== undefined;
+  }
+
+  function openSession(principal: string | undefined, subject: string | undefined): LegacySession {
     const standalone: SessionStream = { id: 0, events: [], live: undefined, exchange: undefined };
     const byRequest = new Map<RequestId, SessionStream>();
     const server = new McpServer(core, (text, context) => {
@@ -4733,6 +4899,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       standalone,
       nextStream: 1,
       principal,
+      subject,
     };
     sessions.set(session.id, session);
     sweep ??= setInterval(expire, Math.min(sessionTtl, 60_000));
@@ -5486,7 +5653,7 @@ const NOTIFY_WAIT_MS = 500;
 /** What a client transport reports to its session. */
 export interface TransportEvents {
   /** One message text from the server (`parsed`: the same, when the transport already parsed it). */
-  message(text: string, parsed?: unknown): void;
+  message(text: string, parsed?: unknown, about?: RequestId): void; // about: the request whose stream carried it
   /** A request we sent will get no answer (its HTTP exchange failed, its answer was too long); no id: every one. */
   failed(id: RequestId | undefined, error: Error): void;
   /** The connection is gone: every request fails with this. */
@@ -5907,7 +6074,7 @@ export class HttpTransport implements ClientTransport {
         return;
       }
       if (isObject(parsed) && parsed.id === id && parsed.method === undefined) answered = true;
-      this.#events.message(event.data, parsed);
+      this.#events.message(event.data, parsed, id);
     };
     await this.#readEvents(response, onEvent);
     for (let resumes = 0; !answered && lastId !== undefined && resumes < SSE_MAX_RESUMES; resumes++) {
@@ -6174,7 +6341,9 @@ async function fetchSameOrigin(url: URL | string, init: RequestInit): Promise<Re
           `(headers and tokens go only where they were given; use that URL if you trust it)`,
       );
     }
-    if (hops >= MAX_REDIRECTS) throw new UnreachableError(`${at.origin}${at.pathname}: over ${MAX_REDIRECTS} redirects`);
+    if (hops >= MAX_REDIRECTS) {
+      throw new UnreachableError(`${at.origin}${at.pathname}: over ${MAX_REDIRECTS} redirects`);
+    }
     // fetch.spec.whatwg.org "HTTP-redirect fetch": 303, and 301/302 after a POST, go on as a GET without a body.
     if (response.status === 303 || ((response.status === 301 || response.status === 302) && method === "POST")) {
       method = method === "HEAD" ? "HEAD" : "GET";
@@ -6647,7 +6816,7 @@ export class OAuthProvider implements AuthProvider {
     // resource's.
     let scope = options.scope;
     if (scope === undefined) {
-      if (stepUp) for (const item of (this.#token?.scope ?? "").split(" ").filter(Boolean)) this.#scopes.add(item);
+      if (stepUp) { for (const item of (this.#token?.scope ?? "").split(" ").filter(Boolean)) this.#scopes.add(item); }
       const challenged = (challenge.scope ?? "").split(" ").filter(Boolean);
       const wanted = challenged.length ? challenged : this.#scopes.size ? [] : server.scopes ?? [];
       for (const item of wanted) this.#scopes.add(item);
@@ -7113,6 +7282,8 @@ export interface RequestOptions {
   timeout?: number;
   /** Hard cap in ms (default: the client's). */
   maxTime?: number;
+  /** Whom the request is made for: handed back to onRequest and onLog with what the server sends about it. */
+  cause?: unknown;
 }
 
 // How the session itself sends: the handshake and the probe are not cancelled, carry no progress token.
@@ -7160,8 +7331,10 @@ export interface ConnectOptions {
    * Answers what the server asks the client (roots/list, sampling/createMessage,
    * elicitation/create): as a legacy request, or as an input_required result's
    * input request. Throw an RpcError to refuse. Without it: "method not found".
+   * `cause` is the `cause` option of the request the question is about, when that
+   * is known (it came on that request's HTTP stream, or in its input_required result).
    */
-  onRequest?: (method: string, params: JsonObject) => unknown;
+  onRequest?: (method: string, params: JsonObject, cause?: unknown) => unknown;
   /** Each notification other than progress and log messages (e.g. notifications/tools/list_changed). */
   onNotification?: (method: string, params: JsonObject) => void;
   /** Ask the server for log messages from this level up (logging/setLevel, or the request envelope). */
@@ -7170,8 +7343,8 @@ export interface ConnectOptions {
   listen?: boolean;
   /** The server's stderr, as it arrives. */
   onStderr?: (text: string) => void;
-  /** Each notifications/message params. */
-  onLog?: (params: JsonObject) => void;
+  /** Each notifications/message params; `cause` as for onRequest. */
+  onLog?: (params: JsonObject, cause?: unknown) => void;
   /** Each line of the server's stdout that is not JSON-RPC. */
   onInvalidLine?: (text: string) => void;
   /** Each frame: "> " + sent, "< " + received; over HTTP also "> POST /mcp", "< 200 application/json". */
@@ -7259,7 +7432,7 @@ export class McpClient {
       request: (method, params) => this.#answerServer(method, params),
       notification: (method, params) => {
         if (method === "notifications/progress") this.#progress.get(params.progressToken as RequestId)?.(params);
-        else if (method === "notifications/message") options.onLog?.(params);
+        else if (method === "notifications/message") options.onLog?.(params, this.#causeNow);
         else options.onNotification?.(method, params);
       },
       invalid: (text) => {
@@ -7274,20 +7447,25 @@ export class McpClient {
         transport.abandon(id);
       },
     });
-    this.#receive = (text, parsed) => {
+    this.#receive = (text, parsed, about) => {
       options.onTrace?.(`< ${text}`);
       options.onMessage?.("recv", text);
+      // The peer hands a request or notification to us synchronously: what it is about is known for that long.
+      this.#causeNow = about === undefined ? undefined : this.#causes.get(about);
       peer.receive(text, parsed);
+      this.#causeNow = undefined;
     };
   }
 
-  #receive: (text: string, parsed?: unknown) => void = noop;
+  #receive: (text: string, parsed?: unknown, about?: RequestId) => void = noop;
+  #causes = new Map<RequestId, unknown>(); // request id → its `cause` option, while it is out
+  #causeNow: unknown; // the cause of the message being received, if known
 
   async #open(): Promise<void> {
     const peer = this.#peer;
     const options = this.#options;
     await this.#transport.start({
-      message: (text, parsed) => this.#receive(text, parsed),
+      message: (text, parsed, about) => this.#receive(text, parsed, about),
       failed: (id, error) => id === undefined ? peer.failPending(error) : peer.fail(id, error),
       closed: (error) => {
         if (!this.#started) {
@@ -7343,11 +7521,12 @@ export class McpClient {
         }
         if (pinned) throw error;
         if (this.#transport.kind === "stdio" && this.#failure) {
-          // It died of the probe: a fresh one for the handshake.
-          await this.#transport.close();
-          this.#attach();
-          await this.#open();
-          return false;
+          // It died of the probe. Started again only with --retries (connect counts it): a start may
+          // have effects, and a failing one must not be masked by a second.
+          throw new ProbeDeathError(
+            `${this.#failure.message} while answering server/discover, the 2026-07-28 probe ` +
+              `(an older server may not know it: try --protocol legacy)`,
+          );
         }
         // Refused, DNS, TLS, a 5xx: no era would help. Any other answer, or none, is not a modern one.
         if (error instanceof UnreachableError || (error instanceof HttpStatusError && error.status >= 500)) throw error;
@@ -7430,10 +7609,10 @@ export class McpClient {
   }
 
   // A server's request of the client: a legacy request, or an input request of an input_required result.
-  #answerServer(method: string, params: JsonObject): unknown {
+  #answerServer(method: string, params: JsonObject, cause: unknown = this.#causeNow): unknown {
     if (method === "ping") return {};
     if (!this.#options.onRequest) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
-    return this.#options.onRequest(method, params);
+    return this.#options.onRequest(method, params, cause);
   }
 
   // Remembers the first failure; every pending and later request fails with it.
@@ -7487,15 +7666,18 @@ export class McpClient {
         const version = options.probe ?? (this.era === "modern" ? this.protocolVersion : undefined);
         const [sent, context] = this.#envelope(method, params, version);
         let result: unknown;
+        let id: RequestId | undefined;
         try {
           // lifecycle.mdx: the client MUST NOT cancel initialize; the probe is not cancelled either.
-          result = await this.#peer.request(
+          const answer = this.#peer.request(
             method,
             sent,
             controller.signal,
             !options.handshake && !options.probe,
             context,
           );
+          if (options.cause !== undefined) this.#causes.set(id = this.#peer.lastId, options.cause);
+          result = await answer.finally(() => id !== undefined && this.#causes.delete(id));
         } catch (error) {
           const code = error instanceof RpcError ? error.code : undefined;
           if (version !== undefined && !options.probe) {
@@ -7524,7 +7706,7 @@ export class McpClient {
         if (round >= MAX_INPUT_ROUNDS) {
           throw new ServerError(`the server still asked for input after ${MAX_INPUT_ROUNDS} rounds of ${method}`);
         }
-        params = await this.#fulfil(method, params, result);
+        params = await this.#fulfil(method, params, result, options.cause);
         armIdle();
       }
     } catch (error) {
@@ -7563,7 +7745,7 @@ export class McpClient {
 
   // mrtr.mdx: answer every input request, then the same request again with a new id, the answers,
   // and the requestState exactly as given (none when none was given).
-  async #fulfil(method: string, params: JsonObject, result: JsonObject): Promise<JsonObject> {
+  async #fulfil(method: string, params: JsonObject, result: JsonObject, cause: unknown): Promise<JsonObject> {
     const requests = isObject(result.inputRequests) ? result.inputRequests : {};
     const responses: JsonObject = {};
     for (const [key, request] of Object.entries(requests)) {
@@ -7571,7 +7753,11 @@ export class McpClient {
         throw new ServerError(`the server sent an invalid ${method} result: input request "${key}" has no method`);
       }
       try {
-        responses[key] = await this.#answerServer(request.method, isObject(request.params) ? request.params : {});
+        responses[key] = await this.#answerServer(
+          request.method,
+          isObject(request.params) ? request.params : {},
+          cause,
+        );
       } catch (error) {
         throw new ServerError(
           `the server needs input mcp.ts cannot give: ${describeInputRequest(request)} (${errorMessage(error)})`,
@@ -7806,6 +7992,14 @@ export function throwIfMissingArguments(prompt: JsonObject, args: Record<string,
  * Connects to a server (a URL, a command line, a config name, or a spec) and
  * finds its era. Start-up failures are retried `retries` times with backoff.
  */
+// A stdio server that exited on the server/discover probe: a restart (with --retries) skips the probe.
+class ProbeDeathError extends ServerError {
+  constructor(message: string) {
+    super(message, undefined, true);
+    this.name = "ProbeDeathError";
+  }
+}
+
 export async function connect(server: string | ServerSpec, options: ConnectOptions = {}): Promise<McpClient> {
   // Our working directory finds the configs (--cwd is the server's), and our PATH
   // with the -e additions finds a bare command, as spawning will.
@@ -7813,12 +8007,14 @@ export async function connect(server: string | ServerSpec, options: ConnectOptio
     ? await resolveServer(server, { config: options.config, env: { ...sys.env(), ...options.env } })
     : server;
   const retries = options.retries ?? 0;
+  let legacy = false; // the probe killed it: the next start goes straight to the handshake
   for (let attempt = 0;; attempt++) {
-    const client = new McpClient(spec, options);
+    const client = new McpClient(spec, legacy ? { ...options, protocol: "legacy" } : options);
     try {
       await client.start();
       return client;
     } catch (error) {
+      if (error instanceof ProbeDeathError) legacy = true;
       await client.close();
       if (error instanceof ServerError) error.stderr = client.stderr;
       if (!(error instanceof ServerError && error.retryable) || attempt >= retries) throw error;
@@ -8095,6 +8291,8 @@ export interface GatewayOptions extends ConnectOptions {
   cacheSize?: number;
   /** A line for the gateway's stderr. */
   log?: (line: string) => void;
+  /** Served to several clients (over HTTP): the upstreams are not offered roots, which are one client's. */
+  shared?: boolean;
 }
 
 interface UpstreamState {
@@ -8112,6 +8310,11 @@ interface UpstreamState {
   templates: JsonObject[];
   calls: ToolContext[]; // contexts of calls in flight: where the upstream's questions and logs go
   watchers: Map<string, Set<() => void>>; // resources/updated by URI
+}
+
+// Whom a call is served for: one object per legacy connection or 2026-07-28 request.
+function clientOf(ctx: ToolContext): unknown {
+  return ctx instanceof RequestContext ? ctx.client : ctx;
 }
 
 /** A short, stable hash of a text (FNV-1a, 32 bits), as 8 hex digits. */
@@ -8219,12 +8422,14 @@ export class Gateway {
       protocol,
       retries: 0,
       signal: this.#stop.signal,
-      // The questions pass on to the client of the call in flight (the newest one, when several are).
-      capabilities: { roots: {}, sampling: {}, elicitation: {} },
+      // The questions pass on to the client whose call caused them, never to another.
+      capabilities: this.#options.shared
+        ? { sampling: {}, elicitation: {} }
+        : { roots: {}, sampling: {}, elicitation: {} },
       logLevel: "debug", // every log message comes; each call's client gets those at its own level
-      onRequest: (method, params) => this.#ask(upstream, method, params),
+      onRequest: (method, params, cause) => this.#ask(upstream, method, params, cause),
       onNotification: (method, params) => this.#notified(upstream, method, params),
-      onLog: (params) => upstream.calls.at(-1)?.log(params.level as LogLevel, params.data),
+      onLog: (params, cause) => this.#callerOf(upstream, cause)?.log(params.level as LogLevel, params.data),
       onStderr: undefined,
       onClose: (error) => this.#lost(upstream, error.message),
     });
@@ -8306,10 +8511,29 @@ export class Gateway {
     }
   }
 
-  // An upstream's question (sampling, elicitation, roots) goes to the client of the call it is working on.
-  async #ask(upstream: UpstreamState, method: string, params: JsonObject): Promise<unknown> {
-    const ctx = upstream.calls.at(-1);
-    if (!ctx) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method} (no call in flight to ask)`);
+  // The call a message of the upstream is about: the one it names (`cause`: it came on that call's HTTP
+  // stream or in its input_required result), else the newest call when every call in flight is one
+  // client's; else none: a question for one client must never reach another.
+  #callerOf(upstream: UpstreamState, cause: unknown): ToolContext | undefined {
+    if (cause !== undefined) return upstream.calls.find((ctx) => ctx === cause);
+    const newest = upstream.calls.at(-1);
+    if (!newest) return undefined;
+    const client = clientOf(newest);
+    return upstream.calls.every((ctx) => clientOf(ctx) === client) ? newest : undefined;
+  }
+
+  // An upstream's question (sampling, elicitation, roots) goes to the client of the call it is about.
+  async #ask(upstream: UpstreamState, method: string, params: JsonObject, cause: unknown): Promise<unknown> {
+    const ctx = this.#callerOf(upstream, cause);
+    if (!ctx) {
+      throw new RpcError(
+        ErrorCode.InvalidRequest,
+        upstream.calls.length === 0
+          ? `Cannot pass on ${method}: no call is in flight to ask about`
+          : `Cannot pass on ${method}: calls of several clients are in flight and the gateway cannot tell ` +
+            `which one this is about`,
+      );
+    }
     if (method === "sampling/createMessage") return await ctx.sample(params);
     if (method === "elicitation/create") return await ctx.elicit(params);
     if (method === "roots/list") return { roots: await ctx.roots() };
@@ -8366,6 +8590,7 @@ export class Gateway {
           ...prompt,
           name,
           get: (args: Record<string, string>) => this.#upstreamOf(upstream).getPrompt(String(prompt.name), args),
+          passThrough: true, // the contract: a forwarded result is the upstream's, no field added
           complete: (argument: string, value: string) =>
             this.#complete(upstream, { type: "ref/prompt", name: prompt.name }, argument, value),
         }, `upstream ${upstream.name}`));
@@ -8388,6 +8613,19 @@ export class Gateway {
         }, `upstream ${upstream.name}`) as Resource);
       }
       for (const template of upstream.templates) {
+        // The same template from two upstreams (the same server twice): the first wins, said once.
+        const key = `template ${String(template.uriTemplate)}`;
+        if (uris.has(key)) {
+          if (!this.#warned.has(key)) {
+            this.#warned.add(key);
+            (this.#options.log ?? noop)(
+              `resource template ${template.uriTemplate} is served by an earlier upstream too; "${upstream.name}" ` +
+                `is not asked for it`,
+            );
+          }
+          continue;
+        }
+        uris.add(key);
         templates.push(defineResource({
           ...template,
           read: (at: string) => this.#read(upstream, at),
@@ -8419,6 +8657,7 @@ export class Gateway {
     upstream.calls.push(ctx);
     try {
       return await client.callTool(name, args, {
+        cause: ctx,
         signal: ctx.signal,
         onProgress: (progress) =>
           ctx.progress(
@@ -8539,7 +8778,13 @@ function httpDownstream(
   const origins = new Set(options.allowOrigins ?? []);
   const handler = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
-    const cors = checkHostAndOrigin(request, request.url, request.url.indexOf("/", request.url.indexOf("//") + 2), hosts, origins);
+    const cors = checkHostAndOrigin(
+      request,
+      request.url,
+      request.url.indexOf("/", request.url.indexOf("//") + 2),
+      hosts,
+      origins,
+    );
     if (cors instanceof Response) return cors;
     if (request.method === "OPTIONS") {
       return new Response(null, {
@@ -8823,6 +9068,9 @@ function matchKey(message: JsonObject): string {
   return `${method} ${canonicalJson(params)}`;
 }
 
+// Matched by method wherever they come, also with --strict.
+const HANDSHAKE_METHODS = new Set(["initialize", "server/discover"]);
+
 /**
  * Answers requests from a cassette: the first unused recorded request with the
  * same method and params (ignoring `_meta` and ids), preceded by what the
@@ -8876,7 +9124,20 @@ export class CassettePlayer {
     if (typeof message.method !== "string" || !isRequestId(message.id)) return [];
     const key = matchKey(message);
     let found: Recorded | undefined;
-    if (this.#strict) {
+    if (HANDSHAKE_METHODS.has(message.method)) {
+      // The handshake matches by method wherever it comes (a dual-era client probes first, a legacy one
+      // does not); in strict order it is not counted, and the order of the rest is kept.
+      found = this.#recorded.find((recorded) => !recorded.used && recorded.key === key) ??
+        this.#recorded.findLast((recorded) => recorded.key === key);
+      if (this.#strict) {
+        while (this.#next < this.#recorded.length && HANDSHAKE_METHODS.has(this.#recorded[this.#next].method)) {
+          this.#next++;
+        }
+      }
+    } else if (this.#strict) {
+      while (this.#next < this.#recorded.length && HANDSHAKE_METHODS.has(this.#recorded[this.#next].method)) {
+        this.#next++;
+      }
       const next = this.#recorded[this.#next];
       if (next && next.key === key) {
         found = next;
@@ -9452,6 +9713,8 @@ Over HTTP (Streamable HTTP; both protocol eras on one endpoint):
   --allow-unauthenticated  allow binding beyond loopback without --token or --auth-issuer
   --stateless              no legacy sessions (GET and DELETE are 405)
   --session-ttl MS         an idle legacy session ends after MS (default ${DEFAULT_SESSION_TTL_MS})
+  --max-sessions N         at most N legacy sessions (default ${DEFAULT_MAX_SESSIONS}; with --auth-issuer at most
+                           ${MAX_SESSIONS_PER_SUBJECT} per token subject): the least recently used idle one is closed
   MCP_TS_STATE_KEY         signs input-required requestState: instances sharing it continue
                            each other's calls (default: a random key per process)
 `,
@@ -9566,6 +9829,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     "auth-audience": { type: "string" },
     stateless: { type: "boolean" },
     "session-ttl": { type: "string" },
+    "max-sessions": { type: "string" },
     help: { type: "boolean", short: "h" },
   }, "serve");
   if (values.help) {
@@ -9656,7 +9920,15 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
       log(`Cannot serve "${target}": ${duplicate}; rename one of them`);
       return 1;
     }
-    const { tools, resources, templates, prompts } = loaded.catalog;
+    // A module tool stuck in a synchronous loop ends the process within --timeout + a margin (see watchdog).
+    const dog = watchdog((timeout || DEFAULT_TOOL_TIMEOUT_MS) + WATCHDOG_MARGIN_MS);
+    const watched = (catalog: Catalog): Catalog => ({
+      ...catalog,
+      tools: catalog.tools.map((tool) =>
+        MODULE_EXTENSIONS.has(extensionOf(tool.source)) ? { ...tool, run: dog.wrap(tool.name, tool.run) } : tool
+      ),
+    });
+    const { tools, resources, templates, prompts } = watched(loaded.catalog);
     const served = describeCatalog(loaded.catalog);
     if (tools.length + resources.length + templates.length + prompts.length === 0) {
       log(`nothing to serve in "${target}" yet; serving empty lists`);
@@ -9680,7 +9952,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
       const handler = createHandler({ ...serverOptions, ...http.handler, maxBodyBytes: maxLineBytes });
       const listener = await listenHttp(handler, http.listen);
       audienceFromListener(http.handler.auth, listener, http.handler.path);
-      const stopWatching = watch ? await watchCatalog((catalog) => handler.core.setCatalog(catalog)) : noop;
+      const stopWatching = watch ? await watchCatalog((catalog) => handler.core.setCatalog(watched(catalog))) : noop;
       // SIGINT/SIGTERM: stop accepting, let calls in flight finish within the grace period, close the streams.
       await new Promise<void>((resolve) => {
         const stop = async () => {
@@ -9697,7 +9969,9 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
         const stopSigint = sys.onSignal("SIGINT", () => void stop());
         const stopSigterm = sys.onSignal("SIGTERM", () => void stop());
         log(`serving ${listenerUrl(listener, http.handler.path)}`);
+        setTimeout(() => dog.start(), 50); // off the start-up path
       });
+      dog.stop();
       stopWatching();
       setTimeout(() => sys.exit(), EXEC_KILL_GRACE_MS + 500).unref?.();
       return 0;
@@ -9721,11 +9995,13 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
         );
       }, 100).unref?.();
     }
-    const stopWatching = watch ? await watchCatalog((catalog) => handle.server.setCatalog(catalog)) : noop;
+    const stopWatching = watch ? await watchCatalog((catalog) => handle.server.setCatalog(watched(catalog))) : noop;
+    (setTimeout(() => dog.start(), 50) as { unref?: () => void }).unref?.(); // off the start-up path
     const onSignal = () => void handle.shutdown();
     const stopSigint = sys.onSignal("SIGINT", onSignal);
     const stopSigterm = sys.onSignal("SIGTERM", onSignal);
     await handle.done;
+    dog.stop();
     stopWatching();
     stopSigint();
     stopSigterm();
@@ -9812,6 +10088,9 @@ function httpServeOptions(
       allowedHosts: wildcard ? ["*"] : [...LOOPBACK_HOSTS, bound.toLowerCase()],
       stateless: values.stateless === true,
       sessionTtl,
+      maxSessions: values["max-sessions"] === undefined
+        ? undefined
+        : positiveInteger("--max-sessions", values["max-sessions"] as string, DEFAULT_MAX_SESSIONS),
     },
   };
 }
@@ -10721,6 +11000,7 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
     "auth-audience": { type: "string" },
     stateless: { type: "boolean" },
     "session-ttl": { type: "string" },
+    "max-sessions": { type: "string" },
     prefix: { type: "string" },
     tools: { type: "string", multiple: true },
     "cache-ttl": { type: "string" },
@@ -10781,6 +11061,7 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
     maxTime: positiveInteger("--max-time", values["max-time"] as string | undefined, DEFAULT_MAX_TIME_MS),
     oauth: await oauthOptions("gateway", "", values, io),
     log,
+    shared: http !== undefined,
   });
   await Promise.race([gateway.start(), stopping]);
   const first = gateway.catalog();
@@ -10906,7 +11187,10 @@ async function runReplay(args: string[], io: CliIo): Promise<number> {
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   if (values.http !== undefined) {
     const http = httpServeOptions(values, sys.env());
-    const { downstream, listener } = await listenRaw(http, (url) => log(`serving ${url} (replaying ${positionals[0]})`));
+    const { downstream, listener } = await listenRaw(
+      http,
+      (url) => log(`serving ${url} (replaying ${positionals[0]})`),
+    );
     void replay(player, downstream, frameLog);
     await new Promise<void>((resolve) => {
       const stop = () => resolve();
