@@ -625,6 +625,41 @@ export function nativeSink(fd: 1 | 2): OutputSink | undefined {
   };
 }
 
+let stderrSink: OutputSink | undefined;
+/** The process's stderr, made once: bounded (writes past a backlog are dropped and counted). */
+function ownStderr(): OutputSink {
+  return stderrSink ??= nativeSink(2) ?? droppingSink(proc().stderr);
+}
+
+/**
+ * Node's stderr, dropping (and counting) writes while more than STDERR_DROP_BYTES wait to go out: a pipe that
+ * is not read queued without bound (a flood of -v logs: 703 MB on Node 22.23).
+ */
+function droppingSink(stream: NodeJS.WriteStream): OutputSink {
+  let dropped = 0;
+  return {
+    get isTTY() {
+      return stream.isTTY;
+    },
+    get columns() {
+      return stream.columns;
+    },
+    write(chunk, callback) {
+      if (stream.writableLength <= STDERR_DROP_BYTES) return stream.write(chunk, callback);
+      if (dropped++ === 0) {
+        stream.once("drain", () => {
+          stream.write(`mcp: ${dropped} line(s) of output dropped: stderr could not keep up\n`);
+          dropped = 0;
+        });
+      }
+      if (callback) queueMicrotask(callback);
+      return false;
+    },
+    once: (event, listener) => stream.once(event, listener),
+    on: (event, listener) => stream.on(event, listener),
+  };
+}
+
 /** Where a server's bytes come from. */
 interface ByteSource {
   start(onData: (chunk: Uint8Array) => void, onEnd: () => void): void;
@@ -4044,7 +4079,7 @@ export function serve(options: ServeOptions = {}): ServeHandle {
   // On the process's stdout, tools given in code are kept off the protocol stream too.
   const guard = options.output
     ? undefined
-    : guardProcessStdout({ stdout: nativeSink(1) ?? proc().stdout, stderr: nativeSink(2) ?? proc().stderr });
+    : guardProcessStdout({ stdout: nativeSink(1) ?? proc().stdout, stderr: ownStderr() });
   const output: OutputSink = options.output ?? guard!.protocol;
   const log = options.log ?? (() => {});
   const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
@@ -7524,8 +7559,8 @@ export class McpClient {
           // It died of the probe. Started again only with --retries (connect counts it): a start may
           // have effects, and a failing one must not be masked by a second.
           throw new ProbeDeathError(
-            `${this.#failure.message} while answering server/discover, the 2026-07-28 probe ` +
-              `(an older server may not know it: try --protocol legacy)`,
+            `${this.#failure.message.replace(/ before answering \S+$/, "")} before answering server/discover, ` +
+              `the 2026-07-28 probe (an older server may not know it: try --protocol legacy)`,
           );
         }
         // Refused, DNS, TLS, a 5xx: no era would help. Any other answer, or none, is not a modern one.
@@ -8524,6 +8559,10 @@ export class Gateway {
 
   // An upstream's question (sampling, elicitation, roots) goes to the client of the call it is about.
   async #ask(upstream: UpstreamState, method: string, params: JsonObject, cause: unknown): Promise<unknown> {
+    if (method === "roots/list" && this.#options.shared) {
+      // Not offered (roots are one client's, and several are served): asked all the same, refused.
+      throw new RpcError(ErrorCode.MethodNotFound, "Method not found: roots/list (no roots are shared here)");
+    }
     const ctx = this.#callerOf(upstream, cause);
     if (!ctx) {
       throw new RpcError(
@@ -8976,7 +9015,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
       void end(1);
     },
     invalid: (text) => log(`not JSON-RPC on the upstream's stdout: ${brief(text)}`),
-    stderr: (text) => void proc().stderr.write(text),
+    stderr: (text) => void ownStderr().write(text),
     trace: options.onTrace ?? noop,
   }).then(() => {
     client.start((text) => {
@@ -9213,6 +9252,7 @@ export function replay(
 // `terminalSafe`): its escape sequences are shown, never acted on.
 
 // C0 but newline and tab, DEL, C1: what a terminal acts on (ESC starts CSI/OSC, BEL ends OSC, a bare CR rewinds).
+// deno-lint-ignore no-control-regex
 const CONTROL_CHARACTERS = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
 
 /**
@@ -9737,7 +9777,7 @@ function processIo(): CliIo & { drained(): Promise<void> } {
       return stdout ??= nativeSink(1) ?? proc().stdout;
     },
     get stderr() {
-      return stderr ??= nativeSink(2) ?? proc().stderr;
+      return stderr ??= ownStderr();
     },
     async drained() {
       await Promise.all([stdout?.drained?.(), stderr?.drained?.()]);

@@ -19,7 +19,7 @@ import {
 } from "node:fs";
 import { Buffer } from "node:buffer";
 import { request as httpRequest } from "node:http";
-import { createServer as createNetServer } from "node:net";
+import { createConnection, createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import process from "node:process";
@@ -44,6 +44,7 @@ import {
   isPluginFile,
   LATEST_PROTOCOL_VERSION,
   loadTools,
+  main,
   McpServer,
   NotFoundError,
   renderCallResult,
@@ -61,6 +62,7 @@ import {
   UsageError,
   validate,
   VERSION,
+  visible,
   windowsCommand,
 } from "./mcp.ts";
 
@@ -1659,7 +1661,7 @@ describe("13. MCP client", () => {
   test("connect() reports each failure as its own error type", async () => {
     await assert.rejects(connect(FAKE, { env: { FAKE_MODE: "crash-before" } }), (error: ServerError) => {
       assert.ok(error instanceof ServerError);
-      assert.match(error.message, /exited with code 1 before answering initialize/);
+      assert.match(error.message, /exited with code 1 before answering server\/discover/);
       assert.match(error.stderr, /cannot open the database/);
       return true;
     });
@@ -1966,11 +1968,14 @@ describe("12. Client transports", () => {
 });
 
 describe("13. MCP client over HTTP and in both eras", () => {
-  test("the probe: a legacy server's error costs one round trip; silence at most 1 s; dying, a restart", async () => {
+  test("the probe: a legacy server's error costs one round trip; silence at most 1 s; dying, exit 3 or a retry", async () => {
+    const starts = join(mkdtempSync(join(tmpdir(), "mcp-starts-")), "starts");
+    const HOSTILE = [...RUNTIME, HERE + "testdata/hostile_server.ts"].map(quote).join(" ");
+    const dying = ["-e", "HOSTILE_MODE=die-on-probe-count", "-e", `HOSTILE_STARTS=${starts}`];
     const [legacy, silent, dies, modern] = await Promise.all([
       runCli(["info", FAKE, "--trace"]),
       runCli(["info", FAKE, "-e", "FAKE_MODE=silent-probe"]),
-      runCli(["info", FAKE, "-e", "FAKE_MODE=die-on-probe"]),
+      runCli(["info", HOSTILE, ...dying]),
       runCli(["info", SERVE, "--trace"]),
     ]);
     assert.equal(legacy.code, 0, legacy.stderr);
@@ -1985,8 +1990,15 @@ describe("13. MCP client over HTTP and in both eras", () => {
     assert.match(legacy.stdout, /^protocol: +2025-11-25, legacy/);
     assert.equal(silent.code, 0, silent.stderr);
     assert.match(silent.stdout, /legacy/);
-    assert.equal(dies.code, 0, dies.stderr);
-    assert.match(dies.stdout, /legacy/);
+    // One start per command: a server that dies of the probe is not started again behind the user's back.
+    assert.equal(dies.code, 3, dies.stderr);
+    assert.match(dies.stderr, /server\/discover.*--protocol legacy/);
+    assert.match(dies.stderr, /dying on server\/discover/, "its stderr is shown");
+    assert.equal(readFileSync(starts, "utf8"), "start\n", "started once");
+    const retried = await runCli(["info", HOSTILE, ...dying, "--retries", "1"]);
+    assert.equal(retried.code, 0, retried.stderr);
+    assert.match(retried.stdout, /legacy/);
+    assert.equal(readFileSync(starts, "utf8"), "start\n".repeat(3), "--retries 1: one restart, straight to initialize");
     assert.equal(modern.code, 0, modern.stderr);
     assert.match(modern.stdout, /^protocol: +2026-07-28, stateless/);
     assert.doesNotMatch(modern.stderr, /"initialize"/);
@@ -2861,7 +2873,10 @@ describe("15. Proxy and replay", () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-proxy-"));
     const log = join(dir, "frames.log");
     const direct = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
-    const proxied = await startListening([MCP, "proxy", SERVE, "--http", "0", "--log", log], /serving (http:\S+) \(proxying/);
+    const proxied = await startListening(
+      [MCP, "proxy", SERVE, "--http", "0", "--log", log],
+      /serving (http:\S+) \(proxying/,
+    );
     try {
       const ask = async (url: string, method: string, params: Message = {}) => {
         const headers: Record<string, string> = {
@@ -3180,7 +3195,10 @@ describe("15. CLI", () => {
     assert.equal(missing.code, 3);
     assert.equal(missing.stderr, 'mcp: Cannot start "no-such-command-xyz": command not found\n');
     assert.equal(before.code, 3);
-    assert.match(before.stderr, /^mcp: the server exited with code 1 before answering initialize\n/);
+    assert.match(
+      before.stderr,
+      /^mcp: the server exited with code 1 before answering server\/discover, .*--protocol legacy/,
+    );
     assert.match(before.stderr, /fake: fatal: cannot open the database/);
     assert.equal(after.code, 3);
     assert.match(after.stderr, /^mcp: the server exited with code 3\n/);
@@ -4443,5 +4461,577 @@ describe("15. CLI: resources and prompts", () => {
     assert.equal(got.stdout, "[user] Prompt with arguments: arg1='007', arg2='true'\n");
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /did you mean test_simple_prompt/);
+  });
+});
+
+// --- Safety rules every role keeps (issue: what a hostile server, client, plugin or page can do) ---------------
+
+const HOSTILE = [...RUNTIME, HERE + "testdata/hostile_server.ts"].map(quote).join(" ");
+
+/** An in-process sink that says it is (or is not) a terminal and keeps what is written. */
+function sink(terminal: boolean) {
+  const sink = {
+    text: "",
+    isTTY: terminal,
+    columns: 200,
+    write(chunk: string | Uint8Array, callback?: () => void) {
+      sink.text += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk);
+      callback?.();
+      return true;
+    },
+  };
+  return sink;
+}
+
+/** Runs `main(argv)` in process with stdout and stderr that are terminals (or not). */
+async function mainWith(argv: string[], terminal: boolean) {
+  const stdout = sink(terminal);
+  const stderr = sink(terminal);
+  const code = await main(argv, { stdin: new PassThrough().end() as unknown as never, stdout, stderr });
+  return { code, stdout: stdout.text, stderr: stderr.text };
+}
+
+/** Starts testdata/hostile_http_server.ts in `mode`; the URLs it prints and its /_log. */
+async function hostileHttp(mode: string, env: Record<string, string> = {}) {
+  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), HERE + "testdata/hostile_http_server.ts"], {
+    env: { ...process.env, HOSTILE_MODE: mode, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stderr!.setEncoding("utf8").on("data", () => {});
+  const line = await new Promise<string>((resolve, reject) => {
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+      output += text;
+      if (output.includes("\n")) resolve(output.split("\n")[0]);
+    });
+    child.on("exit", () => reject(new Error(`hostile_http_server ${mode} exited: ${output}`)));
+  });
+  const [url, other] = [...line.matchAll(/http:\S+/g)].map((match) => match[0]);
+  return {
+    url,
+    other,
+    log: async (): Promise<Message[]> => await (await fetch(new URL("/_log", url))).json(),
+    close: () => void child.kill("SIGTERM"),
+  };
+}
+
+describe("Safety: terminal output, redirects, bounded memory", () => {
+  test("a server's control sequences are shown, never acted on, on a terminal; piped and --json stay exact", async () => {
+    const server = [HOSTILE, "-e", "HOSTILE_MODE=escapes"];
+    const acting = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/; // what a terminal would act on (newline and tab aside)
+    for (
+      const argv of [
+        ["call", ...server.slice(0, 1), "evil", ...server.slice(1), "-v"],
+        ["call", ...server.slice(0, 1), "fail", ...server.slice(1)],
+        ["list", ...server],
+        ["list", server[0], "evil", ...server.slice(1)],
+        ["info", ...server],
+        ["prompts", ...server],
+        ["prompt", server[0], "p", ...server.slice(1)],
+        ["resources", ...server],
+        ["read", server[0], "hostile://r", ...server.slice(1)],
+      ]
+    ) {
+      const shown = await mainWith(argv, true);
+      assert.doesNotMatch(shown.stdout + shown.stderr, acting, `${argv[0]} ${argv[2] ?? ""}: ${shown.stderr}`);
+      assert.match(shown.stdout + shown.stderr, /\^\[/, `${argv[0]}: the escape is shown as ^[`);
+    }
+    const call = await mainWith(["call", HOSTILE, "evil", "-e", "HOSTILE_MODE=escapes"], true);
+    assert.equal(call.stdout, "before^Mafter^[[2J\\x9b31m^G end\n");
+    const failed = await mainWith(["call", HOSTILE, "fail", "-e", "HOSTILE_MODE=escapes"], true);
+    assert.equal(failed.code, 3);
+    assert.match(failed.stderr, /boom\^\[\]0;title\^G/);
+    const piped = await mainWith(["call", HOSTILE, "evil", "-e", "HOSTILE_MODE=escapes"], false);
+    assert.equal(piped.stdout, "before\rafter\x1b[2J\x9b31m\x07 end\n", "piped: exact");
+    const json = await mainWith(["call", HOSTILE, "evil", "-e", "HOSTILE_MODE=escapes", "--json"], true);
+    assert.equal(JSON.parse(json.stdout).content[0].text, "before\rafter\x1b[2J\x9b31m\x07 end", "--json: exact");
+    assert.equal(visible("a\tb\nc\x1b]52;c;SGVsbG8=\x07\x7f\x9b"), "a\tb\nc^[]52;c;SGVsbG8=^G^?\\x9b");
+  });
+
+  test("a redirect is followed within its origin only: -H values never reach another origin (exit 3 naming it)", async () => {
+    const cross = await hostileHttp("redirect-cross");
+    const same = await hostileHttp("redirect-same");
+    try {
+      const secret = "X-Api-Key: k-123";
+      const [away, home] = await Promise.all([
+        runCli(["call", cross.url, "echo", "text=hi", "-H", secret, "-H", "Authorization: Bearer t-456"]),
+        runCli(["call", same.url, "echo", "text=hi", "-H", secret]),
+      ]);
+      assert.equal(away.code, 3, away.stderr);
+      assert.match(away.stderr, new RegExp(`redirects to ${new URL(cross.other).origin}/mcp, another origin`));
+      const reachedOther = (await cross.log()).filter((entry) => entry.port === Number(new URL(cross.other).port));
+      assert.deepEqual(reachedOther, [], "nothing was sent to the other origin");
+      assert.equal(home.code, 0, home.stderr);
+      assert.equal(home.stdout, "hi\n");
+      assert.ok((await same.log()).some((entry) => entry.path === "/real" && entry.headers["x-api-key"] === "k-123"));
+    } finally {
+      cross.close();
+      same.close();
+    }
+  });
+
+  test("an over-long answer fails the request at once naming --max-line-bytes: stdio line, SSE event", async () => {
+    const endless = await hostileHttp("endless-sse");
+    try {
+      const started = Date.now();
+      const [line, event] = await Promise.all([
+        runCli(["call", HOSTILE, "long", "-e", "HOSTILE_MODE=long-line", "--max-line-bytes", "1000000"]),
+        runCli(["call", endless.url, "echo", "text=x", "--max-line-bytes", "1000000", "--protocol", "legacy"]),
+      ]);
+      assert.equal(line.code, 3, line.stderr);
+      assert.match(line.stderr, /over 1000000 bytes \(raise --max-line-bytes\)/);
+      assert.equal(event.code, 3, event.stderr);
+      assert.match(event.stderr, /an event over 1000000 bytes \(raise --max-line-bytes\)/);
+      assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms: not a timeout`);
+    } finally {
+      endless.close();
+    }
+  });
+
+  test("a notification flood with -v while stderr is not read: memory stays bounded, drops are counted", async () => {
+    const child = spawn(RUNTIME[0], [
+      ...RUNTIME.slice(1),
+      MCP,
+      "call",
+      HOSTILE,
+      "flood",
+      "-e",
+      "HOSTILE_MODE=flood",
+      "-e",
+      "HOSTILE_FLOOD_MS=3000",
+      "-v",
+    ], { cwd: HERE, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => stdout += text);
+    child.stderr!.pause(); // a terminal or pipe that cannot keep up
+    let peak = 0;
+    const sampler = setInterval(() => {
+      try {
+        peak = Math.max(peak, peakRss(child.pid!));
+      } catch {
+        // gone
+      }
+    }, 200);
+    await sleep(4_000);
+    child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
+    child.stderr!.resume();
+    const code = await new Promise((resolve) => child.on("close", resolve));
+    clearInterval(sampler);
+    assert.equal(code, 0, stderr.slice(-500));
+    assert.match(stdout, /^flooded \d+/);
+    assert.ok(peak < 400 * 1024 * 1024, `peak RSS ${Math.round(peak / 1048576)} MB`);
+    if ("Deno" in globalThis || "Bun" in globalThis) assert.match(stderr, /line\(s\) of output dropped/);
+  });
+});
+
+describe("Safety: the HTTP listeners", () => {
+  test("the Origin must be one of the server's own (scheme://host:port) or allowed; the same on the proxy", async () => {
+    const handler = createHandler({ tools: HTTP_TOOLS, allowOrigins: ["https://app.example"] });
+    try {
+      const post = (origin: string) => handler(legacyPost(INIT, { origin, host: "127.0.0.1:8080" }));
+      for (const origin of ["http://localhost:3000", "https://127.0.0.1:8080", "http://127.0.0.1:8081", "null"]) {
+        assert.equal((await post(origin)).status, 403, origin);
+      }
+      for (const origin of ["http://127.0.0.1:8080", "http://localhost:8080", "https://app.example"]) {
+        const response = await post(origin);
+        assert.equal(response.status, 200, origin);
+        await response.body?.cancel();
+      }
+    } finally {
+      handler.close();
+    }
+    const proxied = await startListening([MCP, "proxy", SERVE, "--http", "0"], /serving (http:\S+) \(proxying/);
+    try {
+      const port = new URL(proxied.url).port;
+      const forbidden = await fetch(proxied.url, {
+        method: "POST",
+        headers: { ...JSON_HEADERS, origin: "http://localhost:3000" },
+        body: JSON.stringify(INIT),
+      });
+      assert.equal(forbidden.status, 403, "the proxy keeps the same rule");
+      await forbidden.body?.cancel();
+      const own = await fetch(proxied.url, {
+        method: "POST",
+        headers: { ...JSON_HEADERS, origin: `http://127.0.0.1:${port}` },
+        body: JSON.stringify(INIT),
+      });
+      assert.equal(own.status, 200);
+      await own.body?.cancel();
+    } finally {
+      proxied.close();
+    }
+  });
+
+  test("--max-sessions: the least recently used idle legacy session is closed; its client gets 404", async () => {
+    const handler = createHandler({ tools: HTTP_TOOLS, maxSessions: 3 });
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        const response = await handler(legacyPost(INIT));
+        assert.equal(response.status, 200);
+        ids.push(response.headers.get("mcp-session-id")!);
+        await response.body?.cancel();
+      }
+      const list = { jsonrpc: "2.0", id: 2, method: "tools/list" };
+      const use = (id: string) =>
+        handler(legacyPost(list, { "mcp-session-id": id, "mcp-protocol-version": "2025-11-25" }));
+      const statuses = [];
+      for (const id of ids) {
+        const response = await use(id);
+        statuses.push(response.status);
+        await response.body?.cancel();
+      }
+      assert.deepEqual(statuses, [404, 200, 200, 200], "the oldest of four, with a cap of three, is gone");
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("a body shorter than its Content-Length gets 400 (on Bun a closed connection); one over the cap its 413", async () => {
+    const server = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
+    try {
+      const { hostname, port, pathname } = new URL(server.url);
+      const short = await new Promise<string>((resolve, reject) => {
+        const socket = createConnection({ host: hostname, port: Number(port) }, () => {
+          socket.end(
+            `POST ${pathname} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+              `Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{"jsonrpc":`,
+          );
+        });
+        let answer = "";
+        socket.setEncoding("utf8").on("data", (text: string) => answer += text);
+        socket.on("close", () => resolve(answer));
+        socket.on("error", reject);
+      });
+      // Bun.serve closes a connection whose client has half-closed it before the handler can answer (Bun 1.4.4).
+      if ("Bun" in globalThis) assert.equal(short, "", "no answer, and no 500");
+      else assert.match(short, /^HTTP\/1\.1 400/, short.slice(0, 200));
+      const big = Buffer.alloc(5 * 1024 * 1024, "x");
+      for (let i = 0; i < 5; i++) {
+        const status = await new Promise<number | string>((resolve) => {
+          const request = httpRequest(server.url, {
+            method: "POST",
+            headers: { ...JSON_HEADERS, "content-length": String(big.length) },
+          }, (response) => {
+            response.resume();
+            resolve(response.statusCode!);
+          });
+          request.on("error", (error: Error & { code?: string }) => resolve(error.code ?? error.message));
+          request.end(big);
+        });
+        assert.equal(status, 413, `try ${i + 1}`);
+      }
+    } finally {
+      server.close();
+    }
+  });
+
+  test("a module tool stuck in a loop ends serve --http within --timeout + 5 s, naming it; /health is never 200 meanwhile", async () => {
+    const child = spawn(RUNTIME[0], [
+      ...RUNTIME.slice(1),
+      MCP,
+      "serve",
+      HERE + "testdata/stuck",
+      "--http",
+      "0",
+      "--timeout",
+      "1000",
+    ], { cwd: HERE, stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+      child.on("close", (code, signal) => resolve({ code, signal }))
+    );
+    try {
+      const url = await new Promise<string>((resolve) => {
+        child.stderr!.setEncoding("utf8").on("data", (text: string) => {
+          stderr += text;
+          const match = /serving (\S+)/.exec(stderr);
+          if (match) resolve(match[1]);
+        });
+      });
+      const ok = await fetch(url, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(INIT) });
+      assert.equal(ok.status, 200);
+      await ok.body?.cancel();
+      const started = Date.now();
+      const call = { jsonrpc: "2.0", id: 2, method: "tools/call", params: modern({ name: "spin" }) };
+      void fetch(url, {
+        method: "POST",
+        headers: {
+          ...JSON_HEADERS,
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": "spin",
+        },
+        body: JSON.stringify(call),
+      }).catch(() => {});
+      await sleep(300);
+      const health = await fetch(new URL("/health", url), { signal: AbortSignal.timeout(1_000) })
+        .then((response) => response.status, () => "no answer");
+      assert.notEqual(health, 200, "/health while stuck");
+      const { code, signal } = await exited;
+      assert.ok(code !== 0 || signal !== null, "a non-zero end");
+      assert.ok(Date.now() - started < 1_000 + 5_000, `ended after ${Date.now() - started} ms`);
+      assert.match(stderr, /mcp: tool "spin" has blocked the server for \d+ s/);
+    } finally {
+      child.kill("SIGKILL");
+      await exited;
+    }
+  });
+});
+
+describe("Safety: input-required state, tokens, login", () => {
+  test("requestState is bound to the arguments, the principal and 10 minutes; any other use is -32602", async () => {
+    const tool = {
+      name: "rm",
+      inputSchema: { type: "object", properties: { path: { type: "string" } } },
+      run: async ({ path }: Message, ctx: ToolContext) => {
+        const answer = await ctx.elicit({ message: `remove ${path}?`, requestedSchema: { type: "object" } });
+        return `${answer.action} ${path}`;
+      },
+    };
+    const { server, ask } = stateless({ tools: [tool], stateKey: "k" });
+    try {
+      const first = (await ask("tools/call", { name: "rm", arguments: { path: "/tmp/harmless" } })).result;
+      const yes = { "elicit-1": { action: "accept", content: {} } };
+      const state = first.requestState;
+      const payload = JSON.parse(Buffer.from(state.split(".")[0], "base64url").toString());
+      assert.ok(payload.x - Date.now() <= 10 * 60_000, "expires within 10 minutes");
+      const other = await ask("tools/call", {
+        name: "rm",
+        arguments: { path: "/etc/passwd" },
+        inputResponses: yes,
+        requestState: state,
+      });
+      assert.equal(other.error?.code, -32602, "other arguments");
+      const reordered = await ask("tools/call", {
+        name: "rm",
+        arguments: { path: "/tmp/harmless" },
+        inputResponses: yes,
+        requestState: state,
+      });
+      assert.equal(reordered.result.content[0].text, "accept /tmp/harmless");
+      server.auth = { sub: "mallory", scopes: [], clientId: "x", claims: {} };
+      const stolen = await ask("tools/call", {
+        name: "rm",
+        arguments: { path: "/tmp/harmless" },
+        inputResponses: yes,
+        requestState: state,
+      });
+      assert.equal(stolen.error?.code, -32602, "another principal");
+    } finally {
+      server.close();
+    }
+  });
+
+  test("tokens: aud compared exactly, times must be numbers, typ must be an access token's", async () => {
+    await withProtectedServer(async (as, server) => {
+      const mint = async (claims: Message) =>
+        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json()).access_token;
+      const call = (token: string) =>
+        fetch(server.url, {
+          method: "POST",
+          headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` },
+          body: JSON.stringify(INIT),
+        });
+      const refused = {
+        "aud with a trailing slash": await mint({ aud: server.url + "/" }),
+        "aud in other case": await mint({ aud: server.url.toUpperCase() }),
+        "nbf as a string": await mint({
+          aud: server.url,
+          claims: { nbf: String(Math.floor(Date.now() / 1000) + 3600) },
+        }),
+        "iat as a string": await mint({ aud: server.url, claims: { iat: "yesterday" } }),
+        "typ of an ID token": await mint({ aud: server.url, typ: "id_token+jwt" }),
+      };
+      for (const [why, token] of Object.entries(refused)) {
+        const response = await call(token);
+        assert.equal(response.status, 401, why);
+        await response.body?.cancel();
+      }
+      for (const typ of ["at+jwt", "application/at+jwt", "JWT", null]) {
+        const response = await call(await mint({ aud: server.url, typ }));
+        assert.equal(response.status, 200, `typ ${typ}`);
+        await response.body?.cancel();
+      }
+    });
+  });
+
+  test("login: a callback with the wrong state gets 400 and the real one still logs in", async () => {
+    await withProtectedServer(async (_as, server, store) => {
+      const forged = join(tmpdir(), `mcp-forged-${process.pid}`);
+      const login = await runCli(["login", server.url], {
+        env: { MCP_TS_CREDENTIALS: store, BROWSER, BROWSER_FORGE: forged },
+      });
+      assert.equal(readFileSync(forged, "utf8"), "400");
+      rmSync(forged);
+      assert.equal(login.code, 0, login.stderr);
+      assert.match(login.stderr, /^mcp: logged in to /m);
+    });
+  });
+
+  test("a step-up in a later command asks for the granted scopes and the challenged ones", async () => {
+    // The same server (URL) first needs mcp:read, then, restarted, mcp:admin.
+    const port = await new Promise<number>((resolve) => {
+      const probe = createNetServer().listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => resolve(port));
+      });
+    });
+    const home = mkdtempSync(join(tmpdir(), "mcp-stepup-"));
+    const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/);
+    const serveWith = (scope: string) =>
+      startListening(
+        [
+          MCP,
+          "serve",
+          HERE + "testdata/auth",
+          "--http",
+          `127.0.0.1:${port}`,
+          "--auth-issuer",
+          as.url,
+          "--auth-scopes",
+          scope,
+        ],
+        /serving (\S+)/,
+      );
+    try {
+      const env = { MCP_TS_CREDENTIALS: join(home, "credentials.json"), BROWSER };
+      const reader = await serveWith("mcp:read");
+      const login = await runCli(["login", reader.url], { env });
+      reader.close();
+      assert.equal(login.code, 0, login.stderr);
+      await sleep(300);
+      const admin = await serveWith("mcp:admin");
+      try {
+        const call = await runCli(["call", admin.url, "whoami", "--login"], { env });
+        assert.equal(call.code, 0, call.stderr);
+      } finally {
+        admin.close();
+      }
+      const asked = (await as.log()).filter((entry) => entry.kind === "authorize").map((entry) => entry.scope);
+      assert.equal(asked.length, 2, JSON.stringify(asked));
+      assert.deepEqual(asked[0].split(" ").sort(), ["mcp:read", "offline_access"]);
+      assert.deepEqual(asked[1].split(" ").sort(), ["mcp:admin", "mcp:read", "offline_access"], "the union");
+    } finally {
+      as.close();
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test("a credentials directory or file others can read is tightened, with one warning", async () => {
+    if (process.platform === "win32") return;
+    const home = mkdtempSync(join(tmpdir(), "mcp-perms-"));
+    try {
+      const dir = join(home, "creds");
+      mkdirSync(dir, { mode: 0o755 });
+      const file = join(dir, "credentials.json");
+      writeFileSync(file, JSON.stringify({ tokens: {}, clients: {} }), { mode: 0o644 });
+      const fake = await hostileHttp("redirect-same");
+      try {
+        const run = await runCli(["call", fake.url, "echo", "text=hi"], { env: { MCP_TS_CREDENTIALS: file } });
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(statSync(dir).mode & 0o777, 0o700);
+        assert.equal(statSync(file).mode & 0o777, 0o600);
+        assert.equal(run.stderr.match(/was readable by others/g)?.length, 2, run.stderr);
+      } finally {
+        fake.close();
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("Safety: the gateway never mixes clients; replay --strict", () => {
+  test("two clients behind gateway --http: each upstream question reaches only the client whose call asked it", async () => {
+    const asker = await hostileHttp("ask-late", { HOSTILE_DELAY_MS: "300" });
+    const STDIO_ASKER = [...RUNTIME, HERE + "testdata/hostile_stdio_asker.ts"].map(quote).join(" ");
+    const gateway = await startListening(
+      [MCP, "gateway", `web=${asker.url}`, `local=${STDIO_ASKER}`, "--http", "0", "--token", "t"],
+      /serving (\S+) \(a gateway\)/,
+    );
+    const clients: Awaited<ReturnType<typeof connect>>[] = [];
+    try {
+      const client = async (pin: string) => {
+        const made = await connect(gateway.url, {
+          headers: { authorization: "Bearer t" },
+          protocol: "legacy",
+          capabilities: { elicitation: {}, roots: {} },
+          onRequest: (method) =>
+            method === "roots/list" ? { roots: [{ uri: `file:///${pin}` }] } : { action: "accept", content: { pin } },
+        });
+        clients.push(made);
+        return made;
+      };
+      const [alice, bob] = await Promise.all([client("alice-pin"), client("bob-pin")]);
+      const [a, b] = await Promise.all([
+        alice.callTool("web__ask", { label: "A" }),
+        bob.callTool("web__ask", { label: "B" }),
+      ]);
+      assert.match(text(a), /^A got .*alice-pin/);
+      assert.match(text(b), /^B got .*bob-pin/);
+      // A stdio upstream cannot say which call a question is about: with both clients' calls in flight it is refused.
+      const [c, d] = await Promise.all([
+        alice.callTool("local__ask", { label: "C", delay_ms: 300 }),
+        bob.callTool("local__ask", { label: "D", delay_ms: 300 }),
+      ]);
+      for (const result of [c, d]) {
+        assert.doesNotMatch(text(result), /pin/, text(result));
+        assert.match(text(result), /several clients/);
+      }
+      const alone = await alice.callTool("local__ask", { label: "E", delay_ms: 10 });
+      assert.match(text(alone), /^E got .*alice-pin/, "one client's call alone is answered by that client");
+      const roots = await alice.callTool("local__roots", {});
+      assert.doesNotMatch(text(roots), /alice-pin/, "no roots to a shared upstream");
+    } finally {
+      await Promise.all(clients.map((client) => client.close()));
+      gateway.close();
+      asker.close();
+    }
+  });
+
+  test("a forwarded prompts/get result is the upstream's, unchanged; templates shared by two upstreams only warn", async () => {
+    const CONFORMANCE_SERVER = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance"].map(quote).join(" ");
+    const gateway = await startListening(
+      [MCP, "gateway", `a=${CONFORMANCE_SERVER}`, `b=${CONFORMANCE_SERVER}`, "--http", "0"],
+      /serving (\S+) \(a gateway\)/,
+    );
+    const [direct, through] = await Promise.all([
+      connect(CONFORMANCE_SERVER, { protocol: "legacy" }),
+      connect(gateway.url, { protocol: "legacy" }),
+    ]);
+    try {
+      const prompts = await direct.listPrompts();
+      const described = prompts.find((prompt) => typeof prompt.description === "string")!;
+      const name = String(described.name);
+      const args = Object.fromEntries(
+        (Array.isArray(described.arguments) ? described.arguments : []).map((arg: Message) => [arg.name, "x"]),
+      );
+      const want = await direct.getPrompt(name, args);
+      const got = await through.getPrompt(`a__${name}`, args);
+      assert.deepEqual(got, want);
+      assert.ok((await through.listResourceTemplates()).length > 0, "the gateway serves despite the shared templates");
+    } finally {
+      await Promise.all([direct.close(), through.close()]);
+      gateway.close();
+    }
+  });
+
+  test("replay --strict: a cassette opened by the dual-era probe replays to a legacy client", () => {
+    const player = new CassettePlayer([
+      { t: 0, dir: "send", message: { jsonrpc: "2.0", id: 0, method: "server/discover", params: {} } },
+      { t: 1, dir: "recv", message: { jsonrpc: "2.0", id: 0, error: { code: -32601, message: "Method not found" } } },
+      { t: 2, dir: "send", message: { jsonrpc: "2.0", id: 1, method: "initialize", params: INIT.params } },
+      { t: 3, dir: "recv", message: { jsonrpc: "2.0", id: 1, result: { protocolVersion: "2025-11-25" } } },
+      { t: 4, dir: "send", message: { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} } },
+      { t: 5, dir: "recv", message: { jsonrpc: "2.0", id: 2, result: { tools: [] } } },
+    ], { strict: true });
+    const init = player.answer({ jsonrpc: "2.0", id: "a", method: "initialize", params: INIT.params });
+    assert.deepEqual(init.at(-1)!.result, { protocolVersion: "2025-11-25" });
+    const list = player.answer({ jsonrpc: "2.0", id: "b", method: "tools/list", params: {} });
+    assert.deepEqual(list.at(-1)!.result, { tools: [] });
+    const again = player.answer({ jsonrpc: "2.0", id: "c", method: "tools/list", params: {} });
+    assert.ok(again.at(-1)!.error, "the rest keeps its order: each once");
   });
 });

@@ -2,8 +2,8 @@
 # `mcp.ts gateway` against real peers: server-everything, server-memory and `mcp.ts serve testdata/tools` behind it
 # (named everything, memory and tools), the official SDK clients and mcp.ts's own client in front. Prints each check,
 # what it printed, its exit code and time, ok or FAILED, and exits 1 when any check fails. From the repository root:
-#   interop/gateway.sh                        all five parts
-#   interop/gateway.sh http restart           some of them: stdio, http, restart, stop, timing
+#   interop/gateway.sh                        all six parts
+#   interop/gateway.sh http restart           some of them: stdio, http, principals, restart, stop, timing
 #   MCP_RT="bun" interop/gateway.sh           the runtime that runs ./mcp.ts (the gateway, its tools upstream, the
 #   MCP_RT="node" interop/gateway.sh          client and the latency driver; default "deno run -A")
 # The parts:
@@ -18,6 +18,17 @@
 #            `mcp.ts list|call "<gateway>"` (what upstream processes they leave is shown, not counted: it is a race)
 #   http     the same session with SDK v1 (and v2) over Streamable HTTP against `gateway ... --http 127.0.0.1:0` (its
 #            URL read from "mcp: serving http://... (a gateway)"), and mcp.ts's client by URL: list, call tools__add
+#   principals two SDK v1 clients, A and B, of one `gateway --http 127.0.0.1:0 --token TOKEN` (the same bearer token, a
+#            session each; lib/sdk-two-principals.mjs) in front of server-everything over stdio (everything) and over
+#            Streamable HTTP (web: `PORT=<free port> mcp-server-everything streamableHttp`, stopped at the end), each
+#            answering elicitations with values of its own. The contract: an upstream's question goes only to the
+#            client whose call caused it, or is refused with an error when the gateway cannot tell. 1: both call
+#            everything__trigger-elicitation-request at once: neither result shows the other's values, each is its
+#            own answer or a refusal ("cannot tell": which is shown), each handler asked at most once, only about
+#            its own call; 2: the same one after the other: each its own answer, each asked once; 3: both call
+#            web__trigger-elicitation-request at once: each exactly its own answer, each asked once; 4: client A's
+#            everything__get-roots-list is not listed or fails, and no client is asked roots/list (no roots are
+#            offered to upstreams shared behind --http). Then the HTTP server must be gone, no process of it left
 #   restart  SIGKILL server-everything under an HTTP gateway (the gateway's child, found with pgrep -P): the next call
 #            to it is an isError naming it ("is down ... tried again in N s"), tools and memory still answer, and
 #            within GATEWAY_RESTART_WAIT s (10) it answers again, a new process
@@ -34,7 +45,7 @@
 # in a file of the run's temporary folder. A check that runs over GATEWAY_CHECK_TIMEOUT s (default 60) is killed.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PARTS=(stdio http restart stop timing)
+PARTS=(stdio http principals restart stop timing)
 for part; do
   if [[ " ${PARTS[*]} " != *" $part "* ]]; then
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -304,6 +315,92 @@ part_http() {
   stop_peers
 }
 
+# --- principals ---
+
+# free_port: a TCP port of 127.0.0.1 free a moment ago (the system's pick for port 0).
+free_port() {
+  "$IOP_NODE" -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => {
+    console.log(s.address().port);
+    s.close();
+  });'
+}
+
+part_principals() {
+  part=principals
+  echo
+  echo "## principals: two SDK clients of one HTTP gateway, each asked only about its own calls"
+  local token="interop-$$-$RANDOM" line ok port web web_status=0 web_url
+  # server-everything over Streamable HTTP, in a process group of its own: its port from $PORT (3001 by default)
+  port=$(free_port)
+  web_url="http://127.0.0.1:$port/mcp"
+  echo
+  echo "\$ PORT=$port mcp-server-everything streamableHttp &"
+  : >"$work/web.err"
+  set -m
+  PORT=$port mcp-server-everything streamableHttp >"$work/web.out" 2>"$work/web.err" </dev/null &
+  web=$!
+  set +m
+  ok=no
+  for _ in $(seq 300); do
+    grep -q "listening on port $port" "$work/web.err" && ok=yes && break
+    alive "$web" || break
+    sleep 0.1
+  done
+  sed 's/^/  stderr: /' "$work/web.err"
+  echo "# $web_url (pid $web)"
+  verdict $ok "mcp-server-everything streamableHttp: start" "no \"listening on port $port\" line"
+  if ! start_gateway gateway-principals --token "$token" "everything=$EVERYTHING" "web=$web_url"; then
+    verdict no "gateway --http --token: start" "no \"mcp: serving http://... (a gateway)\" line"
+  else
+    # serving does not wait for every upstream: both must be up before the clients call them (30 s at most)
+    for _ in $(seq 300); do
+      [ "$(grep -cE 'upstream "(everything|web)" is up' "$work/gateway-principals.err")" -ge 2 ] && break
+      sleep 0.1
+    done
+    echo "# upstreams: $(grep -E 'upstream "(everything|web)"' "$work/gateway-principals.err" | sed 's/^mcp: //' |
+      paste -sd ';' -)"
+    run principals "$IOP_NODE" interop/lib/sdk-two-principals.mjs "$url" "$token"
+    sed 's/^/  stderr: /' "$work/principals.err"
+    echo "  -> exit $status in $took s"
+    # one check per step it printed: "ok   STEP: what came" or "FAIL STEP: what came (expected ...)"
+    while IFS= read -r line; do
+      echo "  $line"
+      if [[ $line =~ ^(ok|FAIL)\ +([^:]+): ]]; then
+        ok=no
+        [ "${BASH_REMATCH[1]}" != ok ] || ok=yes
+        verdict $ok "${BASH_REMATCH[2]}"
+      fi
+    done <"$work/principals.out"
+    if [ "$status" != 0 ] && ! grep -q '^FAIL ' "$work/principals.out"; then
+      verdict no "lib/sdk-two-principals.mjs" "it exited $status without a failed step"
+    fi
+    echo
+    echo "# the gateway's stderr"
+    sed 's/^/  /' "$work/gateway-principals.err"
+  fi
+  stop_peers
+  # then the HTTP server: SIGTERM to its group, SIGKILL after 10 s; none of its processes may be left
+  echo
+  echo "\$ kill -TERM -- -$web   # mcp-server-everything streamableHttp"
+  kill -TERM -- "-$web" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 -- "-$web" 2>/dev/null || break
+    sleep 0.1
+  done
+  ok=yes
+  if kill -0 -- "-$web" 2>/dev/null; then
+    echo "  still running after 10 s: SIGKILL"
+    kill -KILL -- "-$web" 2>/dev/null || true
+    ok=no
+  fi
+  wait "$web" 2>/dev/null || web_status=$?
+  sleep 0.2
+  line=$(pgrep -g "$web" -a || true)
+  echo "  exit $web_status; its processes now: ${line:-none}"
+  [ -z "$line" ] || ok=no
+  verdict $ok "mcp-server-everything streamableHttp: stopped, no process left" "expected it gone on SIGTERM"
+}
+
 # --- restart ---
 
 part_restart() {
@@ -536,6 +633,7 @@ for target; do
   case $target in
     stdio) part_stdio ;;
     http) part_http ;;
+    principals) part_principals ;;
     restart) part_restart ;;
     stop) part_stop ;;
     timing) part_timing ;;

@@ -66,12 +66,13 @@
 //   GET /jwks        {keys: [{kty, crv/x/y or n/e, kid, alg, use: "sig"}]}
 //   POST /_rotate    a new signing key (new kid) → {kid, kids}: the JWKS then serves the old and the new (rotate-drop:
 //                    only the new), to test a resource server that refetches the JWKS for an unknown kid.
-//   POST /_mint      JSON {sub?, aud?, scope?, client_id?, iss?, exp_in?, nbf_in?, alg?, kid?, sign_with?, claims?}
+//   POST /_mint      JSON {sub?, aud?, scope?, client_id?, iss?, exp_in?, nbf_in?, alg?, kid?, typ?, sign_with?, claims?}
 //                    → {access_token}: a JWT minted directly. Defaults: sub user-1, aud FAKE_AUTH_AUDIENCE (else no
 //                    aud), scope all of FAKE_AUTH_SCOPES, client_id "minted", iss the issuer, exp now + FAKE_AUTH_TTL;
 //                    a field given as null is left out; exp_in/nbf_in are seconds from now (negative: the past);
-//                    sign_with "current" (default) or "foreign" (a key of FAKE_AUTH_ALG not in the JWKS); alg and kid
-//                    only change the header (alg "none" leaves the signature empty); claims are merged in last.
+//                    sign_with "current" (default) or "foreign" (a key of FAKE_AUTH_ALG not in the JWKS); alg, kid
+//                    and typ (default at+jwt) only change the header (alg "none" leaves the signature empty); claims
+//                    are merged in last.
 //   GET /_log        a JSON array of every request but the /_ ones, oldest first (below); POST /_reset empties it
 //                    (keys, clients, codes and refresh tokens stay).
 //
@@ -654,7 +655,7 @@ async function mint(res: ServerResponse, raw: string) {
     jti: random(12),
     ...spec.claims,
   };
-  const header = { alg: spec.alg ?? key.alg, typ: "at+jwt", kid: pick("kid", key.kid) };
+  const header = { alg: spec.alg ?? key.alg, typ: pick("typ", "at+jwt"), kid: pick("kid", key.kid) };
   note(`minted a token${key === foreign ? " with the foreign key" : ""}`);
   json(res, 200, { access_token: await signJwt(header, claims, key) });
 }
