@@ -4193,6 +4193,8 @@ export function serve(options: ServeOptions = {}): ServeHandle {
 export interface HandlerOptions extends ServerOptions {
   /** The MCP endpoint (default "/mcp"). */
   path?: string;
+  /** Each message as it comes ("< " + text) and goes ("> " + text), for --trace. */
+  onTrace?: (line: string) => void;
   /** Browser origins allowed besides the server's own host (CORS answers for them). */
   allowOrigins?: string[];
   /** Host names a request's Host header may name (default localhost, 127.0.0.1, [::1]); "*" allows any. */
@@ -4558,6 +4560,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_LINE_BYTES;
   const sessionTtl = options.sessionTtl ?? DEFAULT_SESSION_TTL_MS;
   const maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
+  const trace = options.onTrace;
   const sessions = new Map<string, LegacySession>();
   let sweep: ReturnType<typeof setInterval> | undefined;
 
@@ -4666,6 +4669,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     }
     const text = await readBody(request);
     if (text instanceof Response) return text;
+    trace?.(`< ${text}`);
     let message: unknown;
     try {
       message = JSON.parse(text);
@@ -4770,6 +4774,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
   ): Promise<Response> {
     const answerPrefix = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},`;
     const session = new McpServer(core, (out) => {
+      trace?.(`> ${out}`);
       const final = isAnswer(out, answerPrefix);
       exchange.write(out, final);
       if (!final) return;
@@ -4944,6 +4949,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
 
   // Numbers and keeps the event, then sends it on the stream's open connection, if any.
   function emit(stream: SessionStream, text: string, final: boolean): void {
+    trace?.(`> ${text}`);
     const last = stream.events.at(-1);
     const eventId = `${stream.id}-${last ? Number(last.id.split("-")[1]) + 1 : 1}`;
     stream.events.push({ id: eventId, text });
@@ -5567,7 +5573,13 @@ export function specFromConfig(
   const spec: StdioServerSpec = { command: expand(entry.command), args, name };
   const serverEnv = stringRecord(entry.env, expand);
   if (serverEnv) spec.env = serverEnv;
-  if (typeof entry.cwd === "string") spec.cwd = resolvePath(expand(entry.cwd), dirnameOf(file.replace(/ \(.*\)$/, "")));
+  const path = file.replace(/ \(.*\)$/, "");
+  if (typeof entry.cwd === "string") spec.cwd = resolvePath(expand(entry.cwd), dirnameOf(path));
+  else {
+    // A project's servers start in the project's root, as Claude Code starts them, wherever below it we are.
+    const project = /^(.*)[\\/](?:\.mcp\.json|\.cursor[\\/]mcp\.json|\.vscode[\\/]mcp\.json)$/.exec(path);
+    if (project) spec.cwd = project[1] || "/";
+  }
   return spec;
 }
 
@@ -5787,7 +5799,11 @@ export class StdioTransport implements ClientTransport {
         },
       });
     } catch (error) {
-      const why = (error as { code?: string }).code === "ENOENT" ? "command not found" : errorMessage(error);
+      let why = (error as { code?: string }).code === "ENOENT" ? "command not found" : errorMessage(error);
+      // `localhost:3001/mcp`: an address without its scheme, taken for a command.
+      if (why === "command not found" && /^[\w.-]+:\d+(\/|$)/.test(spec.command) && spec.args.length === 0) {
+        why += `; for a server at that address, give its URL: http://${spec.command}`;
+      }
       this.#setExited();
       throw new ServerError(`Cannot start "${spec.command}": ${why}`, undefined, true);
     }
@@ -6302,6 +6318,16 @@ function jsonRpcErrorOf(body: unknown): RpcError | undefined {
 }
 
 function httpStatusError(response: Response, body: string, what: string): HttpStatusError {
+  // A web page for a 404 or 405: not an MCP endpoint at all, most likely the wrong path.
+  const html = /^\s*<(!doctype|html)/i.test(body) || /text\/html/i.test(response.headers.get("content-type") ?? "");
+  if (html && (response.status === 404 || response.status === 405)) {
+    const at = new URL(response.url || "http://x/");
+    return new HttpStatusError(
+      `the server answered ${what} with HTTP ${response.status} and a web page: ${at.pathname} is probably not its ` +
+        `MCP endpoint (servers use /mcp, older ones /sse; check the URL)`,
+      response.status,
+    );
+  }
   const text = body.trim() ? `: ${brief(body.trim().split("\n")[0])}` : "";
   return new HttpStatusError(
     `the server answered ${what} with HTTP ${response.status}${
@@ -6440,6 +6466,8 @@ export interface AuthProvider {
    * get a token that may do better. False when there is none to be had.
    */
   challenge(status: number, wwwAuthenticate: string): Promise<boolean>;
+  /** A person is being asked (a browser flow is waiting): request timeouts wait for it. */
+  readonly waitingForPerson?: boolean;
 }
 
 /** Options of {@linkcode OAuthProvider}. */
@@ -6469,6 +6497,8 @@ export interface OAuthOptions {
   serverName?: string;
   /** A line for the user (the authorization URL). */
   onNote?: (line: string) => void;
+  /** How long a browser flow waits for its redirect, in ms (default 5 minutes). */
+  loginTimeout?: number;
   env?: Record<string, string | undefined>;
 }
 
@@ -6739,6 +6769,8 @@ export class OAuthProvider implements AuthProvider {
   #flows = 0;
   #scopes = new Set<string>(); // every scope asked for so far (step-up asks for the union)
   #busy: Promise<boolean> | undefined; // one challenge at a time: parallel requests share it
+  /** A browser flow is waiting for its redirect (request timeouts wait for it). */
+  waitingForPerson = false;
   #refused = false; // the last token we sent was refused: refresh it once, then authorize
 
   constructor(serverUrl: string, options: OAuthOptions = {}) {
@@ -7056,6 +7088,7 @@ export class OAuthProvider implements AuthProvider {
     };
     if (scope) query.scope = scope;
     for (const [key, value] of Object.entries(query)) url.searchParams.set(key, value);
+    const waitMs = this.#options.loginTimeout ?? AUTH_WAIT_MS;
 
     let settle!: (result: URLSearchParams | Error) => void;
     const arrived = new Promise<URLSearchParams | Error>((resolve) => settle = resolve);
@@ -7086,11 +7119,16 @@ export class OAuthProvider implements AuthProvider {
     try {
       this.#options.onNote?.(`mcp: to authorize mcp.ts with ${server.issuer}, open: ${url.href}`);
       if (this.#options.openBrowser !== false) openBrowser(url.href, this.#options.env ?? sys.env());
-      timer = setTimeout(
-        () => settle(new AuthorizationError("no authorization arrived within 5 minutes", 401)),
-        AUTH_WAIT_MS,
+      const within = waitMs % 60_000 === 0 ? `${waitMs / 60_000} minute${waitMs === 60_000 ? "" : "s"}` : `${waitMs} ms`;
+      this.#options.onNote?.(
+        `mcp: waiting for the authorization at ${redirectUri} (up to ${within}; Ctrl-C to stop)`,
       );
-      const params = await arrived;
+      timer = setTimeout(
+        () => settle(new AuthorizationError(`no authorization arrived within ${within} (--login-timeout)`, 401)),
+        waitMs,
+      );
+      this.waitingForPerson = true;
+      const params = await arrived.finally(() => this.waitingForPerson = false);
       if (params instanceof Error) throw params;
       // RFC 9207, as authorization/index.mdx (2026-07-28) tabulates it: exact string comparison.
       const iss = params.get("iss");
@@ -7404,6 +7442,8 @@ export class McpClient {
   discoverResult: JsonObject | undefined;
   /** Lines on the server's stdout that were not JSON-RPC. */
   invalidLines = 0;
+  /** The first of them. */
+  firstInvalidLine = "";
   /** 2026-07-28: the shortest `ttlMs` of the lists fetched (how long they stay fresh), if any said one. */
   listTtlMs: number | undefined;
   #options: ConnectOptions;
@@ -7471,7 +7511,7 @@ export class McpClient {
         else options.onNotification?.(method, params);
       },
       invalid: (text) => {
-        this.invalidLines++;
+        if (this.invalidLines++ === 0) this.firstInvalidLine = text;
         options.onInvalidLine?.(text);
       },
       cancel: (id, reason) => {
@@ -7512,7 +7552,7 @@ export class McpClient {
         if (lost) options.onClose?.(error);
       },
       invalid: (text) => {
-        this.invalidLines++;
+        if (this.invalidLines++ === 0) this.firstInvalidLine = text;
         options.onInvalidLine?.(text);
       },
       stderr: (text) => options.onStderr?.(text),
@@ -7667,18 +7707,30 @@ export class McpClient {
     const controller = new AbortController();
     const abortWith = (reason: unknown) => controller.abort(reason);
     let idleTimer: ReturnType<typeof setTimeout> | undefined;
+    // A person logging in in a browser is not the server being slow: the clocks wait for them.
+    const person = () => this.#auth?.waitingForPerson === true;
     const armIdle = () => {
       clearTimeout(idleTimer);
       idleTimer = setTimeout(
-        () => abortWith(new TimeoutError(`${method} timed out: no answer or progress for ${timeout} ms (--timeout)`)),
+        () =>
+          person()
+            ? armIdle()
+            : abortWith(new TimeoutError(`${method} timed out: no answer or progress for ${timeout} ms (--timeout)`)),
         timeout,
       );
     };
     armIdle();
-    const hardTimer = setTimeout(
-      () => abortWith(new TimeoutError(`${method} timed out after ${maxTime} ms (--max-time)`)),
-      maxTime,
-    );
+    let hardTimer: ReturnType<typeof setTimeout> | undefined;
+    const armHard = (ms: number) => {
+      hardTimer = setTimeout(
+        () =>
+          person()
+            ? armHard(timeout)
+            : abortWith(new TimeoutError(`${method} timed out after ${maxTime} ms (--max-time)`)),
+        ms,
+      );
+    };
+    armHard(maxTime);
     const outer = [options.signal, this.#options.signal].filter((signal): signal is AbortSignal => !!signal);
     const forward = (event: Event) => abortWith((event.target as AbortSignal).reason);
     for (const signal of outer) {
@@ -7862,7 +7914,12 @@ export class McpClient {
   async callTool(
     name: string,
     args: JsonObject = {},
-    options: RequestOptions & { retries?: number; onRetry?: (error: ServerError, attempt: number) => void } = {},
+    options: RequestOptions & {
+      retries?: number;
+      onRetry?: (error: ServerError, attempt: number) => void;
+      /** Added to the request's `_meta`. */
+      meta?: JsonObject;
+    } = {},
   ): Promise<JsonObject> {
     const retries = options.retries ?? 0;
     if (retries > 0 && !this.#listed) await this.listTools(options); // which tools say idempotentHint
@@ -7886,7 +7943,11 @@ export class McpClient {
     }
   }
 
-  async #callOnce(name: string, args: JsonObject, options: RequestOptions): Promise<JsonObject> {
+  async #callOnce(
+    name: string,
+    args: JsonObject,
+    options: RequestOptions & { meta?: JsonObject },
+  ): Promise<JsonObject> {
     if (this.era === "modern" && this.#transport.kind === "http" && !this.#tools) {
       await this.listTools(options).catch(noop); // the Mcp-Param-* headers need the tool's schema
     }
@@ -7896,7 +7957,9 @@ export class McpClient {
     }
     let result: JsonObject;
     try {
-      result = await this.request("tools/call", { name, arguments: args }, options);
+      const params: JsonObject = { name, arguments: args };
+      if (options.meta) params._meta = options.meta;
+      result = await this.request("tools/call", params, options);
     } catch (error) {
       if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
         await this.#throwIfUnknown(error, "tool", name, () => this.listTools(options), "name");
@@ -8050,6 +8113,11 @@ export async function connect(server: string | ServerSpec, options: ConnectOptio
       return client;
     } catch (error) {
       if (error instanceof ProbeDeathError) legacy = true;
+      if (error instanceof TimeoutError && client.invalidLines > 0) {
+        // A server that logs to stdout: its lines are not answers, and the protocol owns stdout.
+        error.message += `; it printed ${client.invalidLines} line(s) on stdout that are not JSON-RPC, the first: ` +
+          `${brief(client.firstInvalidLine)} (a server must log to stderr)`;
+      }
       await client.close();
       if (error instanceof ServerError) error.stderr = client.stderr;
       if (!(error instanceof ServerError && error.retryable) || attempt >= retries) throw error;
@@ -9575,6 +9643,7 @@ in a script a command that needs one exits 4 and names the mcp.ts login to run.
   --client-metadata-url U  a Client ID Metadata Document, where the server supports it
   --scope "A B"            the scopes to ask for (default: what the server asks)
   --callback-port N        the loopback port of the redirect (default ${DEFAULT_CALLBACK_PORT})
+  --login-timeout MS       how long a login waits for the browser's redirect (default 300000)
   --grant client_credentials  tokens for the client itself, no browser (CI); with --client-id
 
 Errors are one "mcp: ..." line on stderr; with --json, one JSON object {"error", "exitCode", ...}.
@@ -9600,7 +9669,9 @@ Usage:
   mcp.ts prompts <server>            prompts
   mcp.ts prompt <server> <name> [ARGS]
                                      a prompt's messages
-  mcp.ts servers                     the server names MCP config files define, with file and transport
+  mcp.ts request <server> <method> [JSON]
+                                     any method by name; its result as JSON
+  mcp.ts servers [--check]           the server names MCP config files define (--check: connect to each)
   mcp.ts login <server>              authorize with an HTTP server's OAuth and keep the token
   mcp.ts logout [<server>] [--all]   forget its tokens (--all: every token and registration)
   mcp.ts gateway [<upstream>...]     one MCP server in front of many (config names, NAME=<server>)
@@ -9616,10 +9687,21 @@ Run it with:  deno run -A mcp.ts …   |   bun mcp.ts …   |   node mcp.ts … 
 Connects to the server (or starts it), calls one tool, prints the result, stops it.
 ARGS: a JSON object ('{"a":1}'), - (JSON from stdin), @file.json, or key=value pairs
 typed by the tool's inputSchema (zip=007 stays "007" when zip is a string). Default {}.
+In pairs, key=@FILE takes FILE's text as the value, key:=JSON a JSON value as it is
+(tags:='["a","b"]', limit:=5).
 Prints each text item on its own line; structured content (when there is no text, and
 unless it only repeats an image) and other content as one JSON line each; on a terminal,
 images and audio as one summary line ([image image/png, 26.7 KB]). --json prints the whole
 result. -o FILE writes the result's one binary item (an image, say) to FILE.
+--meta JSON adds that object to the request's _meta.
+${CLIENT_OPTIONS_HELP}`,
+  request: `Usage: mcp.ts request <server> <method> [JSON] [options]
+
+Sends one request of any method with JSON as its params (default {}) and prints the result
+as one JSON line: for trying methods and debugging servers (e.g. request <server> tools/list,
+request <server> completion/complete '{"ref":…,"argument":…}'). A JSON-RPC error is exit 3
+with its code and message. The session's own envelope (2026-07-28 _meta, progress token) is
+added as for any request.
 ${CLIENT_OPTIONS_HELP}`,
   list: `Usage: mcp.ts list <server> [TOOL] [options]
 
@@ -9707,11 +9789,13 @@ no match gets a -32603 error naming the closest recorded one, and replay goes on
 Forgets the tokens kept for <server>; with --all also the client registrations made with its
 authorization server; --all alone forgets every token and registration.
 `,
-  servers: `Usage: mcp.ts servers [--config FILE] [--json]
+  servers: `Usage: mcp.ts servers [--check] [--config FILE] [--json]
 
 Prints every server name the MCP config files define, in the order names are looked up: NAME,
 its transport (stdio, http, sse), its command line or URL as written (\${VAR} unexpanded), and
 its file. With --config FILE, that file only. --json prints {"servers": [...]}.
+--check connects to each (four at a time, --timeout MS each, default 10000) and prints a line
+per server: ok with its tools, era, transport and time, or the failure; exit 3 if any failed.
 Looked up: .mcp.json, .cursor/mcp.json, .vscode/mcp.json in this directory and each one above,
 then ~/.claude.json (this project's servers, then the user's), then Claude Desktop's config.
 `,
@@ -9989,8 +10073,13 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
       onPluginError: verbose ? (error, label) => log(`"${label}" threw: ${describeStack(error)}`) : undefined,
     };
     if (http) {
-      const handler = createHandler({ ...serverOptions, ...http.handler, maxBodyBytes: maxLineBytes });
-      const listener = await listenHttp(handler, http.listen);
+      const handler = createHandler({
+        ...serverOptions,
+        ...http.handler,
+        maxBodyBytes: maxLineBytes,
+        onTrace: values.trace ? (line) => void io.stderr.write(line + "\n") : undefined,
+      });
+      const listener = await listenFor(handler, http.listen);
       audienceFromListener(http.handler.auth, listener, http.handler.path);
       const stopWatching = watch ? await watchCatalog((catalog) => handler.core.setCatalog(watched(catalog))) : noop;
       // SIGINT/SIGTERM: stop accepting, let calls in flight finish within the grace period, close the streams.
@@ -10135,6 +10224,31 @@ function httpServeOptions(
   };
 }
 
+// listenHttp for a command: a busy or forbidden address is the user's to change (exit 2), said so.
+async function listenFor(
+  handler: (request: Request) => Promise<Response>,
+  listen: { hostname: string; port: number },
+): Promise<HttpListener> {
+  try {
+    return await listenHttp(handler, listen);
+  } catch (error) {
+    const text = `${(error as { code?: string }).code ?? ""} ${errorMessage(error)}`;
+    const where = listen.hostname.includes(":")
+      ? `[${listen.hostname}]:${listen.port}`
+      : `${listen.hostname}:${listen.port}`;
+    if (/EADDRINUSE|AddrInUse|address already in use/i.test(text)) {
+      throw new UsageError(
+        `Cannot listen on ${where}: the address is in use (another server?); choose another port, or ` +
+          `--http ${where.replace(/:\d+$/, ":0")} for any free one`,
+      );
+    }
+    if (/EACCES|PermissionDenied|permission denied/i.test(text)) {
+      throw new UsageError(`Cannot listen on ${where}: not permitted (ports below 1024 need privileges)`);
+    }
+    throw error;
+  }
+}
+
 // http://HOST:PORT/path of a listener (an IPv6 host in brackets), as `serving …` lines print it.
 function listenerUrl(listener: HttpListener, path: string, hostname = listener.hostname): string {
   return `http://${
@@ -10169,6 +10283,7 @@ const CLIENT_FLAGS = {
   "client-metadata-url": { type: "string" },
   scope: { type: "string" },
   "callback-port": { type: "string" },
+  "login-timeout": { type: "string" },
   "no-browser": { type: "boolean" },
   login: { type: "boolean" },
   grant: { type: "string" },
@@ -10185,11 +10300,13 @@ const CLIENT_FLAGS = {
   "max-line-bytes": { type: "string" },
   concurrency: { type: "string" },
   output: { type: "string", short: "o" },
+  meta: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
 /** ARGS of `call` as typed, checked before anything is spawned. */
-type CallArgs = { kind: "object"; value: JsonObject } | { kind: "pairs"; pairs: string[] };
+// ARGS as given: a JSON object, or key=value pairs typed later by the schema (`json`: the key:=<json> ones).
+type CallArgs = { kind: "object"; value: JsonObject } | { kind: "pairs"; pairs: string[]; json: JsonObject };
 
 async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
   if (words.length === 0) return { kind: "object", value: {} };
@@ -10222,14 +10339,35 @@ async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
     }
     return { kind: "object", value };
   }
+  const pairs: string[] = [];
+  const json: JsonObject = {};
   for (const word of words) {
-    if (word.indexOf("=") <= 0) {
+    const equals = word.indexOf("=");
+    if (equals <= 0) {
       throw new UsageError(
         `Cannot read ARGS ${JSON.stringify(word)}: give a JSON object, -, @file.json, or key=value pairs`,
       );
     }
+    if (word[equals - 1] === ":" && equals > 1) {
+      // key:=<json>: the value as JSON, whatever the schema says (mcpc's spelling).
+      const key = word.slice(0, equals - 1);
+      try {
+        json[key] = JSON.parse(word.slice(equals + 1));
+      } catch (error) {
+        throw new UsageError(`Cannot read ${word}: the value after := is not JSON (${errorMessage(error)})`);
+      }
+    } else if (word[equals + 1] === "@" && word.length > equals + 2) {
+      // key=@file: the file's text as the value (typed by the schema as any other).
+      const file = word.slice(equals + 2);
+      try {
+        const { readFile } = await import("node:fs/promises");
+        pairs.push(`${word.slice(0, equals)}=${await readFile(file, "utf8")}`);
+      } catch (error) {
+        throw new UsageError(`Cannot read ${word.slice(0, equals)}=@${file}: ${errorMessage(error)}`);
+      }
+    } else pairs.push(word);
   }
-  return { kind: "pairs", pairs: words };
+  return { kind: "pairs", pairs, json };
 }
 
 /**
@@ -10280,7 +10418,9 @@ async function clientAnswers(
         case "roots/list":
           return roots.length > 0 ? { roots } : refuse(method, "--root DIR");
         case "elicitation/create":
-          if (elicit !== undefined) return answerElicitation(elicit, given, params);
+          if (elicit !== undefined) {
+            return answerElicitation(elicit, given, params, (line) => void io.stderr.write(`mcp: ${visible(line)}\n`));
+          }
           return interactive ? await askElicitation(params) : refuse(method, "--elicit accept|decline|cancel");
         case "sampling/createMessage":
           return sampleWords ? await runSampleCommand(sampleWords, params) : refuse(method, '--sample-command "CMD"');
@@ -10292,10 +10432,18 @@ async function clientAnswers(
 }
 
 // --elicit: accept fills the form with its defaults and --elicit-json over them; a form that then
-// does not fit the schema is declined (elicitation.mdx: the client should validate).
-function answerElicitation(action: string, given: JsonObject, params: JsonObject): JsonObject {
+// does not fit the schema is declined (elicitation.mdx: the client should validate), and `say` tells why.
+function answerElicitation(
+  action: string,
+  given: JsonObject,
+  params: JsonObject,
+  say: (line: string) => void = noop,
+): JsonObject {
   if (action !== "accept") return { action };
-  if (params.mode === "url") return { action: "decline" }; // nothing here can open it
+  if (params.mode === "url") {
+    say("declined a URL elicitation: --elicit accept cannot open it");
+    return { action: "decline" }; // nothing here can open it
+  }
   const schema = isObject(params.requestedSchema) ? params.requestedSchema : { type: "object" };
   const properties = isObject(schema.properties) ? schema.properties : {};
   const content: JsonObject = {};
@@ -10303,19 +10451,38 @@ function answerElicitation(action: string, given: JsonObject, params: JsonObject
     if (isObject(property) && property.default !== undefined) content[key] = property.default;
   }
   Object.assign(content, given);
-  return validate(schema, content).length === 0 ? { action: "accept", content } : { action: "decline" };
+  const problems = validate(schema, content);
+  if (problems.length === 0) return { action: "accept", content };
+  const required = Array.isArray(schema.required) ? schema.required.map(String) : [];
+  const missing = required.filter((key) => content[key] === undefined);
+  say(
+    `declined the server's form (--elicit accept): ${
+      missing.length
+        ? `required field${missing.length > 1 ? "s" : ""} ${missing.join(", ")} ha${missing.length > 1 ? "ve" : "s"} ` +
+          `no default`
+        : problems.join("; ")
+    }; give ${missing.length ? "them" : "valid values"} with --elicit-json '{"${missing[0] ?? "field"}": …}'`,
+  );
+  return { action: "decline" };
 }
 
 // A form asked field by field on the terminal. An empty answer takes the default; Ctrl-D cancels.
 async function askElicitation(params: JsonObject): Promise<JsonObject> {
   const { createInterface } = await import("node:readline/promises");
   // One stream for the questions and what is said between them, so they come in order.
-  const say = (text: string) => void proc().stderr.write(text);
+  const say = (text: string) => void proc().stderr.write(visible(text));
   const terminal = createInterface({ input: proc().stdin, output: proc().stderr });
+  // One close listener for the whole form (one per question piled up past Node's listener limit).
+  let closed = false;
+  let waiting: ((answer: string | null) => void) | undefined;
+  terminal.once("close", () => {
+    closed = true;
+    waiting?.(null);
+  });
   const ask = (question: string) =>
-    new Promise<string | null>((resolve) => {
-      terminal.once("close", () => resolve(null));
-      terminal.question(question).then(resolve, () => resolve(null));
+    closed ? Promise.resolve(null) : new Promise<string | null>((resolve) => {
+      waiting = resolve;
+      terminal.question(visible(question)).then(resolve, () => resolve(null));
     });
   try {
     say(`mcp: the server asks: ${typeof params.message === "string" ? params.message : "(no message)"}\n`);
@@ -10330,30 +10497,66 @@ async function askElicitation(params: JsonObject): Promise<JsonObject> {
     const content: JsonObject = {};
     for (const [key, property] of Object.entries(properties)) {
       const field = isObject(property) ? property : {};
-      const choices = Array.isArray(field.enum) ? field.enum : undefined;
       const type = String(field.type ?? "string");
-      const hints = [choices ? choices.join("|") : type === "boolean" ? "y/n" : type];
+      const many = type === "array";
+      const choices = choicesOf(many ? field.items : field);
+      const format = typeof field.format === "string" && FORM_FORMATS[field.format] ? field.format : undefined;
+      const hints = [
+        choices
+          ? (many ? "one or more, e.g. 1,3" : "a number or a value")
+          : type === "boolean"
+          ? "y/n"
+          : format ?? type,
+      ];
       if (required.includes(key)) hints.push("required");
       const shown = field.default === undefined ? "" : ` [${field.default}]`;
       const label = typeof field.title === "string" ? field.title : key;
       const about = typeof field.description === "string" ? ` — ${field.description}` : "";
+      if (choices) say(choices.map((choice, i) => `    ${i + 1}) ${choice.label}`).join("\n") + "\n");
       for (;;) {
         const answer = await ask(`  ${label} (${hints.join(", ")})${about}${shown}: `);
         if (answer === null) return { action: "cancel" };
         const text = answer.trim();
         if (text === "") {
           if (field.default !== undefined) content[key] = field.default;
-          else if (required.includes(key)) continue;
+          else if (required.includes(key)) {
+            say("  required: give a value\n");
+            continue;
+          }
           break;
         }
-        const value = type === "boolean"
-          ? /^(y|yes|true)$/i.test(text) ? true : /^(n|no|false)$/i.test(text) ? false : undefined
-          : type === "number" || type === "integer"
-          ? Number(text)
-          : text;
-        if (value === undefined || (typeof value === "number" && !Number.isFinite(value))) continue;
-        if (validate(field, value).length > 0) {
-          say(`  ${validate(field, value)[0]}\n`);
+        // A choice by its number or its value; several, comma-separated, for a multi-select.
+        const pick = (word: string): unknown => {
+          const number = Number(word);
+          if (Number.isInteger(number) && number >= 1 && number <= choices!.length) return choices![number - 1].value;
+          return choices!.find((choice) => String(choice.value) === word || choice.label === word)?.value;
+        };
+        let value: unknown;
+        if (choices) {
+          const picked = (many ? text.split(",") : [text]).map((word) => pick(word.trim()));
+          value = picked.includes(undefined) ? undefined : many ? picked : picked[0];
+          if (value === undefined) {
+            say(`  not one of the choices: give its number (1-${choices.length}) or its value\n`);
+            continue;
+          }
+        } else {
+          value = type === "boolean"
+            ? /^(y|yes|true)$/i.test(text) ? true : /^(n|no|false)$/i.test(text) ? false : undefined
+            : type === "number" || type === "integer"
+            ? Number(text)
+            : text;
+          if (value === undefined || (typeof value === "number" && !Number.isFinite(value))) {
+            say(`  not a ${type === "boolean" ? "yes or no" : type}\n`);
+            continue;
+          }
+        }
+        if (format && typeof value === "string" && !FORM_FORMATS[format].test(value)) {
+          say(`  not a valid ${format}\n`);
+          continue;
+        }
+        const problems = validate(field, value);
+        if (problems.length > 0) {
+          say(`  ${problems[0]}\n`);
           continue;
         }
         content[key] = value;
@@ -10366,6 +10569,33 @@ async function askElicitation(params: JsonObject): Promise<JsonObject> {
   } finally {
     terminal.close();
   }
+}
+
+// The string formats an elicitation form may ask for (elicitation.mdx), checked as a person types.
+const FORM_FORMATS: Record<string, RegExp> = {
+  email: /^[^\s@]+@[^\s@]+\.[^\s@]+$/,
+  uri: /^[A-Za-z][A-Za-z0-9+.-]*:\S+$/,
+  date: /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/,
+  "date-time":
+    /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})$/,
+};
+
+// A field's choices, as elicitation forms spell them: enum (with enumNames), or oneOf/anyOf of titled consts.
+function choicesOf(schema: unknown): { value: unknown; label: string }[] | undefined {
+  if (!isObject(schema)) return undefined;
+  if (Array.isArray(schema.enum)) {
+    const names = Array.isArray(schema.enumNames) ? schema.enumNames : [];
+    return schema.enum.map((value, i) => ({
+      value,
+      label: typeof names[i] === "string" && names[i] !== String(value) ? `${names[i]} (${value})` : String(value),
+    }));
+  }
+  const variants = Array.isArray(schema.oneOf) ? schema.oneOf : Array.isArray(schema.anyOf) ? schema.anyOf : undefined;
+  if (!variants?.every((variant) => isObject(variant) && variant.const !== undefined)) return undefined;
+  return (variants as JsonObject[]).map((variant) => ({
+    value: variant.const,
+    label: typeof variant.title === "string" ? `${variant.title} (${variant.const})` : String(variant.const),
+  }));
 }
 
 // --sample-command: the request's params as one JSON line on its stdin; its stdout a
@@ -10480,6 +10710,50 @@ function progressReporter(io: CliIo, verbose: boolean) {
   };
 }
 
+/**
+ * Some servers list a tool only to clients that can answer its questions (server-everything's
+ * trigger-sampling-request, get-roots-list). When a listing as such a client shows `name`, says
+ * which options declare it. Asked only after a miss: it costs a second connection.
+ */
+async function hiddenToolHint(
+  target: string,
+  options: ConnectOptions,
+  name: string,
+  initialized: JsonObject,
+): Promise<string> {
+  const offered = options.capabilities ?? {};
+  const missing = ["sampling", "roots", "elicitation"].filter((capability) => !isObject(offered[capability]));
+  if (missing.length === 0) return "";
+  const flags: Record<string, string> = {
+    sampling: "--sample-command CMD",
+    roots: "--root DIR",
+    elicitation: "--elicit",
+  };
+  const instructions = typeof initialized.instructions === "string" ? initialized.instructions : "";
+  let listed = false;
+  const probe = await connect(target, {
+    ...options,
+    capabilities: { ...offered, ...Object.fromEntries(missing.map((capability) => [capability, {}])) },
+    onRequest: () => {
+      throw new RpcError(ErrorCode.MethodNotFound, "only listing");
+    },
+    onLog: undefined,
+    onTrace: undefined,
+    onMessage: undefined,
+    onStderr: undefined,
+  }).catch(() => undefined);
+  try {
+    listed = (await probe?.listTools().catch(() => []) ?? []).some((tool) => tool.name === name);
+  } finally {
+    await probe?.close();
+  }
+  if (!listed && !instructions.includes(name)) return "";
+  const tries = missing.map((capability) => flags[capability]);
+  return ` (it is listed only to clients that can answer the server's questions: try ${
+    tries.length > 1 ? `${tries.slice(0, -1).join(", ")} or ${tries.at(-1)}` : tries[0]
+  })`;
+}
+
 // Ranks exit codes for batch: 3 > 2 > 1 > 0.
 const EXIT_RANK = [0, 1, 2, 3];
 function worse(a: number, b: number): number {
@@ -10514,7 +10788,7 @@ function reportFailure(io: CliIo, error: unknown, json: boolean, serverStderr = 
 
 // Words that look like ARGS of call/prompt: key=value, JSON, - or @file.
 function looksLikeArgs(word: string): boolean {
-  return /^[A-Za-z_][\w.-]*=/.test(word) || /^[[{]/.test(word) || word === "-" || word.startsWith("@");
+  return /^[A-Za-z_][\w.-]*:?=/.test(word) || /^[[{]/.test(word) || word === "-" || word.startsWith("@");
 }
 
 /**
@@ -10558,6 +10832,7 @@ const CLIENT_ARITY: Record<string, [number, number]> = {
   batch: [0, 0],
   resources: [0, 0],
   prompts: [0, 0],
+  request: [1, 2],
 };
 
 async function runClient(command: string, args: string[], io: CliIo): Promise<number> {
@@ -10606,6 +10881,19 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   }
   const concurrency = positiveInteger("--concurrency", values.concurrency as string | undefined, 1);
   const name = rest[0];
+  const jsonObject = (text: string, what: string): JsonObject => {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (error) {
+      throw new UsageError(`Cannot read ${what}: not JSON (${errorMessage(error)})`);
+    }
+    if (!isObject(value)) throw new UsageError(`Cannot use ${what}: a JSON object is needed, got ${jsonType(value)}`);
+    return value;
+  };
+  const requestParams = command === "request" ? jsonObject(rest[1] ?? "{}", `the params of ${name}`) : undefined;
+  const meta = values.meta === undefined ? undefined : jsonObject(values.meta as string, "--meta");
+  if (meta && command !== "call") throw new UsageError(`--meta goes with call, not ${command}`);
 
   const interrupt = new AbortController();
   const onSigint = () => interrupt.abort(new InterruptedError());
@@ -10677,9 +10965,12 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
           const tools = await client.listTools();
           const tool = tools.find((candidate) => candidate.name === name);
           if (!tool) throw new NotFoundError("tool", name, tools.map((candidate) => String(candidate.name)));
-          if (callArgs!.kind === "pairs") args = argsFromPairs(callArgs!.pairs, tool.inputSchema);
+          if (callArgs!.kind === "pairs") {
+            args = { ...argsFromPairs(callArgs!.pairs, tool.inputSchema), ...callArgs!.json };
+          }
         }
         let result = await client.callTool(name, args, {
+          meta,
           onProgress: (params) => progress.update(params),
           retries,
           onRetry: (error, attempt) =>
@@ -10783,6 +11074,12 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
         for (const part of parts) io.stdout.write(part);
         break;
       }
+      case "request": {
+        const result = await client.request(name, requestParams!, { onProgress: (params) => progress.update(params) });
+        progress.clear();
+        io.stdout.write(JSON.stringify(result) + "\n");
+        break;
+      }
       case "prompts": {
         const prompts = await listOrNone("prompts", () => client!.listPrompts());
         if (prompts.length === 0) sayNone("prompts");
@@ -10792,7 +11089,9 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
       case "prompt": {
         if (!offers("prompts")) throw new UsageError(`Cannot get prompt "${name}": the server offers no prompts`);
         // Prompt arguments are strings, whatever they look like.
-        const args = callArgs!.kind === "pairs" ? Object.fromEntries(callArgs!.pairs.map(splitPair)) : callArgs!.value;
+        const args = callArgs!.kind === "pairs"
+          ? { ...Object.fromEntries(callArgs!.pairs.map(splitPair)), ...callArgs!.json }
+          : callArgs!.value;
         const bad = Object.entries(args).find(([, value]) => typeof value !== "string");
         if (bad) throw new UsageError(`Cannot use prompt argument ${bad[0]}: prompt arguments are strings`);
         // Its arguments are known from the list: a missing one is our mistake, said before asking.
@@ -10809,6 +11108,9 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
     progress.clear();
     // After shutdown, so the tail holds what the server said while it was stopped.
     await client?.close();
+    if (error instanceof NotFoundError && command === "call" && client) {
+      error.message += await hiddenToolHint(target, options, name, client.initializeResult);
+    }
     const stderr = error instanceof ServerError ? client?.stderr ?? error.stderr : "";
     code = reportFailure(io, error, json, exitCodeOf(error) === 3 && !verbose ? stderr : "");
   } finally {
@@ -10956,6 +11258,9 @@ async function oauthOptions(
     clientMetadataUrl: values["client-metadata-url"] as string | undefined,
     scope: values.scope as string | undefined,
     callbackPort: port,
+    loginTimeout: values["login-timeout"] === undefined
+      ? undefined
+      : positiveInteger("--login-timeout", values["login-timeout"] as string, AUTH_WAIT_MS),
     grant: grant as OAuthOptions["grant"],
     openBrowser: values["no-browser"] !== true,
     fresh: command === "login",
@@ -11018,7 +11323,7 @@ async function listenRaw(
     allowOrigins: http.handler.allowOrigins,
     token: http.handler.token,
   });
-  const listener = await listenHttp(made.handler, http.listen);
+  const listener = await listenFor(made.handler, http.listen);
   ready(listenerUrl(listener, http.handler.path));
   return { downstream: made.downstream, listener };
 }
@@ -11117,9 +11422,13 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
   };
   try {
     if (http) {
-      const handler = createHandler({ ...serverOptions, ...http.handler });
+      const handler = createHandler({
+        ...serverOptions,
+        ...http.handler,
+        onTrace: values.trace ? (line) => void io.stderr.write(line + "\n") : undefined,
+      });
       gateway.onCatalog = (catalog) => handler.core.setCatalog(catalog);
-      const listener = await listenHttp(handler, http.listen);
+      const listener = await listenFor(handler, http.listen);
       audienceFromListener(http.handler.auth, listener, http.handler.path);
       log(`serving ${listenerUrl(listener, http.handler.path)} (a gateway)`);
       await stopping;
@@ -11181,7 +11490,13 @@ async function runProxy(args: string[], io: CliIo): Promise<number> {
       values["max-line-bytes"] as string | undefined,
       DEFAULT_CLIENT_MAX_LINE_BYTES,
     ),
-    onFrame: frameLog,
+    // --trace: every frame in and out, as serve prints them (what the client sent "<", what it got ">").
+    onFrame: values.trace
+      ? (direction, text) => {
+        frameLog?.(direction, text);
+        io.stderr.write(`${direction} ${text}\n`);
+      }
+      : frameLog,
     onMessage: recorder?.write,
     onTrace: values.trace ? (line) => log(line) : undefined,
     log,
@@ -11277,6 +11592,8 @@ async function runServers(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseFlags(args, {
     config: { type: "string" },
     json: { type: "boolean" },
+    check: { type: "boolean" },
+    timeout: { type: "string" },
     help: { type: "boolean", short: "h" },
   }, "servers");
   if (values.help) {
@@ -11285,6 +11602,10 @@ async function runServers(args: string[], io: CliIo): Promise<number> {
   }
   if (positionals.length > 0) throw new UsageError("servers takes no arguments (see: mcp.ts help servers)");
   const servers = await listConfiguredServers({ config: values.config as string | undefined });
+  if (values.check) {
+    const timeout = positiveInteger("--timeout", values.timeout as string | undefined, SERVERS_CHECK_TIMEOUT_MS);
+    return await checkServers(servers.filter((server) => !server.shadowed), values, timeout, io);
+  }
   if (values.json) {
     io.stdout.write(JSON.stringify({ servers }) + "\n");
     return 0;
@@ -11307,6 +11628,63 @@ async function runServers(args: string[], io: CliIo): Promise<number> {
     io.stdout.write(row.map((cell, i) => i < 3 ? cell.padEnd(widths[i]) : cell).join("  ") + "\n");
   }
   return 0;
+}
+
+const SERVERS_CHECK_TIMEOUT_MS = 10_000;
+const SERVERS_CHECK_CONCURRENCY = 4;
+
+// `servers --check`: each configured server connected to, listed and closed; a line each, in config order.
+async function checkServers(
+  servers: ConfiguredServer[],
+  values: Record<string, unknown>,
+  timeout: number,
+  io: CliIo,
+): Promise<number> {
+  const check = async (server: ConfiguredServer): Promise<JsonObject> => {
+    if (server.problem) return { name: server.name, ok: false, error: server.problem };
+    const started = performance.now();
+    let client: McpClient | undefined;
+    try {
+      const spec = await resolveServer(server.name, { config: values.config as string | undefined });
+      client = await connect(spec, { timeout, maxTime: timeout });
+      const offers = isObject(client.initializeResult.capabilities) ? client.initializeResult.capabilities : {};
+      const tools = isObject(offers.tools) ? (await client.listTools()).length : 0;
+      return {
+        name: server.name,
+        ok: true,
+        tools,
+        era: client.era === "modern" ? client.protocolVersion : `legacy ${client.protocolVersion}`,
+        transport: client.transport,
+        ms: Math.round(performance.now() - started),
+      };
+    } catch (error) {
+      return {
+        name: server.name,
+        ok: false,
+        error: describeFailure(error),
+        ms: Math.round(performance.now() - started),
+      };
+    } finally {
+      await client?.close();
+    }
+  };
+  const results: JsonObject[] = new Array(servers.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: SERVERS_CHECK_CONCURRENCY }, async () => {
+    for (let i = next++; i < servers.length; i = next++) results[i] = await check(servers[i]);
+  }));
+  const out = terminalSafe(io.stdout);
+  if (values.json) io.stdout.write(JSON.stringify({ servers: results }) + "\n");
+  else {
+    const width = Math.max(0, ...results.map((result) => String(result.name).length));
+    for (const result of results) {
+      const what = result.ok
+        ? `ok      ${result.tools} tools, ${result.era}, ${result.transport}, ${result.ms} ms`
+        : `failed  ${result.error}`;
+      out.write(`${String(result.name).padEnd(width)}  ${what}\n`);
+    }
+  }
+  return results.every((result) => result.ok) ? 0 : 3;
 }
 
 /** Runs the CLI with `argv` (without the runtime and script) and returns the exit code. */
@@ -11342,6 +11720,7 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
       case "read":
       case "prompts":
       case "prompt":
+      case "request":
         return await runClient(command, rest, cli);
       case "servers":
         return await runServers(rest, cli);

@@ -20,6 +20,14 @@
 //                       or SIGTERM
 //   die-on-probe-count  tool "echo" {text}; on server/discover writes "fake: dying on server/discover" on stderr and
 //                       exits 1 (count its starts with HOSTILE_STARTS)
+//   capable             tool "echo" {text} always; tool "sample" only to a client whose initialize declared sampling
+//                       (as server-everything lists trigger-sampling-request); a call to it answers "sampled"
+//   form                tool "form": sends elicitation/create (id "form-1") with a 13-field form: color (enum red,
+//                       green, blue), size (oneOf titled consts s/m/l), tags (array of enum a, b, c), email (format
+//                       email), day (format date), and note1..note8 (strings with defaults "n1".."n8"); answers with
+//                       the client's response as JSON text
+//   stdout-noise        prints "Starting hostile server v1.0..." and "listening on stdio" on stdout, then never
+//                       answers anything (a server that logs to stdout and hangs)
 //
 // In every mode: initialize echoes the client's protocolVersion when it is 2025-11-25, 2025-06-18, 2025-03-26 or
 // 2024-11-05 (else 2025-11-25) with capabilities {tools, prompts, resources, logging}; server/discover → error -32601
@@ -35,7 +43,7 @@ type Json = any;
 type Id = string | number;
 type Message = { jsonrpc?: string; id?: Id; method?: string; params?: Json; result?: Json; error?: Json };
 
-const MODES = ["escapes", "flood", "long-line", "die-on-probe-count"];
+const MODES = ["escapes", "flood", "long-line", "die-on-probe-count", "capable", "form", "stdout-noise"];
 const VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 const mode = process.env.HOSTILE_MODE ?? "";
 const note = (text: string) => process.stderr.write(`fake: ${text}\n`);
@@ -57,6 +65,7 @@ process.stdout.on("error", (error: Error) => {
   process.exit(0);
 });
 note(`pid ${process.pid}, mode ${mode}`);
+if (mode === "stdout-noise") process.stdout.write("Starting hostile server v1.0...\nlistening on stdio\n");
 
 const evil = mode === "escapes";
 const schema = (properties: Json = {}) => ({ type: "object", properties });
@@ -74,7 +83,28 @@ const TOOLS: Record<string, Json[]> = {
   flood: [{ name: "flood", description: "Floods the client with log messages", inputSchema: schema() }],
   "long-line": [{ name: "long", description: "Answers with one very long line", inputSchema: schema() }],
   "die-on-probe-count": [{ name: "echo", description: "Echo text", inputSchema: schema({ text: { type: "string" } }) }],
+  capable: [{ name: "echo", description: "Echo text", inputSchema: schema({ text: { type: "string" } }) }],
+  form: [{ name: "form", description: "Asks a long form", inputSchema: schema() }],
 };
+const FORM = {
+  type: "object",
+  properties: {
+    color: { type: "string", enum: ["red", "green", "blue"] },
+    size: {
+      type: "string",
+      oneOf: [{ const: "s", title: "Small" }, { const: "m", title: "Medium" }, { const: "l", title: "Large" }],
+    },
+    tags: { type: "array", items: { type: "string", enum: ["a", "b", "c"] } },
+    email: { type: "string", format: "email" },
+    day: { type: "string", format: "date" },
+    ...Object.fromEntries(
+      Array.from({ length: 8 }, (_, i) => [`note${i + 1}`, { type: "string", default: `n${i + 1}` }]),
+    ),
+  },
+  required: ["color", "size", "email"],
+};
+let formCall: Id | undefined; // the call waiting for the form's answer (form)
+let sampling = false; // the client declared sampling (capable)
 const PROMPT = { name: "p", description: "pd\u001b[2J", arguments: [{ name: "x", description: "xd\u0007" }] };
 const PROMPT_GET = {
   description: "g\u001b[2J",
@@ -119,12 +149,27 @@ function callTool(id: Id, params: Json) {
   if (evil && name === "fail") return write({ id, error: { code: -32000, message: "boom\u001b]0;title\u0007" } });
   if (mode === "flood" && name === "flood") return flood(id);
   if (mode === "long-line" && name === "long") return longLine(id);
-  if (mode === "die-on-probe-count" && name === "echo") return write({ id, result: text(String(args.text ?? "")) });
+  if ((mode === "die-on-probe-count" || mode === "capable") && name === "echo") {
+    return write({ id, result: text(String(args.text ?? "")) });
+  }
+  if (mode === "capable" && name === "sample" && sampling) return write({ id, result: text("sampled") });
+  if (mode === "form" && name === "form") {
+    formCall = id;
+    return write({
+      id: "form-1",
+      method: "elicitation/create",
+      params: { message: "A long form", requestedSchema: FORM },
+    });
+  }
   write({ id, error: { code: -32602, message: `Unknown tool: ${name}` } });
 }
 
 function handle(message: Message) {
   note(`got ${message.method ?? `response ${message.id}`}`);
+  if (mode === "stdout-noise") return;
+  if (mode === "form" && message.id === "form-1" && message.method === undefined && formCall !== undefined) {
+    return write({ id: formCall, result: text(JSON.stringify(message.result ?? message.error)) });
+  }
   if (message.method === undefined || message.id === undefined) return; // responses and notifications
   const id = message.id;
   const params = message.params ?? {};
@@ -133,6 +178,7 @@ function handle(message: Message) {
   switch (message.method) {
     case "initialize": {
       const asked = params.protocolVersion;
+      sampling = params.capabilities?.sampling !== undefined;
       return reply({
         protocolVersion: VERSIONS.includes(asked) ? asked : VERSIONS[0],
         capabilities: { tools: {}, prompts: {}, resources: {}, logging: {} },
@@ -152,6 +198,9 @@ function handle(message: Message) {
     case "logging/setLevel":
       return reply({});
     case "tools/list":
+      if (mode === "capable" && sampling) {
+        return reply({ tools: [...TOOLS[mode], { name: "sample", description: "Samples", inputSchema: schema() }] });
+      }
       return reply({ tools: TOOLS[mode] });
     case "tools/call":
       return callTool(id, params);
