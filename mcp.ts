@@ -7119,7 +7119,9 @@ export class OAuthProvider implements AuthProvider {
     try {
       this.#options.onNote?.(`mcp: to authorize mcp.ts with ${server.issuer}, open: ${url.href}`);
       if (this.#options.openBrowser !== false) openBrowser(url.href, this.#options.env ?? sys.env());
-      const within = waitMs % 60_000 === 0 ? `${waitMs / 60_000} minute${waitMs === 60_000 ? "" : "s"}` : `${waitMs} ms`;
+      const within = waitMs % 60_000 === 0
+        ? `${waitMs / 60_000} minute${waitMs === 60_000 ? "" : "s"}`
+        : `${waitMs} ms`;
       this.#options.onNote?.(
         `mcp: waiting for the authorization at ${redirectUri} (up to ${within}; Ctrl-C to stop)`,
       );
@@ -9467,13 +9469,16 @@ function firstLine(text: unknown): string {
   return typeof text === "string" ? text.trim().split("\n")[0] : "";
 }
 
-// Columns two spaces apart, each but the last padded to line up (up to 40 wide).
+// Columns two spaces apart, each but the last padded to line up (up to 40 wide: a longer cell is cut, so
+// the table stays a table).
 function renderRows(rows: string[][], options: RenderOptions): string {
   const widths = rows[0]?.map((_, i) => Math.min(40, Math.max(...rows.map((row) => row[i].length)))) ?? [];
   const last = widths.length - 1;
+  const cut = (cell: string, width: number) => cell.length > width ? cell.slice(0, width - 1) + "…" : cell;
   return rows.map((row) => {
     // A column empty in every row takes no room.
-    const cells = row.map((cell, i) => i < last ? cell.padEnd(widths[i]) : cell).filter((_, i) => widths[i] > 0);
+    const cells = row.map((cell, i) => i < last ? cut(cell, widths[i]).padEnd(widths[i]) : cell)
+      .filter((_, i) => widths[i] > 0);
     const line = cells.join("  ").trimEnd();
     return fitLine(line, options.width) + "\n";
   }).join("");
@@ -9491,25 +9496,40 @@ export function renderToolList(tools: JsonObject[], options: RenderOptions = {})
 export function renderToolDetail(tool: JsonObject): string {
   const lines = [typeof tool.title === "string" ? `${tool.name} — ${tool.title}` : String(tool.name)];
   if (typeof tool.description === "string" && tool.description.trim()) lines.push(tool.description.trim());
-  const schema = isObject(tool.inputSchema) ? tool.inputSchema : {};
-  const properties = isObject(schema.properties) ? Object.entries(schema.properties) : [];
-  const required = Array.isArray(schema.required) ? schema.required : [];
-  lines.push("", properties.length ? "arguments (* = required):" : "arguments: none");
-  const width = Math.max(0, ...properties.map(([name]) => name.length + 1));
-  for (const [name, property] of properties) {
-    const about = isObject(property) ? property : {};
-    const notes = [describeSchemaType(property), firstLine(about.description)];
-    if (about.default !== undefined) notes.push(`default ${JSON.stringify(about.default)}`);
-    const label = `${name}${required.includes(name) ? "*" : ""}`.padEnd(width);
-    lines.push(`  ${label}  ${notes.filter(Boolean).join("  ")}`);
+  const fields = schemaFields(tool.inputSchema, "  ");
+  lines.push("", fields.length ? "arguments (* = required):" : "arguments: none", ...fields);
+  if (tool.outputSchema !== undefined) {
+    const output = schemaFields(tool.outputSchema, "  ");
+    lines.push(
+      output.length ? "output (* = always there):" : `output: ${describeSchemaType(tool.outputSchema)}`,
+      ...output,
+    );
   }
-  if (tool.outputSchema !== undefined) lines.push(`output: ${JSON.stringify(tool.outputSchema)}`);
   if (isObject(tool.annotations)) {
     const hints = Object.entries(tool.annotations)
       .map(([key, value]) => value === true ? key : `${key}=${JSON.stringify(value)}`);
     if (hints.length) lines.push(`annotations: ${hints.join(", ")}`);
   }
   return lines.join("\n") + "\n";
+}
+
+// The fields of an object schema, one line each (name*, type, description, default), the fields of a nested
+// object or of an array's objects indented below their parent, at most 4 levels deep.
+function schemaFields(schema: unknown, indent: string, depth = 0): string[] {
+  const properties = isObject(schema) && isObject(schema.properties) ? Object.entries(schema.properties) : [];
+  const required = isObject(schema) && Array.isArray(schema.required) ? schema.required : [];
+  const width = Math.max(0, ...properties.map(([name]) => name.length + 1));
+  const lines: string[] = [];
+  for (const [name, property] of properties) {
+    const about = isObject(property) ? property : {};
+    const notes = [describeSchemaType(property), firstLine(about.description)];
+    if (about.default !== undefined) notes.push(`default ${JSON.stringify(about.default)}`);
+    const label = `${name}${required.includes(name) ? "*" : ""}`.padEnd(width);
+    lines.push(`${indent}${label}  ${notes.filter(Boolean).join("  ")}`);
+    const inner = isObject(about.items) ? about.items : about;
+    if (depth < 3 && isObject(inner.properties)) lines.push(...schemaFields(inner, indent + "  ", depth + 1));
+  }
+  return lines;
 }
 
 /** One line per resource or template: its URI (or template), then its name and description. */
@@ -9929,7 +9949,10 @@ function selfCommand(): string {
   const path = decodeURIComponent(new URL(import.meta.url).pathname);
   const cwd = sys.cwd();
   const script = path.startsWith(cwd + "/") ? path.slice(cwd.length + 1) : path;
-  return `${deno ? "deno run -A" : bun ? "bun" : "node"} ${script}`;
+  const runtime = deno ? "deno run -A" : bun ? "bun" : "node";
+  // Started through npx (the runtime lives in npm's _npx cache): say it the same way, it may be on no PATH.
+  const npx = /[\\/]_npx[\\/]/.test(proc().execPath ?? "") ? `npx -y ${deno ? "deno" : bun ? "bun" : "node"}` : "";
+  return `${npx ? npx + runtime.replace(/^\S+/, "") : runtime} ${script}`;
 }
 
 async function runServe(args: string[], io: CliIo): Promise<number> {

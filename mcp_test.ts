@@ -18,7 +18,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { Buffer } from "node:buffer";
-import { request as httpRequest } from "node:http";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { createConnection, createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -49,6 +49,7 @@ import {
   NotFoundError,
   renderCallResult,
   renderInfo,
+  renderToolDetail,
   renderToolList,
   resolveServer,
   serve,
@@ -3567,7 +3568,7 @@ describe("15. CLI", () => {
       one.stdout,
       /^weather — Weather\nMade-up weather for a city[^\n]*\n\narguments \(\* = required\):\n {2}city\* +string\n/,
     );
-    assert.match(one.stdout, /\noutput: \{"type":"object"/);
+    assert.match(one.stdout, /\noutput \(\* = always there\):\n {2}city\* +string\n {2}temperature\* +number\n/);
     assert.equal(JSON.parse(json.stdout).name, "add");
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /no tool named "wether"; did you mean weather/);
@@ -5033,5 +5034,228 @@ describe("Safety: the gateway never mixes clients; replay --strict", () => {
     assert.deepEqual(list.at(-1)!.result, { tools: [] });
     const again = player.answer({ jsonrpc: "2.0", id: "c", method: "tools/list", params: {} });
     assert.ok(again.at(-1)!.error, "the rest keeps its order: each once");
+  });
+});
+
+describe("15. CLI: what a new user trips on", () => {
+  const H = HOSTILE;
+
+  test("list keeps its columns with a long argument list; list TOOL shows nested fields as an indented list", () => {
+    const long = {
+      name: "x",
+      inputSchema: {
+        type: "object",
+        properties: Object.fromEntries(
+          Array.from({ length: 12 }, (_, i) => [`argument_${i}`, { type: "string" }]),
+        ),
+      },
+      description: "Long",
+    };
+    const rows = renderToolList([long, { name: "y", inputSchema: { type: "object" }, description: "Short" }]).split(
+      "\n",
+    );
+    assert.equal(rows[0].indexOf("Long"), rows[1].indexOf("Short"), rows.join("\n"));
+    assert.match(rows[0], /…/);
+    const detail = renderToolDetail({
+      name: "order",
+      inputSchema: {
+        type: "object",
+        properties: {
+          items: {
+            type: "array",
+            items: {
+              type: "object",
+              properties: { sku: { type: "string" }, qty: { type: "integer" } },
+              required: ["sku"],
+            },
+          },
+        },
+      },
+      outputSchema: { type: "object", properties: { total: { type: "number" } }, required: ["total"] },
+    });
+    assert.match(detail, /\n {2}items +object\[\]\n {4}sku\* +string\n {4}qty +integer\n/);
+    assert.match(detail, /\noutput \(\* = always there\):\n {2}total\* +number\n/);
+  });
+
+  test("request sends any method and prints its result; --meta, key=@file and key:=json reach the server", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-args-"));
+    try {
+      writeFileSync(join(dir, "text.txt"), "from a file");
+      const [listed, unknown, echoed, added, badJson, badMeta] = await Promise.all([
+        runCli(["request", SERVE, "tools/list"]),
+        runCli(["request", SERVE, "no/such"]),
+        runCli(["call", FAKE, "echo", `text=@${join(dir, "text.txt")}`, "--trace"]),
+        runCli(["call", SERVE, "add", "a:=2", "b:=3", "--meta", '{"trace-id":"t-1"}', "--trace"]),
+        runCli(["call", SERVE, "add", "a:=nope"]),
+        runCli(["call", SERVE, "add", "a=1", "b=2", "--meta", "[1]"]),
+      ]);
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.ok(JSON.parse(listed.stdout).tools.some((tool: Message) => tool.name === "add"));
+      assert.equal(unknown.code, 3);
+      assert.match(unknown.stderr, /-32601/);
+      assert.equal(echoed.stdout, "from a file\n", echoed.stderr);
+      assert.equal(added.stdout, "5\n", added.stderr);
+      assert.match(added.stderr, /"_meta":\{"trace-id":"t-1"/);
+      assert.equal(badJson.code, 2);
+      assert.match(badJson.stderr, /a:=nope: the value after := is not JSON/);
+      assert.equal(badMeta.code, 2);
+      assert.match(badMeta.stderr, /--meta: a JSON object is needed/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("servers --check connects to each configured server: a line each, exit 3 if any failed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-check-"));
+    try {
+      const [runtime, ...runtimeArgs] = RUNTIME;
+      writeFileSync(
+        join(dir, ".mcp.json"),
+        JSON.stringify({
+          mcpServers: {
+            good: { command: runtime, args: [...runtimeArgs, MCP, "serve", HERE + "testdata/tools"] },
+            broken: {
+              command: runtime,
+              args: [...runtimeArgs, HERE + "testdata/fake_server.ts"],
+              env: { FAKE_MODE: "crash-before" },
+            },
+          },
+        }),
+      );
+      const run = await runCli(["servers", "--check"], { cwd: dir, env: { HOME: dir } });
+      assert.equal(run.code, 3, run.stderr);
+      assert.match(run.stdout, /^good +ok +\d+ tools, 2026-07-28, stdio, \d+ ms$/m);
+      assert.match(run.stdout, /^broken +failed +the server exited with code 1/m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a project's server starts in the project root, wherever below it the command runs", async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), "mcp-project-")));
+    try {
+      const [runtime, ...runtimeArgs] = RUNTIME;
+      writeFileSync(
+        join(dir, ".mcp.json"),
+        JSON.stringify({
+          mcpServers: { here: { command: runtime, args: [...runtimeArgs, HERE + "testdata/fake_server.ts"] } },
+        }),
+      );
+      mkdirSync(join(dir, "src", "deep"), { recursive: true });
+      const run = await runCli(["call", "here", "cwd"], { cwd: join(dir, "src", "deep"), env: { HOME: dir } });
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout.trim(), dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("messages that carry the fix: busy port, a URL without its scheme, an HTML 404, stdout noise, hidden tools", async () => {
+    const page = createHttpServer((_request, response) => {
+      response.writeHead(404, { "content-type": "text/html" }).end("<!DOCTYPE html><html><body>Not here</body></html>");
+    });
+    await new Promise<void>((resolve) => page.listen(0, "127.0.0.1", resolve));
+    const pagePort = (page.address() as { port: number }).port;
+    const server = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
+    try {
+      const busyPort = new URL(server.url).port;
+      const [busy, schemeless, html, noisy, hidden, elicit] = await Promise.all([
+        runCli(["serve", HERE + "testdata/tools", "--http", busyPort]),
+        runCli(["list", "localhost:3001/mcp"]),
+        runCli(["list", `http://127.0.0.1:${pagePort}/wrong`]),
+        runCli(["list", H, "-e", "HOSTILE_MODE=stdout-noise", "--timeout", "800"]),
+        runCli(["call", H, "sample", "-e", "HOSTILE_MODE=capable"]),
+        runCli(["call", H, "form", "-e", "HOSTILE_MODE=form", "--elicit", "accept"]),
+      ]);
+      assert.equal(busy.code, 2, busy.stderr);
+      assert.match(busy.stderr, new RegExp(`address is in use.*--http 127\\.0\\.0\\.1:0`));
+      assert.match(schemeless.stderr, /give its URL: http:\/\/localhost:3001\/mcp/);
+      assert.equal(html.code, 3);
+      assert.match(html.stderr, /a web page: \/wrong is probably not its MCP endpoint/);
+      assert.doesNotMatch(html.stderr, /DOCTYPE/);
+      assert.equal(noisy.code, 3);
+      assert.match(
+        noisy.stderr,
+        /printed 2 line\(s\) on stdout that are not JSON-RPC, the first: "Starting hostile server/,
+      );
+      assert.equal(hidden.code, 2);
+      assert.match(
+        hidden.stderr,
+        /listed only to clients that can answer the server's questions: try --sample-command/,
+      );
+      assert.match(elicit.stderr, /declined the server's form \(--elicit accept\): required fields color, size, email/);
+      assert.match(elicit.stderr, /--elicit-json/);
+      assert.match(elicit.stdout, /"action":"decline"/);
+    } finally {
+      server.close();
+      page.close();
+    }
+  });
+
+  test("login says it waits, on which port, and ends with exit 4 after --login-timeout, not a request timeout", async () => {
+    await withProtectedServer(async (_as, server, store) => {
+      const run = await runCli(
+        ["login", server.url, "--no-browser", "--login-timeout", "1500", "--timeout", "300"],
+        { env: { MCP_TS_CREDENTIALS: store } },
+      );
+      assert.equal(run.code, 4, run.stderr);
+      assert.match(
+        run.stderr,
+        /^mcp: waiting for the authorization at http:\/\/127\.0\.0\.1:\d+\/callback \(up to 1500 ms; Ctrl-C/m,
+      );
+      assert.match(run.stderr, /no authorization arrived within 1500 ms \(--login-timeout\)/);
+    });
+  });
+
+  test("serve --http --trace prints every frame in and out", async () => {
+    const child = spawn(RUNTIME[0], [
+      ...RUNTIME.slice(1),
+      MCP,
+      "serve",
+      HERE + "testdata/tools",
+      "--http",
+      "0",
+      "--trace",
+    ], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    try {
+      const url = await new Promise<string>((resolve) => {
+        child.stderr!.setEncoding("utf8").on("data", (text: string) => {
+          stderr += text;
+          const match = /serving (\S+)/.exec(stderr);
+          if (match) resolve(match[1]);
+        });
+      });
+      const call = await runCli(["call", url, "add", "a=1", "b=2", "--protocol", "legacy"]);
+      assert.equal(call.stdout, "3\n");
+      await sleep(100);
+      assert.match(stderr, /^< \{"jsonrpc":"2.0","id":\d+,"method":"tools\/call"/m);
+      assert.match(stderr, /^> \{"jsonrpc":"2.0","id":\d+,"result":\{"content":\[\{"type":"text","text":"3"\}/m);
+    } finally {
+      child.kill("SIGTERM");
+    }
+  });
+
+  test("the elicitation form on a terminal: choices by number, formats re-asked, no listener warning", async () => {
+    if (spawnSync("script", ["--version"]).status !== 0) return;
+    const answers = ["purple", "2", "m", "1,3", "not-an-email", "ada@example.com", "2026-13-01", "2026-11-25"]
+      .concat(Array(8).fill(""), ["y"]);
+    const command = [...RUNTIME, MCP, "call", H, "form", "-e", "HOSTILE_MODE=form"].map(quote).join(" ");
+    const child = spawn("script", ["-q", "-c", command, "/dev/null"], { cwd: HERE, stdio: ["pipe", "pipe", "pipe"] });
+    let out = "";
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => out += text);
+    for (const answer of answers) {
+      await sleep(300);
+      child.stdin!.write(answer + "\r");
+    }
+    await new Promise((resolve) => child.on("close", resolve));
+    assert.match(out, /1\) red\r?\n {4}2\) green/);
+    assert.match(out, /not one of the choices/);
+    assert.match(out, /not a valid email/);
+    assert.match(out, /not a valid date/);
+    assert.doesNotMatch(out, /MaxListeners/);
+    assert.match(out, /"color":"green","size":"m","tags":\["a","c"\],"email":"ada@example.com","day":"2026-11-25"/);
   });
 });
