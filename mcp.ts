@@ -153,6 +153,8 @@ export class TimeoutError extends ServerError {
 export class NotFoundError extends UsageError {
   /** The closest names the server does have. */
   suggestions: string[];
+  /** What is known about it, when something is (left out by mcp.ts, failed to load). */
+  why?: string;
   /** `why`: what the server said about it, e.g. that its file failed to load. */
   constructor(kind: string, name: string, known: string[], why?: string) {
     const suggestions = closestNames(name, known);
@@ -166,6 +168,7 @@ export class NotFoundError extends UsageError {
     super(`the server has no ${kind} named "${name}"${hint}`);
     this.name = "NotFoundError";
     this.suggestions = suggestions;
+    this.why = why;
   }
 }
 
@@ -9469,10 +9472,11 @@ function firstLine(text: unknown): string {
   return typeof text === "string" ? text.trim().split("\n")[0] : "";
 }
 
-// Columns two spaces apart, each but the last padded to line up (up to 40 wide: a longer cell is cut, so
-// the table stays a table).
+// Columns two spaces apart, each but the last padded to line up; on a terminal at most 40 wide, a longer
+// cell cut, so the table stays a table.
 function renderRows(rows: string[][], options: RenderOptions): string {
-  const widths = rows[0]?.map((_, i) => Math.min(40, Math.max(...rows.map((row) => row[i].length)))) ?? [];
+  const cap = options.width === undefined ? Infinity : 40;
+  const widths = rows[0]?.map((_, i) => Math.min(cap, Math.max(...rows.map((row) => row[i].length)))) ?? [];
   const last = widths.length - 1;
   const cut = (cell: string, width: number) => cell.length > width ? cell.slice(0, width - 1) + "…" : cell;
   return rows.map((row) => {
@@ -11131,7 +11135,7 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
     progress.clear();
     // After shutdown, so the tail holds what the server said while it was stopped.
     await client?.close();
-    if (error instanceof NotFoundError && command === "call" && client) {
+    if (error instanceof NotFoundError && error.why === undefined && command === "call" && client) {
       error.message += await hiddenToolHint(target, options, name, client.initializeResult);
     }
     const stderr = error instanceof ServerError ? client?.stderr ?? error.stderr : "";

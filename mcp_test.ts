@@ -1766,6 +1766,7 @@ describe("11. Server configs", () => {
         args: [`${home}/s.js`],
         env: { K: "k3y" },
         name: "near",
+        cwd: project, // a project's server starts in its root, as Claude Code starts it
       });
       assert.deepEqual(await resolveServer("code", { cwd: deep, env }), {
         type: "http",
@@ -3095,7 +3096,14 @@ describe("14. Output", () => {
     assert.equal(
       renderToolList(tools),
       'weather  city*: string, days: integer, tags: ("a"|"b")[]  Weather\n' +
+        `add      ${"a: number|null".padEnd(47)}  Add\n`,
+      "piped: every cell whole, the columns aligned",
+    );
+    assert.equal(
+      renderToolList(tools, { width: 200 }),
+      `weather  ${'city*: string, days: integer, tags: ("a…'}  Weather\n` +
         `add      ${"a: number|null".padEnd(40)}  Add\n`,
+      "on a terminal: a cell over 40 cut, the table kept",
     );
     assert.equal(renderToolList(tools, { width: 24 }), "weather  city*: string,…\nadd      a: number|null…\n");
     const info = renderInfo({
@@ -5051,9 +5059,9 @@ describe("15. CLI: what a new user trips on", () => {
       },
       description: "Long",
     };
-    const rows = renderToolList([long, { name: "y", inputSchema: { type: "object" }, description: "Short" }]).split(
-      "\n",
-    );
+    const rows = renderToolList([long, { name: "y", inputSchema: { type: "object" }, description: "Short" }], {
+      width: 200,
+    }).split("\n");
     assert.equal(rows[0].indexOf("Long"), rows[1].indexOf("Short"), rows.join("\n"));
     assert.match(rows[0], /…/);
     const detail = renderToolDetail({
