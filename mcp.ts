@@ -1686,6 +1686,8 @@ export const NO_RESPONSE: unique symbol = Symbol("no response");
  */
 export interface SendContext {
   requestId?: RequestId;
+  /** The message is the response to `requestId`: nothing more comes for it. */
+  final?: boolean;
   /** HTTP headers an outgoing request carries (the 2026-07-28 mirror headers); other transports ignore them. */
   headers?: Record<string, string>;
 }
@@ -1828,7 +1830,7 @@ export class JsonRpcPeer {
       this.#sendFailure(id, error);
       return;
     }
-    this.#handlers.send(text, this.#withContext ? { requestId: id } : undefined);
+    this.#handlers.send(text, this.#withContext ? { requestId: id, final: true } : undefined);
   }
 
   #sendFailure(id: RequestId, error: unknown): void {
@@ -1846,7 +1848,10 @@ export class JsonRpcPeer {
   #sendError(id: RequestId | null, code: number, message: string, data?: unknown): void {
     if (this.#closed) return;
     const error = data === undefined ? { code, message } : { code, message, data };
-    this.#handlers.send(JSON.stringify({ jsonrpc: "2.0", id, error }), id === null ? undefined : { requestId: id });
+    this.#handlers.send(
+      JSON.stringify({ jsonrpc: "2.0", id, error }),
+      id === null ? undefined : { requestId: id, final: true },
+    );
   }
 
   /** Reports a message that was dropped before parsing (an over-long line). */
@@ -4547,6 +4552,116 @@ function checkHostAndOrigin(
 
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
+// --- 10b. The HTTP front: what every listener checks, written once ---
+// serve --http, createHandler, gateway --http, proxy --http and replay --http all stand behind
+// httpFront: Host and Origin (DNS rebinding), CORS and preflight, /health, the token or OAuth check
+// and Protected Resource Metadata, the body's limits. A listener adds only its route for the MCP
+// endpoint; the CORS headers of an allowed origin are put on whatever the route answers, once.
+
+/** What the front hands a route: the request, who sent it, and its body within the limits. */
+interface Arrival {
+  request: Request;
+  /** What the request's verified token says (a protected server). */
+  auth: AuthInfo | undefined;
+  /** The body as text; a 413 or 400 Response when it is over the limit or ends short. */
+  body(): Promise<string | Response>;
+}
+
+/** The rules of one listener's front. */
+interface FrontPolicy {
+  /** The MCP endpoint; anything else but /health and the metadata is 404. */
+  path: string;
+  /** Host names a request's Host may name; "*" allows any. */
+  allowedHosts: string[];
+  /** Browser origins allowed besides the server's own (they get CORS answers). */
+  allowOrigins?: string[];
+  /** Every request must carry `Authorization: Bearer <token>`. */
+  token?: string;
+  /** An OAuth protected resource: its tokens are checked here, its metadata served here. */
+  auth?: ResourceServerOptions;
+  /** Longest body (default 4 MiB). */
+  maxBodyBytes?: number;
+  /** The methods the endpoint takes, for preflight (e.g. "GET, POST, DELETE"). */
+  methods: string;
+  /** Serves a request to the endpoint that passed every check. */
+  route(arrival: Arrival): Promise<Response> | Response;
+}
+
+/** A fetch handler that checks a request as `policy` says, then hands it to `policy.route`. @internal */
+export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Response> {
+  const { path } = policy;
+  const hosts = new Set(policy.allowedHosts);
+  const origins = new Set(policy.allowOrigins ?? []);
+  const maxBodyBytes = policy.maxBodyBytes ?? DEFAULT_MAX_LINE_BYTES;
+  const verifier = policy.auth ? new TokenVerifier(policy.auth) : undefined;
+  const wellKnown = "/.well-known/oauth-protected-resource";
+  const preflight = {
+    "access-control-allow-methods": `${policy.methods}, OPTIONS`,
+    "access-control-allow-headers": CORS_ALLOW_HEADERS,
+    "access-control-max-age": "86400",
+  };
+  return async (request) => {
+    // The path and host by string slicing: a URL object per request is measurable at this rate.
+    const { url } = request;
+    const pathStart = url.indexOf("/", url.indexOf("//") + 2);
+    const pathEnd = url.indexOf("?", pathStart);
+    const pathname = pathStart < 0 ? "/" : url.slice(pathStart, pathEnd < 0 ? undefined : pathEnd);
+    const cors = checkHostAndOrigin(request, url, pathStart, hosts, origins);
+    if (cors instanceof Response) return cors;
+    if (request.method === "OPTIONS") return new Response(null, { status: 204, headers: { ...cors, ...preflight } });
+    if (pathname === "/health" && request.method === "GET") return Response.json({ status: "ok" }, { headers: cors });
+    if (verifier && (pathname === wellKnown || pathname === wellKnown + path) && request.method === "GET") {
+      // RFC 9728 at both forms; anyone may read it (a browser client too). The resource is a configured
+      // audience (the one this request came in by, when several are), never the Host header's own word.
+      const asked = url.slice(0, pathStart) + path;
+      const resource = verifier.audiences.find((audience) => audience === asked) ?? verifier.audiences[0] ?? asked;
+      return Response.json(protectedResourceMetadata(resource, policy.auth!), {
+        headers: { ...cors, "access-control-allow-origin": "*", "cache-control": "max-age=300" },
+      });
+    }
+    if (pathname !== path) return new Response("Not Found\n", { status: 404, headers: cors });
+    let auth: AuthInfo | undefined;
+    if (verifier) {
+      const token = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "")?.[1];
+      const verified = token === undefined ? undefined : await verifier.verify(token);
+      if (verified === undefined || !("claims" in verified)) {
+        const refusal = verified as TokenRefusal | undefined;
+        const challenge = bearerChallenge(
+          `${url.slice(0, pathStart)}${wellKnown}${path}`,
+          policy.auth!.scopes,
+          refusal,
+        );
+        return new Response(refusal?.status === 403 ? "Forbidden\n" : "Unauthorized\n", {
+          status: refusal?.status ?? 401,
+          headers: { ...cors, "www-authenticate": challenge, "access-control-expose-headers": "www-authenticate" },
+        });
+      }
+      auth = verified;
+    }
+    if (policy.token !== undefined) {
+      const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1] ?? "";
+      if (!constantTimeEqual(given, policy.token)) {
+        return new Response("Unauthorized\n", {
+          status: 401,
+          headers: { ...cors, "www-authenticate": 'Bearer realm="mcp"' },
+        });
+      }
+    }
+    const response = await policy.route({ request, auth, body: () => readRequestBody(request, maxBodyBytes) });
+    // An allowed origin's CORS headers go on the answer here, once (none for a same-origin request).
+    if (cors !== NO_HEADERS) { for (const name in cors) response.headers.set(name, cors[name]); }
+    return response;
+  };
+}
+
+// One POST to the MCP endpoint, read and parsed once: what each era's handler takes.
+interface Incoming {
+  request: Request;
+  auth: AuthInfo | undefined;
+  text: string;
+  message: JsonObject;
+}
+
 /**
  * Serves the same tools, resources and prompts as `serve`, over Streamable HTTP
  * at `options.path` (default /mcp), as a web-standard fetch handler: give it to
@@ -4558,12 +4673,6 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     ...options,
     privateCache: options.privateCache ?? (options.token !== undefined || options.auth !== undefined),
   });
-  const verifier = options.auth ? new TokenVerifier(options.auth) : undefined;
-  const authOf = new WeakMap<Request, AuthInfo>(); // what a request's token was verified to say
-  const path = options.path ?? "/mcp";
-  const hosts = new Set(options.allowedHosts ?? LOOPBACK_HOSTS);
-  const origins = new Set(options.allowOrigins ?? []);
-  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_LINE_BYTES;
   const sessionTtl = options.sessionTtl ?? DEFAULT_SESSION_TTL_MS;
   const maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
   const trace = options.onTrace;
@@ -4588,83 +4697,35 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     }
   };
 
-  const handler = async (request: Request): Promise<Response> => {
-    // The path and host by string slicing: a URL object per request is measurable at this rate.
-    const { url } = request;
-    const pathStart = url.indexOf("/", url.indexOf("//") + 2);
-    const pathEnd = url.indexOf("?", pathStart);
-    const pathname = pathStart < 0 ? "/" : url.slice(pathStart, pathEnd < 0 ? undefined : pathEnd);
-    const cors = checkHostAndOrigin(request, url, pathStart, hosts, origins);
-    if (cors instanceof Response) return cors;
-    if (request.method === "OPTIONS") {
-      return new Response(null, {
-        status: 204,
-        headers: {
-          ...cors,
-          "access-control-allow-methods": "GET, POST, DELETE, OPTIONS",
-          "access-control-allow-headers": CORS_ALLOW_HEADERS,
-          "access-control-max-age": "86400",
-        },
-      });
-    }
-    if (pathname === "/health" && request.method === "GET") {
-      return Response.json({ status: "ok" }, { headers: cors });
-    }
-    const wellKnown = "/.well-known/oauth-protected-resource";
-    if (options.auth && (pathname === wellKnown || pathname === wellKnown + path) && request.method === "GET") {
-      // RFC 9728 at both forms; anyone may read it (a browser client too). The resource is a configured
-      // audience (the one this request came in by, when several are), never the Host header's own word.
-      const asked = url.slice(0, pathStart) + path;
-      const resource = verifier!.audiences.find((audience) => audience === asked) ?? verifier!.audiences[0] ?? asked;
-      return Response.json(protectedResourceMetadata(resource, options.auth), {
-        headers: { ...cors, "access-control-allow-origin": "*", "cache-control": "max-age=300" },
-      });
-    }
-    if (pathname !== path) return new Response("Not Found\n", { status: 404, headers: cors });
-    if (verifier) {
-      const origin = url.slice(0, pathStart);
-      const token = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "")?.[1];
-      const verified = token === undefined ? undefined : await verifier.verify(token);
-      if (verified === undefined || !("claims" in verified)) {
-        const refusal = verified as TokenRefusal | undefined;
-        const challenge = bearerChallenge(`${origin}${wellKnown}${path}`, options.auth!.scopes, refusal);
-        return new Response(refusal?.status === 403 ? "Forbidden\n" : "Unauthorized\n", {
-          status: refusal?.status ?? 401,
-          headers: { ...cors, "www-authenticate": challenge, "access-control-expose-headers": "www-authenticate" },
-        });
+  const handler = httpFront({
+    path: options.path ?? "/mcp",
+    allowedHosts: options.allowedHosts ?? LOOPBACK_HOSTS,
+    allowOrigins: options.allowOrigins,
+    token: options.token,
+    auth: options.auth,
+    maxBodyBytes: options.maxBodyBytes,
+    methods: "GET, POST, DELETE",
+    route: (arrival) => {
+      switch (arrival.request.method) {
+        case "POST":
+          return post(arrival);
+        case "GET":
+          return get(arrival);
+        case "DELETE": {
+          if (options.stateless) return new Response(null, { status: 405, headers: { allow: "POST" } });
+          const found = findSession(arrival);
+          if (found instanceof Response) return found;
+          endSession(found);
+          return new Response(null, { status: 200 });
+        }
       }
-      authOf.set(request, verified);
-    }
-    if (options.token !== undefined) {
-      const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1] ?? "";
-      if (!constantTimeEqual(given, options.token)) {
-        return new Response("Unauthorized\n", {
-          status: 401,
-          headers: { ...cors, "www-authenticate": 'Bearer realm="mcp"' },
-        });
-      }
-    }
-    switch (request.method) {
-      case "POST":
-        return await post(request, cors);
-      case "GET":
-        return get(request, cors);
-      case "DELETE": {
-        if (options.stateless) return new Response(null, { status: 405, headers: { ...cors, allow: "POST" } });
-        const found = findSession(request, cors);
-        if (found instanceof Response) return found;
-        endSession(found);
-        return new Response(null, { status: 200, headers: cors });
-      }
-    }
-    return new Response(null, { status: 405, headers: { ...cors, allow: "GET, POST, DELETE" } });
-  };
+      return new Response(null, { status: 405, headers: { allow: "GET, POST, DELETE" } });
+    },
+  });
 
-  function readBody(request: Request): Promise<string | Response> {
-    return readRequestBody(request, maxBodyBytes);
-  }
-
-  async function post(request: Request, cors: Record<string, string>): Promise<Response> {
+  // A POST: the era is decided here, once, from the parsed body, and handed down.
+  async function post(arrival: Arrival): Promise<Response> {
+    const { request } = arrival;
     if (!/^application\/json\b/i.test(request.headers.get("content-type") ?? "")) {
       return rpcErrorResponse(
         415,
@@ -4673,7 +4734,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
         "Invalid request: Content-Type must be application/json",
       );
     }
-    const text = await readBody(request);
+    const text = await arrival.body();
     if (text instanceof Response) return text;
     trace?.(`< ${text}`);
     let message: unknown;
@@ -4689,8 +4750,9 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     const { method, id } = message;
     const params = isObject(message.params) ? message.params : {};
     const headerVersion = request.headers.get("mcp-protocol-version")?.trim();
+    const incoming: Incoming = { request, auth: arrival.auth, text, message };
     if (typeof method === "string" && isModernRequest(params)) {
-      return modern(request, text, message, method, params, headerVersion, cors);
+      return modernPost(incoming, method, params, headerVersion);
     }
     if (typeof method === "string" && headerVersion && headerVersion >= MODERN_PROTOCOL_VERSIONS[0]) {
       return rpcErrorResponse(
@@ -4700,19 +4762,17 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
         `Invalid params: a ${headerVersion} request needs _meta["${META.protocolVersion}"] and _meta["${META.clientCapabilities}"]`,
       );
     }
-    return legacy(request, text, message, cors);
+    return legacyPost(incoming);
   }
 
   // --- 2026-07-28: stateless, one throwaway session per request ---
-  function modern(
-    request: Request,
-    text: string,
-    message: JsonObject,
+  function modernPost(
+    incoming: Incoming,
     method: string,
     params: JsonObject,
     headerVersion: string | undefined,
-    cors: Record<string, string>,
   ): Promise<Response> | Response {
+    const { request, message } = incoming;
     const { id } = message;
     const mismatch = (why: string) => rpcErrorResponse(400, id, ErrorCode.HeaderMismatch, `Header mismatch: ${why}`);
     const bodyVersion = (params._meta as JsonObject)[META.protocolVersion];
@@ -4731,7 +4791,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     }
     if (!isRequestId(id)) {
       // Notifications: none is defined over HTTP in 2026-07-28, nor their headers.
-      return new Response(null, { status: 202, headers: cors });
+      return new Response(null, { status: 202 });
     }
     const headerMethod = request.headers.get("mcp-method")?.trim();
     if (headerMethod !== method) {
@@ -4760,28 +4820,21 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     // The status of an error answer follows its code: read from the envelope, not parsed again.
     const errorPrefix = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"error":{"code":`;
     const exchange = new Exchange(
-      cors,
+      NO_HEADERS,
       (answer) =>
         answer.startsWith(errorPrefix)
           ? modernErrorStatus(Number(/^-?\d+/.exec(answer.slice(errorPrefix.length))?.[0]))
           : 200,
     );
-    return serveAlone(request, exchange, id, text, message);
+    return serveAlone(incoming, exchange, id);
   }
 
   // One request on a session of its own, which ends with it; a closed connection cancels it.
-  function serveAlone(
-    request: Request,
-    exchange: Exchange,
-    id: RequestId,
-    text: string,
-    message: JsonObject,
-    why?: string,
-  ): Promise<Response> {
-    const answerPrefix = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},`;
-    const session = new McpServer(core, (out) => {
+  function serveAlone(incoming: Incoming, exchange: Exchange, id: RequestId, why?: string): Promise<Response> {
+    const { request, text, message } = incoming;
+    const session = new McpServer(core, (out, context) => {
       trace?.(`> ${out}`);
-      const final = isAnswer(out, answerPrefix);
+      const final = context?.final === true && context.requestId === id; // the peer says so: no text sniffing
       exchange.write(out, final);
       if (!final) return;
       session.close();
@@ -4796,7 +4849,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     const disconnected = disconnectSignal(request);
     disconnected?.addEventListener("abort", () => exchange.onCancel(), { once: true });
     alone.add(exchange);
-    session.auth = authOf.get(request);
+    session.auth = incoming.auth;
     session.receive(text, message);
     // Where the runtime gives no disconnect signal, a call still running after a moment answers
     // with a stream: its cancel is how a closed connection is noticed (and cancels the call).
@@ -4831,18 +4884,14 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
   }
 
   // --- legacy: Streamable HTTP sessions (2025-11-25), or none with --stateless ---
-  function legacy(
-    request: Request,
-    text: string,
-    message: JsonObject,
-    cors: Record<string, string>,
-  ): Promise<Response> | Response {
+  function legacyPost(incoming: Incoming): Promise<Response> | Response {
+    const { request, text, message, auth } = incoming;
     const { id, method } = message;
     const isRequest = typeof method === "string" && isRequestId(id);
     if (options.stateless) {
-      if (!isRequest) return new Response(null, { status: 202, headers: cors });
+      if (!isRequest) return new Response(null, { status: 202 });
       const why = "this server runs without sessions (--stateless)";
-      return serveAlone(request, new Exchange(cors, () => 200), id as RequestId, text, message, why);
+      return serveAlone(incoming, new Exchange(NO_HEADERS, () => 200), id as RequestId, why);
     }
     if (method === "initialize") {
       if (request.headers.get("mcp-session-id")) {
@@ -4856,7 +4905,6 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       if (!isRequestId(id)) {
         return rpcErrorResponse(400, id, ErrorCode.InvalidRequest, "Invalid request: initialize needs an id");
       }
-      const auth = authOf.get(request);
       if (!makeRoom(auth?.sub)) {
         return rpcErrorResponse(
           503,
@@ -4870,9 +4918,9 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
         ? String(params.protocolVersion)
         : LATEST_PROTOCOL_VERSION;
-      return answer(session, id, text, message, { ...cors, "mcp-session-id": session.id }, authOf.get(request));
+      return answer(session, incoming, id, { "mcp-session-id": session.id });
     }
-    const found = findSession(request, cors);
+    const found = findSession(incoming);
     if (found instanceof Response) return found;
     const version = request.headers.get("mcp-protocol-version")?.trim();
     if (version && !(SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(version)) {
@@ -4886,7 +4934,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       );
     }
     if (!isRequest) {
-      found.server.auth = authOf.get(request);
+      found.server.auth = auth;
       found.server.receive(text, message); // a notification, or the answer to a question we asked
       const cancelled = method === "notifications/cancelled" && isObject(message.params)
         ? message.params.requestId
@@ -4898,9 +4946,9 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
         found.streams.delete(stream.id);
         stream.exchange?.abandon();
       }
-      return new Response(null, { status: 202, headers: cors });
+      return new Response(null, { status: 202 });
     }
-    return answer(found, id as RequestId, text, message, cors, authOf.get(request));
+    return answer(found, incoming, id as RequestId, NO_HEADERS);
   }
 
   // At the cap (all sessions, or the subject's), the least recently used idle session is closed: no request
@@ -4931,7 +4979,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     const server = new McpServer(core, (text, context) => {
       // A message goes where its request came from while that is open, else on the GET stream.
       const own = context?.requestId === undefined ? undefined : byRequest.get(context.requestId);
-      const final = own !== undefined && isAnswerTo(text, context!.requestId!);
+      const final = own !== undefined && context!.final === true;
       emit(own ?? standalone, text, final);
       if (final) byRequest.delete(context!.requestId!);
     });
@@ -4974,13 +5022,12 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     return session.protocolVersion >= "2025-11-25" ? `id: ${eventId}\nretry: ${SSE_RETRY_MS}\ndata: \n\n` : "";
   }
 
+  // A legacy request on its session: its answer is its POST's (JSON, or an SSE stream kept for Last-Event-ID).
   function answer(
     session: LegacySession,
+    incoming: Incoming,
     id: RequestId,
-    text: string,
-    message: JsonObject,
     headers: Record<string, string>,
-    auth: AuthInfo | undefined,
   ): Promise<Response> {
     const stream: SessionStream = { id: session.nextStream++, events: [], live: undefined, exchange: undefined };
     const exchange = new Exchange(headers, () => 200, priming(session, `${stream.id}-0`));
@@ -4999,12 +5046,13 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     exchange.onCancel = () => {
       stream.exchange = undefined;
     };
-    session.server.auth = auth;
-    session.server.receive(text, message);
+    session.server.auth = incoming.auth;
+    session.server.receive(incoming.text, incoming.message);
     return exchange.response;
   }
 
-  function findSession(request: Request, cors: Record<string, string>): LegacySession | Response {
+  // The session a request names, if it is there, alive and its sender's.
+  function findSession({ request, auth }: { request: Request; auth: AuthInfo | undefined }): LegacySession | Response {
     const id = request.headers.get("mcp-session-id");
     if (!id) {
       return rpcErrorResponse(
@@ -5016,27 +5064,26 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     }
     let session = sessions.get(id);
     // A session is its starter's: another token's holder finds none (no hint that it exists).
-    if (session && session.principal !== principalOf(authOf.get(request))) session = undefined;
+    if (session && session.principal !== principalOf(auth)) session = undefined;
     if (!session || Date.now() - session.lastSeen > sessionTtl) {
       if (session) endSession(session);
       return new Response(
         JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Session not found" } }),
-        {
-          status: 404,
-          headers: { ...cors, "content-type": "application/json" },
-        },
+        { status: 404, headers: { "content-type": "application/json" } },
       );
     }
     session.lastSeen = Date.now();
     return session;
   }
 
-  function get(request: Request, cors: Record<string, string>): Response {
-    if (options.stateless) return new Response(null, { status: 405, headers: { ...cors, allow: "POST" } });
+  // The GET stream of a legacy session: what the server sends unasked, or a stream resumed by Last-Event-ID.
+  function get(arrival: Arrival): Response {
+    const { request } = arrival;
+    if (options.stateless) return new Response(null, { status: 405, headers: { allow: "POST" } });
     if (!/text\/event-stream/i.test(request.headers.get("accept") ?? "")) {
-      return new Response("Not Acceptable: GET takes Accept: text/event-stream\n", { status: 406, headers: cors });
+      return new Response("Not Acceptable: GET takes Accept: text/event-stream\n", { status: 406 });
     }
-    const found = findSession(request, cors);
+    const found = findSession(arrival);
     if (found instanceof Response) return found;
     const lastEventId = request.headers.get("last-event-id");
     let stream = found.standalone;
@@ -5044,11 +5091,11 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     if (lastEventId) {
       const [streamId, seq] = lastEventId.split("-").map(Number);
       const resumed = found.streams.get(streamId);
-      if (!resumed) return new Response("Not Found: no such stream\n", { status: 404, headers: cors });
+      if (!resumed) return new Response("Not Found: no such stream\n", { status: 404 });
       stream = resumed;
       after = seq;
     } else if (stream.live && !stream.live.ended) {
-      return new Response("Conflict: this session already has a GET stream\n", { status: 409, headers: cors });
+      return new Response("Conflict: this session already has a GET stream\n", { status: 409 });
     }
     stream.live?.end();
     const live = new SseStream(() => {
@@ -5059,7 +5106,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     for (const event of stream.events) if (Number(event.id.split("-")[1]) > after) live.send(event.text, event.id);
     // A resumed POST stream that has had its response ends after the replay.
     if (stream !== found.standalone && ![...found.byRequest.values()].includes(stream)) live.end();
-    return new Response(live.body, { headers: { ...cors, ...SSE_HEADERS } });
+    return new Response(live.body, { headers: SSE_HEADERS });
   }
 
   const fetch = (request: Request) => handler(request);
@@ -5084,17 +5131,6 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       core.close();
     },
   });
-}
-
-// Whether a message text is the response (result or error) to request `id`.
-function isAnswerTo(text: string, id: RequestId): boolean {
-  return isAnswer(text, `{"jsonrpc":"2.0","id":${JSON.stringify(id)},`);
-}
-
-// JsonRpcPeer spells a response's envelope first: `{"jsonrpc":"2.0","id":…,` then "result" or "error".
-function isAnswer(text: string, prefix: string): boolean {
-  return text.startsWith(prefix) &&
-    (text.startsWith('"result"', prefix.length) || text.startsWith('"error"', prefix.length));
 }
 
 // --- 10c. Bearer tokens: the server as an OAuth protected resource ---
@@ -8879,7 +8915,7 @@ function stdioDownstream(input?: Readable, output?: OutputSink): Downstream {
  * request's stream. Host and Origin are checked as `serve --http` checks them.
  */
 function httpDownstream(
-  options: { path: string; allowedHosts: string[]; allowOrigins?: string[]; token?: string; maxBodyBytes?: number },
+  options: Omit<FrontPolicy, "methods" | "route">,
 ): {
   downstream: Downstream;
   handler: (request: Request) => Promise<Response>;
@@ -8889,44 +8925,16 @@ function httpDownstream(
   const open = new Map<string, { exchange: Exchange; id: RequestId }>(); // by our id: where its messages go
   let nextId = 0;
   const newest = () => [...open.values()].at(-1)?.exchange;
-  const hosts = new Set(options.allowedHosts);
-  const origins = new Set(options.allowOrigins ?? []);
-  const handler = async (request: Request): Promise<Response> => {
-    const url = new URL(request.url);
-    const cors = checkHostAndOrigin(
-      request,
-      request.url,
-      request.url.indexOf("/", request.url.indexOf("//") + 2),
-      hosts,
-      origins,
-    );
-    if (cors instanceof Response) return cors;
-    if (request.method === "OPTIONS") {
-      return new Response(null, {
-        status: 204,
-        headers: {
-          ...cors,
-          "access-control-allow-methods": "POST, DELETE, OPTIONS",
-          "access-control-allow-headers": CORS_ALLOW_HEADERS,
-        },
-      });
-    }
-    if (url.pathname === "/health") return Response.json({ status: "ok" }, { headers: cors });
-    if (url.pathname !== options.path) return new Response("Not Found\n", { status: 404, headers: cors });
-    if (options.token !== undefined) {
-      const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1] ?? "";
-      if (!constantTimeEqual(given, options.token)) {
-        return new Response("Unauthorized\n", {
-          status: 401,
-          headers: { ...cors, "www-authenticate": 'Bearer realm="mcp"' },
-        });
-      }
-    }
-    if (request.method === "DELETE") return new Response(null, { status: 200, headers: cors });
-    if (request.method !== "POST") {
-      return new Response(null, { status: 405, headers: { ...cors, allow: "POST, DELETE" } });
-    }
-    const body = await readRequestBody(request, options.maxBodyBytes ?? DEFAULT_MAX_LINE_BYTES);
+  // The same front as serve --http; the proxy's route passes each message on.
+  const handler = httpFront({
+    ...options,
+    methods: "POST, DELETE",
+    route: (arrival) => route(arrival),
+  });
+  const route = async ({ request, body: read }: Arrival): Promise<Response> => {
+    if (request.method === "DELETE") return new Response(null, { status: 200 });
+    if (request.method !== "POST") return new Response(null, { status: 405, headers: { allow: "POST, DELETE" } });
+    const body = await read();
     if (body instanceof Response) return body;
     let text = body;
     let message: unknown;
@@ -8944,11 +8952,11 @@ function httpDownstream(
         if (ours) text = JSON.stringify({ ...message, params: { ...params, requestId: JSON.parse(ours) } });
       }
       onMessage(text);
-      return new Response(null, { status: 202, headers: cors });
+      return new Response(null, { status: 202 });
     }
     const ours = `proxy-${++nextId}`;
     const key = JSON.stringify(ours);
-    const exchange = new Exchange(cors, () => 200);
+    const exchange = new Exchange(NO_HEADERS, () => 200);
     exchange.onCancel = () => {
       if (open.delete(key)) downstream.cancelled?.(ours);
     };
@@ -11352,8 +11360,11 @@ async function listenRaw(
     allowedHosts: http.handler.allowedHosts ?? LOOPBACK_HOSTS,
     allowOrigins: http.handler.allowOrigins,
     token: http.handler.token,
+    auth: http.handler.auth,
+    maxBodyBytes: http.handler.maxBodyBytes,
   });
   const listener = await listenFor(made.handler, http.listen);
+  audienceFromListener(http.handler.auth, listener, http.handler.path);
   ready(listenerUrl(listener, http.handler.path));
   return { downstream: made.downstream, listener };
 }
