@@ -40,6 +40,7 @@ import {
   FrameReader,
   FrameWriter,
   gatewayName,
+  httpFront,
   invalidHeaderAnnotation,
   isPluginFile,
   LATEST_PROTOCOL_VERSION,
@@ -5265,5 +5266,103 @@ describe("15. CLI: what a new user trips on", () => {
     assert.match(out, /not a valid date/);
     assert.doesNotMatch(out, /MaxListeners/);
     assert.match(out, /"color":"green","size":"m","tags":\["a","c"\],"email":"ada@example.com","day":"2026-11-25"/);
+  });
+});
+
+describe("10b. The HTTP front", () => {
+  const front = (policy: Partial<Parameters<typeof httpFront>[0]> = {}) => {
+    const seen: Message[] = [];
+    const handler = httpFront({
+      path: "/mcp",
+      allowedHosts: ["127.0.0.1", "localhost"],
+      allowOrigins: ["https://app.example"],
+      methods: "POST",
+      maxBodyBytes: 100,
+      route: async ({ request, body }) => {
+        const text = await body();
+        if (text instanceof Response) return text;
+        seen.push({ method: request.method, text });
+        return new Response("routed", { headers: { "x-route": "1" } });
+      },
+      ...policy,
+    });
+    return { handler, seen };
+  };
+  const at = (path = "/mcp", init: RequestInit & { headers?: Record<string, string> } = {}) =>
+    new Request(`http://127.0.0.1:8080${path}`, { method: "POST", body: "{}", ...init });
+
+  test("checks Host and Origin, answers preflight and /health, 404s other paths, then hands the rest to the route", async () => {
+    const { handler, seen } = front();
+    const host = await handler(at("/mcp", { headers: { host: "evil.example" } }));
+    assert.equal(host.status, 403);
+    const foreign = await handler(at("/mcp", { headers: { origin: "http://localhost:3000" } }));
+    assert.equal(foreign.status, 403);
+    assert.match((await foreign.json()).error.message, /Origin "http:\/\/localhost:3000" is not allowed/);
+    const own = await handler(at("/mcp", { headers: { origin: "http://127.0.0.1:8080" } }));
+    assert.equal(await own.text(), "routed");
+    assert.equal(own.headers.get("access-control-allow-origin"), null, "no CORS for the server's own origin");
+    const allowed = await handler(at("/mcp", { headers: { origin: "https://app.example" } }));
+    assert.equal(
+      allowed.headers.get("access-control-allow-origin"),
+      "https://app.example",
+      "CORS put on the route's answer",
+    );
+    assert.match(allowed.headers.get("access-control-expose-headers")!, /mcp-session-id/);
+    assert.equal(allowed.headers.get("x-route"), "1");
+    const preflight = await handler(
+      at("/mcp", { method: "OPTIONS", body: null, headers: { origin: "https://app.example" } }),
+    );
+    assert.equal(preflight.status, 204);
+    assert.equal(preflight.headers.get("access-control-allow-methods"), "POST, OPTIONS");
+    assert.deepEqual(await (await handler(at("/health", { method: "GET", body: null }))).json(), { status: "ok" });
+    assert.equal((await handler(at("/elsewhere"))).status, 404);
+    assert.equal(seen.length, 2);
+  });
+
+  test("a token is checked before the route; a body over the limit is 413 before it", async () => {
+    const { handler, seen } = front({ token: "s3cret" });
+    assert.equal((await handler(at())).status, 401);
+    assert.equal((await handler(at("/mcp", { headers: { authorization: "Bearer s3cres" } }))).status, 401);
+    const auth = { authorization: "Bearer s3cret" };
+    assert.equal((await handler(at("/mcp", { headers: auth }))).status, 200);
+    const big = await handler(at("/mcp", { headers: auth, body: "x".repeat(500) }));
+    assert.equal(big.status, 413);
+    assert.match((await big.json()).error.message, /100-byte limit/);
+    assert.equal(seen.length, 1);
+  });
+
+  test("every listener stands behind it: a foreign Origin gets the same 403 from all five", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-front-"));
+    const tape = join(dir, "session.ndjson");
+    const started: Started[] = [];
+    try {
+      assert.equal((await runCli(["list", SERVE, "--record", tape])).code, 0);
+      const listeners = await Promise.all([
+        startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/),
+        startListening([MCP, "gateway", `t=${SERVE}`, "--http", "0"], /serving (\S+) \(a gateway\)/),
+        startListening([MCP, "proxy", SERVE, "--http", "0"], /serving (\S+) \(proxying/),
+        startListening([MCP, "replay", tape, "--http", "0"], /serving (\S+) \(replaying/),
+      ]);
+      started.push(...listeners);
+      const handler = createHandler({ tools: HTTP_TOOLS });
+      const foreign = { ...JSON_HEADERS, origin: "http://localhost:3000" };
+      const answers = [
+        await handler(new Request("http://127.0.0.1:8080/mcp", { method: "POST", headers: foreign, body: "{}" })),
+        ...await Promise.all(
+          listeners.map((listener) => fetch(listener.url, { method: "POST", headers: foreign, body: "{}" })),
+        ),
+      ];
+      handler.close();
+      const seen = await Promise.all(
+        answers.map(async (answer) => [answer.status, (await answer.json()).error.message]),
+      );
+      for (const [status, message] of seen) {
+        assert.equal(status, 403);
+        assert.equal(message, 'Forbidden: Origin "http://localhost:3000" is not allowed');
+      }
+    } finally {
+      for (const listener of started) listener.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
