@@ -4186,7 +4186,7 @@ export function serve(options: ServeOptions = {}): ServeHandle {
   };
 }
 
-// --- 10b. Streamable HTTP: createHandler ---------------------------------------
+// --- 10b. Streamable HTTP: the wire and its answers ---
 // A web-standard fetch handler, `(Request) => Promise<Response>`, serving one
 // core over Streamable HTTP in both eras on one endpoint, decided per request
 // (basic/versioning.mdx, 2026-07-28): a body whose params carry the `_meta`
@@ -4446,6 +4446,12 @@ interface LegacySession {
 const DEFAULT_MAX_SESSIONS = 1000;
 const MAX_SESSIONS_PER_SUBJECT = 100;
 
+// --- 10c. The HTTP front: what every listener checks, written once ---
+// serve --http, createHandler, gateway --http, proxy --http and replay --http all stand behind
+// httpFront: Host and Origin (DNS rebinding), CORS and preflight, /health, the token or OAuth check
+// and Protected Resource Metadata, the body's limits. A listener adds only its route for the MCP
+// endpoint; the CORS headers of an allowed origin are put on whatever the route answers, once.
+
 // A body over the cap is read on (and dropped) up to this many bytes before the 413: a client still
 // sending then reads the answer instead of EPIPE (Bun closed at once: 2 of 20 got the 413).
 const DRAIN_BEFORE_413_BYTES = 64 * 1024 * 1024;
@@ -4552,12 +4558,6 @@ function checkHostAndOrigin(
 
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
-// --- 10b. The HTTP front: what every listener checks, written once ---
-// serve --http, createHandler, gateway --http, proxy --http and replay --http all stand behind
-// httpFront: Host and Origin (DNS rebinding), CORS and preflight, /health, the token or OAuth check
-// and Protected Resource Metadata, the body's limits. A listener adds only its route for the MCP
-// endpoint; the CORS headers of an allowed origin are put on whatever the route answers, once.
-
 /** What the front hands a route: the request, who sent it, and its body within the limits. */
 interface Arrival {
   request: Request;
@@ -4653,6 +4653,8 @@ export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Re
     return response;
   };
 }
+
+// --- 10d. createHandler: the MCP endpoint behind the front ---
 
 // One POST to the MCP endpoint, read and parsed once: what each era's handler takes.
 interface Incoming {
@@ -5133,7 +5135,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
   });
 }
 
-// --- 10c. Bearer tokens: the server as an OAuth protected resource ---
+// --- 10e. Bearer tokens: the server as an OAuth protected resource ---
 //
 //   GET /.well-known/oauth-protected-resource[/mcp] → {resource, authorization_servers: [issuer], scopes_supported}
 //   POST /mcp without a valid token → 401 WWW-Authenticate: Bearer resource_metadata="…", scope="…"

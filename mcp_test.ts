@@ -2397,7 +2397,7 @@ async function withProtectedServer(
 
 const BROWSER = [...RUNTIME, HERE + "testdata/browser.ts"].map(quote).join(" ");
 
-describe("10c. Server transports: an OAuth protected resource", () => {
+describe("10e. Server transports: an OAuth protected resource", () => {
   test("serve --http --auth-issuer: metadata, 401 with the challenge, forged and foreign tokens refused", async () => {
     await withProtectedServer(async (as, server) => {
       const resource = server.url;
@@ -2508,7 +2508,7 @@ describe("10c. Server transports: an OAuth protected resource", () => {
   });
 });
 
-describe("10c. Server transports: tokens signed with RS256 and EdDSA", () => {
+describe("10e. Server transports: tokens signed with RS256 and EdDSA", () => {
   test("tokens of each signing algorithm verify through the issuer's JWKS; a forged one does not", async () => {
     for (const alg of ["RS256", "EdDSA"]) {
       await withProtectedServer(async (as, server) => {
@@ -5269,7 +5269,7 @@ describe("15. CLI: what a new user trips on", () => {
   });
 });
 
-describe("10b. The HTTP front", () => {
+describe("10c. The HTTP front", () => {
   const front = (policy: Partial<Parameters<typeof httpFront>[0]> = {}) => {
     const seen: Message[] = [];
     const handler = httpFront({
