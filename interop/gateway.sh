@@ -17,7 +17,10 @@
 #            process may be left (SDK v1: its close; SDK v2: its server/discover probe's process reaped too). Then
 #            `mcp.ts list|call "<gateway>"` (what upstream processes they leave is shown, not counted: it is a race)
 #   http     the same session with SDK v1 (and v2) over Streamable HTTP against `gateway ... --http 127.0.0.1:0` (its
-#            URL read from "mcp: serving http://... (a gateway)"), and mcp.ts's client by URL: list, call tools__add
+#            URL read from "mcp: serving http://... (a gateway)"), but without roots: the gateway offers none to the
+#            upstreams its clients share, so everything__get-roots-list must not be listed (nor answer) and no client
+#            be asked roots/list; and mcp.ts's client by URL: list (whole names, no get-roots-list),
+#            call tools__add, everything__get-sum, memory__read_graph, prompt, read
 #   principals two SDK v1 clients, A and B, of one `gateway --http 127.0.0.1:0 --token TOKEN` (the same bearer token, a
 #            session each; lib/sdk-two-principals.mjs) in front of server-everything over stdio (everything) and over
 #            Streamable HTTP (web: `PORT=<free port> mcp-server-everything streamableHttp`, stopped at the end), each
@@ -299,14 +302,22 @@ part_http() {
   session http-v1 v1 "$gateway" "${DIRECT[@]}"
   session http-v2 v2 "$gateway" "${DIRECT[@]}"
   check 0 "tools__add" list "$gateway"
-  local name ok=yes
+  # Piped, the table keeps whole names (only a terminal's is cut). No roots are offered to upstreams shared behind
+  # --http, so server-everything does not list get-roots-list.
+  local name ok=yes roots="not listed"
   for name in everything__echo everything__get-sum everything__trigger-long-running-operation \
     memory__create_entities memory__read_graph tools__add tools__slow; do
     grep -q "^$name " "$work/check.out" || ok=no
   done
+  if grep -q "^everything__get-roots-list " "$work/check.out"; then
+    ok=no
+    roots=listed
+  fi
   echo
-  echo "# the names listed: $(cut -d' ' -f1 "$work/check.out" | cut -d_ -f1 | sort | uniq -c | xargs)"
-  verdict $ok "list $gateway: names" "expected everything__echo, memory__read_graph, tools__add, ..."
+  echo "# the names listed: $(cut -d' ' -f1 "$work/check.out" | cut -d_ -f1 | sort | uniq -c | xargs);" \
+    "everything__get-roots-list $roots"
+  verdict $ok "list $gateway: names" \
+    "expected everything__echo, memory__read_graph, tools__add, ..., whole, and no everything__get-roots-list"
   check 0 "3" call "$gateway" tools__add a=1 b=2
   check 0 "The sum of 2 and 3 is 5" call "$gateway" everything__get-sum a=2 b=3
   check 0 '"entities"' call "$gateway" memory__read_graph

@@ -14,7 +14,9 @@
 # The checks:
 #   curl      both Protected Resource Metadata URLs; a 401's WWW-Authenticate; tokens minted at the AS's /_mint that
 #             the server must refuse: signed with a key not in the JWKS, for another audience (also with a Host header
-#             naming that audience's authority), expired (401), without mcp:read (403 insufficient_scope)
+#             naming that audience's authority), expired, for the server's URL with a trailing slash (aud exact), typ
+#             dpop+jwt (not an access token's), nbf a string, nbf an hour ahead, alg with a line break (401, not
+#             500), without mcp:read (403 insufficient_scope); and one it must take: typ JWT (200)
 #   SDKs      lib/sdk-auth-client.mjs, SDK v2 (@modelcontextprotocol/client) and v1 (@modelcontextprotocol/sdk):
 #             without a token (the SDK reports the 401; v2 with an authProvider that has no token: an
 #             UnauthorizedError); with a client_credentials token from the AS's /token as an
@@ -23,7 +25,7 @@
 #             tools and calls whoami
 #   mcp.ts    with a fresh MCP_TS_CREDENTIALS: a script without a token (exit 4), `call --grant client_credentials`,
 #             then `list` with the stored token (the store 0600), `login --grant client_credentials`, tokens the server
-#             refuses given with `-H "Authorization: Bearer ..."` (exit 4), `logout`
+#             refuses given with `-H "Authorization: Bearer ..."` (exit 4; the server's reason shown whole), `logout`
 #   leaks     no token, and not the client secret, in anything mcp.ts or the SDK clients printed, nor in the server's
 #             stderr
 # Tokens and the secret are shown as $NAME in what the script prints. A check that runs over
@@ -226,6 +228,24 @@ absent='"result"' check 0 "HTTP/1.1 40" "${post[@]}" -H "Host: 127.0.0.1:1" \
   -H "Authorization: Bearer $OTHER_AUDIENCE_TOKEN" "$url"
 grab=EXPIRED_TOKEN check 0 access_token "${mint[@]}" "{\"aud\":\"$url\",\"scope\":\"mcp:read\",\"exp_in\":-3600}"
 also="has expired" check 0 " 401" "${post[@]}" -H "Authorization: Bearer $EXPIRED_TOKEN" "$url"
+# The token rules, strict: aud compared exactly (a trailing slash is another resource), typ an access token's
+# (at+jwt, application/at+jwt, or JWT from issuers that predate RFC 9068; nothing else), nbf and iat numbers
+grab=SLASH_AUDIENCE_TOKEN check 0 access_token "${mint[@]}" "{\"aud\":\"$url/\",\"scope\":\"mcp:read\"}"
+also="not for this server (aud)" check 0 " 401" "${post[@]}" -H "Authorization: Bearer $SLASH_AUDIENCE_TOKEN" "$url"
+grab=JWT_TYP_TOKEN check 0 access_token "${mint[@]}" "{\"aud\":\"$url\",\"scope\":\"mcp:read\",\"typ\":\"JWT\"}"
+also='"result"' check 0 "HTTP/1.1 200" "${post[@]}" -H "Authorization: Bearer $JWT_TYP_TOKEN" "$url"
+grab=DPOP_TYP_TOKEN check 0 access_token "${mint[@]}" "{\"aud\":\"$url\",\"scope\":\"mcp:read\",\"typ\":\"dpop+jwt\"}"
+also="is not an access token" check 0 " 401" "${post[@]}" -H "Authorization: Bearer $DPOP_TYP_TOKEN" "$url"
+grab=TEXT_NBF_TOKEN check 0 access_token "${mint[@]}" \
+  "{\"aud\":\"$url\",\"scope\":\"mcp:read\",\"claims\":{\"nbf\":\"0\"}}"
+also="nbf is not a number" check 0 " 401" "${post[@]}" -H "Authorization: Bearer $TEXT_NBF_TOKEN" "$url"
+grab=FUTURE_NBF_TOKEN check 0 access_token "${mint[@]}" "{\"aud\":\"$url\",\"scope\":\"mcp:read\",\"nbf_in\":3600}"
+also="not valid yet" check 0 " 401" "${post[@]}" -H "Authorization: Bearer $FUTURE_NBF_TOKEN" "$url"
+# The header's alg and typ are the caller's, read before the signature is checked: a line break in one must still be
+# a 401 (not a 500, nor an error page), and the challenge a well-formed header
+grab=LINE_BREAK_ALG_TOKEN check 0 access_token "${mint[@]}" \
+  "{\"aud\":\"$url\",\"scope\":\"mcp:read\",\"alg\":\"RS256\\nX\"}"
+also='error="invalid_token"' check 0 " 401" "${post[@]}" -H "Authorization: Bearer $LINE_BREAK_ALG_TOKEN" "$url"
 grab=WRITE_ONLY_TOKEN check 0 access_token "${mint[@]}" "{\"aud\":\"$url\",\"scope\":\"mcp:write\"}"
 also='error="insufficient_scope"' check 0 " 403" "${post[@]}" -H "Authorization: Bearer $WRITE_ONLY_TOKEN" "$url"
 
@@ -277,6 +297,8 @@ check 4 "HTTP 401" mcp.ts call "$url" whoami -H "Authorization: Bearer $OTHER_AU
 check 4 "HTTP 401" mcp.ts list "$url" -H "Authorization: Bearer $OTHER_AUDIENCE_TOKEN" --trace
 check 4 '"exitCode":4' mcp.ts list "$url" -H "Authorization: Bearer $OTHER_AUDIENCE_TOKEN" --json
 check 4 "HTTP 401" mcp.ts call "$url" whoami -H "Authorization: Bearer $FORGED_TOKEN"
+# the challenge's error_description, whole: it quotes the typ ("dpop+jwt"), which must not end the quoted string
+check 4 'typ "dpop+jwt" is not an access token' mcp.ts list "$url" -H "Authorization: Bearer $DPOP_TYP_TOKEN"
 check 4 "HTTP 403 insufficient_scope" mcp.ts call "$url" whoami -H "Authorization: Bearer $WRITE_ONLY_TOKEN"
 check 0 "forgot 1 token" mcp.ts logout "$url"
 check 4 "run: mcp.ts login $url" mcp.ts list "$url"

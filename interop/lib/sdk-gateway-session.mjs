@@ -8,9 +8,12 @@
 // everything__args-prompt {city: "Oslo"}; then server-everything's questions, answered by this client's handlers (it
 // declares roots, sampling and elicitation): everything__get-roots-list (roots/list: our one root),
 // everything__trigger-sampling-request (sampling/createMessage: a canned answer),
-// everything__trigger-elicitation-request (elicitation/create: accepted with {name: "Ada"}); then close (v1 over HTTP:
-// DELETE the session). In the 2026-07-28 era (v2) the gateway asks them as input_required results, which the SDK
-// fulfils with the same handlers and retries.
+// everything__trigger-elicitation-request (elicitation/create: accepted with {name: "Ada"}), each asked of this client
+// during its own call; then close (v1 over HTTP: DELETE the session). In the 2026-07-28 era (v2) the gateway asks them
+// as input_required results, which the SDK fulfils with the same handlers and retries. Behind an HTTP gateway (a URL)
+// the upstreams are shared by its clients, so the gateway offers them no roots: server-everything then does not list
+// get-roots-list (tools/list must not have everything__get-roots-list, a call to it must fail), and this client is
+// never asked roots/list. Over stdio the roots are offered and the tool must be listed.
 // --direct NAME="<command>" (repeatable, in the gateway's order): also connect an SDK v1 client straight to each
 // upstream's stdio command and compare: the gateway's resources and templates must be theirs, unchanged and in that
 // order (every page; a URI two serve: the first's), the read's contents the same, and its prompts theirs, each
@@ -203,11 +206,17 @@ try {
     "tools__add",
   ];
   const missing = wanted.filter((name) => !names.includes(name));
+  // server-everything lists get-roots-list only to a client that declares roots: over stdio the gateway offers ours,
+  // behind --http (upstreams shared by several clients) none.
+  const roots = names.includes("everything__get-roots-list");
   step(
     "tools/list",
-    missing.length === 0 && names.every((name) => /^(everything|memory|tools)__[A-Za-z0-9_-]+$/.test(name)),
-    `${names.length} tools ${JSON.stringify(per)}${missing.length ? `, missing ${missing.join(", ")}` : ""}`,
-    `${wanted.join(", ")}, every name <upstream>__<name>`,
+    missing.length === 0 && names.every((name) => /^(everything|memory|tools)__[A-Za-z0-9_-]+$/.test(name)) &&
+      roots === !http,
+    `${names.length} tools ${JSON.stringify(per)}${missing.length ? `, missing ${missing.join(", ")}` : ""}, ` +
+      `everything__get-roots-list ${roots ? "listed" : "not listed"}`,
+    `${wanted.join(", ")}, every name <upstream>__<name>, everything__get-roots-list ` +
+      (http ? "not listed (no roots offered to a shared upstream)" : "listed (our roots offered)"),
   );
 
   const echo = text(await call("everything__echo", { message: "hi" }));
@@ -307,24 +316,44 @@ try {
   );
 
   // The upstream's questions, asked during its tool call: the gateway passes them to this client.
-  const ask = async (tool, args, method, want, why = "") => {
+  // The question must have been asked of this client during the call (`during`), or at some time in the session.
+  const ask = async (tool, args, method, want, why = "", during = true) => {
     asked.length = 0;
     const result = await call(tool, args);
     const got = text(result);
     step(
       `call ${tool}`,
-      !result.isError && got.includes(want) && (everAsked.has(method) || http),
+      !result.isError && got.includes(want) && (during ? asked.includes(method) : everAsked.has(method)),
       `asked us: [${asked.join(", ")}]; ${short(got, 140)}${why && why(got)}`,
-      `${method} asked of this client, then "${want}"`,
+      `${method} asked of this client${during ? " during the call" : ""}, then "${want}"`,
     );
   };
-  // server-everything asks for the roots once on its own, 350 ms after its initialize (the gateway passes that to the
-  // client of a call in flight then, if any), and keeps them; get-roots-list asks only when it has none. Behind an
-  // HTTP gateway the upstream's session is every client's: an earlier client's roots may be the ones it has.
-  await ask("everything__get-roots-list", {}, "roots/list", ROOTS, (got) => {
-    if (got.includes(ROOT.uri)) return everAsked.has("roots/list") ? " (ours)" : " (ours, never asked of us?)";
-    return ` (not ours, ${ROOT.uri}: another client's${http ? ", the gateway's one session with the upstream" : ""})`;
-  });
+  if (!http) {
+    // server-everything asks for the roots once on its own, 350 ms after its initialize (the gateway passes that to
+    // its one client), and keeps them; get-roots-list asks only when it has none: so asked at some time, not
+    // necessarily during the call. The root must be ours.
+    await ask("everything__get-roots-list", {}, "roots/list", ROOT.uri, (got) => {
+      if (got.includes(ROOT.uri)) return everAsked.has("roots/list") ? " (ours)" : " (ours, never asked of us?)";
+      return ` (not ours, ${ROOT.uri}: another client's)`;
+    }, false);
+  } else {
+    // Behind --http the upstream's session is every client's: the gateway offers it no roots, so the tool is not
+    // there (the call fails) and nobody is asked roots/list.
+    let outcome;
+    try {
+      const result = await call("everything__get-roots-list", {});
+      outcome = result.isError ? `isError: ${short(text(result), 140)}` : undefined;
+      if (!outcome) outcome = `answered: ${short(text(result), 140)}`;
+    } catch (error) {
+      outcome = `the SDK raised ${error?.name}: ${error?.message ?? error}`;
+    }
+    step(
+      "everything__get-roots-list (no roots behind --http)",
+      !outcome.startsWith("answered") && !everAsked.has("roots/list"),
+      `${outcome}; roots/list asked of us: ${everAsked.has("roots/list") ? "yes" : "never"}`,
+      "the call fails (not listed), and roots/list never asked of this client",
+    );
+  }
   await ask("everything__trigger-sampling-request", { prompt: "hi", maxTokens: 10 }, "sampling/createMessage", SAMPLED);
   await ask(
     "everything__trigger-elicitation-request",
