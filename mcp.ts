@@ -273,6 +273,8 @@ interface BunApi {
     port: number;
     fetch(request: Request): Promise<Response>;
     idleTimeout: number;
+    development: boolean;
+    error(error: Error): Response;
   }): BunHttpServer;
 }
 
@@ -1128,7 +1130,15 @@ export async function listenHttp(
     return { hostname, port: server.addr.port, close: () => closing ??= server.shutdown() };
   }
   if (bun) {
-    const server = bun.serve({ hostname, port, fetch: handler, idleTimeout: 0 });
+    // development: false and our own error answer: Bun's error page shows paths and source to the caller.
+    const server = bun.serve({
+      hostname,
+      port,
+      fetch: handler,
+      idleTimeout: 0,
+      development: false,
+      error: () => new Response("Internal Server Error\n", { status: 500 }),
+    });
     return {
       hostname,
       port: server.port,
@@ -4626,11 +4636,14 @@ export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Re
       const verified = token === undefined ? undefined : await verifier.verify(token);
       if (verified === undefined || !("claims" in verified)) {
         const refusal = verified as TokenRefusal | undefined;
-        const challenge = bearerChallenge(
-          `${url.slice(0, pathStart)}${wellKnown}${path}`,
-          policy.auth!.scopes,
-          refusal,
+        // The metadata of the configured resource (the one this request came in by), as the document names
+        // it: a Host header does not choose where a client is sent.
+        const asked = url.slice(0, pathStart) + path;
+        const resource = new URL(
+          verifier.audiences.find((audience) => audience === asked) ?? verifier.audiences[0] ?? asked,
         );
+        const metadata = `${resource.origin}${wellKnown}${resource.pathname === "/" ? "" : resource.pathname}`;
+        const challenge = bearerChallenge(metadata, policy.auth!.scopes, refusal);
         return new Response(refusal?.status === 403 ? "Forbidden\n" : "Unauthorized\n", {
           status: refusal?.status ?? 401,
           headers: { ...cors, "www-authenticate": challenge, "access-control-expose-headers": "www-authenticate" },
@@ -5368,10 +5381,19 @@ function protectedResourceMetadata(resource: string, auth: ResourceServerOptions
 
 // The challenge of a 401 or 403 (RFC 6750 §3, authorization/index.mdx): where the metadata is, what scope.
 function bearerChallenge(metadataUrl: string, scopes: string[] | undefined, refusal?: TokenRefusal): string {
-  const parts = [`resource_metadata="${metadataUrl}"`];
-  if (refusal?.error) parts.unshift(`error="${refusal.error}"`, `error_description="${refusal.description}"`);
+  const parts = [`resource_metadata="${quotedString(metadataUrl)}"`];
+  if (refusal?.error) {
+    parts.unshift(`error="${refusal.error}"`, `error_description="${quotedString(refusal.description)}"`);
+  }
   if (scopes?.length) parts.push(`scope="${scopes.join(" ")}"`);
   return `Bearer ${parts.join(", ")}`;
+}
+
+// An RFC 9110 quoted-string's inside: `"` and `\` escaped, controls (a line break would end the header, or make
+// the runtime refuse it with a 500) as "?". The description quotes a token's own typ and alg, unverified.
+function quotedString(text: string): string {
+  // deno-lint-ignore no-control-regex
+  return text.replace(/[\x00-\x1f\x7f]/g, "?").replace(/["\\]/g, "\\$&");
 }
 
 // === 11. Server configs ======================================================

@@ -4859,6 +4859,18 @@ describe("Safety: input-required state, tokens, login", () => {
         assert.equal(response.status, 401, why);
         await response.body?.cancel();
       }
+      // A token's own (unverified) header words go into the challenge quoted, never breaking the header.
+      for (const header of [{ typ: 'dpop+"jwt' }, { alg: "RS256\nX-Injected: 1" }]) {
+        const response = await call(await mint({ aud: server.url, ...header }));
+        assert.equal(response.status, 401, JSON.stringify(header));
+        const challenge = response.headers.get("www-authenticate")!;
+        assert.match(
+          challenge,
+          /^Bearer error="invalid_token", error_description="(?:[^"\\]|\\.)*", resource_metadata="/,
+        );
+        assert.equal(response.headers.get("x-injected"), null);
+        await response.body?.cancel();
+      }
       for (const typ of ["at+jwt", "application/at+jwt", "JWT", null]) {
         const response = await call(await mint({ aud: server.url, typ }));
         assert.equal(response.status, 200, `typ ${typ}`);
