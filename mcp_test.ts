@@ -5261,17 +5261,49 @@ describe("15. CLI: what a new user trips on", () => {
 
   test("the elicitation form on a terminal: choices by number, formats re-asked, no listener warning", async () => {
     if (spawnSync("script", ["--version"]).status !== 0) return;
-    const answers = ["purple", "2", "m", "1,3", "not-an-email", "ada@example.com", "2026-13-01", "2026-11-25"]
-      .concat(Array(8).fill(""), ["y"]);
+    // Each answer is typed once its question is on the screen (a label's n-th appearance).
+    const steps: [string, string][] = [
+      ["color (", "purple"],
+      ["color (", "2"],
+      ["size (", "m"],
+      ["tags (", "1,3"],
+      ["email (", "not-an-email"],
+      ["email (", "ada@example.com"],
+      ["day (", "2026-13-01"],
+      ["day (", "2026-11-25"],
+      ...Array.from({ length: 8 }, (_, i) => [`note${i + 1} (`, ""] as [string, string]),
+      ["send it?", "y"],
+    ];
     const command = [...RUNTIME, MCP, "call", H, "form", "-e", "HOSTILE_MODE=form"].map(quote).join(" ");
     const child = spawn("script", ["-q", "-c", command, "/dev/null"], { cwd: HERE, stdio: ["pipe", "pipe", "pipe"] });
     let out = "";
-    child.stdout!.setEncoding("utf8").on("data", (text: string) => out += text);
-    for (const answer of answers) {
-      await sleep(300);
-      child.stdin!.write(answer + "\r");
+    let changed: () => void = () => {};
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+      out += text;
+      changed();
+    });
+    let ended = false;
+    const closed = new Promise((resolve) =>
+      child.on("close", () => {
+        ended = true;
+        changed();
+        resolve(undefined);
+      })
+    );
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    try {
+      const seen = new Map<string, number>();
+      for (const [label, answer] of steps) {
+        const wanted = (seen.get(label) ?? 0) + 1;
+        seen.set(label, wanted);
+        while (!ended && out.split(label).length - 1 < wanted) await new Promise<void>((resolve) => changed = resolve);
+        assert.ok(!ended, `the form ended before asking ${label}: ${out.slice(-300)}`);
+        child.stdin!.write(answer + "\r");
+      }
+      await closed;
+    } finally {
+      clearTimeout(timer);
     }
-    await new Promise((resolve) => child.on("close", resolve));
     assert.match(out, /1\) red\r?\n {4}2\) green/);
     assert.match(out, /not one of the choices/);
     assert.match(out, /not a valid email/);
