@@ -4698,6 +4698,46 @@ describe("Safety: the HTTP listeners", () => {
     }
   });
 
+  test("--max-sessions with OAuth: at most 100 legacy sessions per token subject, another subject's untouched", async () => {
+    await withProtectedServer(async (as, server) => {
+      const mint = async (sub: string) =>
+        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify({ aud: server.url, sub }) }))
+          .json())
+          .access_token;
+      const [alice, bob] = await Promise.all([mint("alice"), mint("bob")]);
+      const open = async (token: string) => {
+        const response = await fetch(server.url, {
+          method: "POST",
+          headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` },
+          body: JSON.stringify(INIT),
+        });
+        await response.body?.cancel();
+        assert.equal(response.status, 200);
+        return response.headers.get("mcp-session-id")!;
+      };
+      const use = async (token: string, session: string) => {
+        const response = await fetch(server.url, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            authorization: `Bearer ${token}`,
+            "mcp-session-id": session,
+            "mcp-protocol-version": "2025-11-25",
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
+        });
+        await response.body?.cancel();
+        return response.status;
+      };
+      const bobs = await open(bob);
+      const alices: string[] = [];
+      for (let i = 0; i < 101; i++) alices.push(await open(alice));
+      assert.equal(await use(alice, alices[0]), 404, "alice's oldest idle session made room for her 101st");
+      assert.equal(await use(alice, alices[100]), 200);
+      assert.equal(await use(bob, bobs), 200, "bob's session is not alice's to evict");
+    });
+  });
+
   test("a body shorter than its Content-Length gets 400 (on Bun a closed connection); one over the cap its 413", async () => {
     const server = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
     try {
