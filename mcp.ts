@@ -273,6 +273,7 @@ interface BunApi {
     port: number;
     fetch(request: Request): Promise<Response>;
     idleTimeout: number;
+    reusePort: boolean;
     development: boolean;
     error(error: Error): Response;
   }): BunHttpServer;
@@ -1131,11 +1132,14 @@ export async function listenHttp(
   }
   if (bun) {
     // development: false and our own error answer: Bun's error page shows paths and source to the caller.
+    // reusePort: false, said out loud: Bun 1.4.4 on Linux otherwise lets a second server bind a busy port, and
+    // the kernel splits the connections between them.
     const server = bun.serve({
       hostname,
       port,
       fetch: handler,
       idleTimeout: 0,
+      reusePort: false,
       development: false,
       error: () => new Response("Internal Server Error\n", { status: 500 }),
     });
