@@ -4477,7 +4477,6 @@ const DRAIN_BEFORE_413_BYTES = 64 * 1024 * 1024;
  */
 async function readRequestBody(request: Request, maxBytes: number): Promise<string | Response> {
   const declared = Number(request.headers.get("content-length") ?? NaN);
-  if (!request.body) return "";
   const tooLarge = async () => {
     await drainBody(request.body!, DRAIN_BEFORE_413_BYTES);
     return rpcErrorResponse(
@@ -4491,8 +4490,10 @@ async function readRequestBody(request: Request, maxBytes: number): Promise<stri
     rpcErrorResponse(400, null, ErrorCode.InvalidRequest, "Invalid request: the body ended before its Content-Length");
   if (declared > maxBytes) return await tooLarge();
   try {
-    // With a length already checked, the runtime's own text() is the fast path (no stream to drive).
+    // With a length already checked, the runtime's own text() is the fast path: no stream to drive, and
+    // `request.body` not even touched (on Deno that getter alone builds a ReadableStream: 5% of a call).
     if (Number.isFinite(declared)) return await request.text();
+    if (!request.body) return "";
     const reader = request.body.getReader();
     const parts: Uint8Array[] = [];
     let size = 0;
