@@ -9880,7 +9880,8 @@ Options:
   --name NAME              serverInfo.name (default "mcp.ts")
   --server-version V       serverInfo.version (default ${VERSION})
   --instructions TEXT      instructions sent in the initialize result
-  --timeout MS             per request running plugin code (default ${DEFAULT_TOOL_TIMEOUT_MS}; 0 = none)
+  --timeout MS             per request running plugin code (default ${DEFAULT_TOOL_TIMEOUT_MS}; 0 = none); a module
+                           tool that blocks the server past it (+2 s) ends the process with a line naming it
   --max-line-bytes N       longest message accepted (default ${DEFAULT_MAX_LINE_BYTES})
   --page-size N            items per list page (default ${DEFAULT_PAGE_SIZE})
   --watch                  reload DIR when its files change; tell the client the lists changed
