@@ -4528,6 +4528,7 @@ async function hostileHttp(mode: string, env: Record<string, string> = {}) {
 describe("Safety: terminal output, redirects, bounded memory", () => {
   test("a server's control sequences are shown, never acted on, on a terminal; piped and --json stay exact", async () => {
     const server = [HOSTILE, "-e", "HOSTILE_MODE=escapes"];
+    // deno-lint-ignore no-control-regex
     const acting = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/; // what a terminal would act on (newline and tab aside)
     for (
       const argv of [
