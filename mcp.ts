@@ -9383,12 +9383,27 @@ export function visible(text: string): string {
   });
 }
 
+// DEL and C1 inside JSON text (JSON.stringify leaves them raw; C0 it escapes already).
+const RAW_IN_JSON = /[\x7f-\x9f]/g;
+
+/**
+ * JSON text with DEL and C1 characters written as \u escapes: the same JSON value, exact, but nothing a
+ * terminal acts on (they can only stand inside strings).
+ */
+function jsonVisible(text: string): string {
+  RAW_IN_JSON.lastIndex = 0;
+  if (!RAW_IN_JSON.test(text)) return text;
+  return text.replace(RAW_IN_JSON, (ch) => "\\u00" + ch.charCodeAt(0).toString(16));
+}
+
 /**
  * A sink that writes as `sink` does, except on a terminal: there every write is
- * shown through {@linkcode visible} (bytes are decoded as UTF-8 first).
+ * shown through {@linkcode visible} (bytes are decoded as UTF-8 first), or, for
+ * JSON output (`json`), escaped to the same JSON value.
  * @internal
  */
-export function terminalSafe(sink: OutputSink): OutputSink {
+export function terminalSafe(sink: OutputSink, json = false): OutputSink {
+  const show = json ? jsonVisible : visible;
   const decoder = new TextDecoder();
   let terminal: boolean | undefined; // asked at the first write: on Bun the answer costs start-up time
   return {
@@ -9401,7 +9416,7 @@ export function terminalSafe(sink: OutputSink): OutputSink {
     native: sink.native,
     write: (chunk, callback) => {
       if (!(terminal ??= sink.isTTY === true)) return sink.write(chunk, callback);
-      return sink.write(visible(typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true })), callback);
+      return sink.write(show(typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true })), callback);
     },
     once: (event, listener) => sink.once?.(event, listener),
     on: (event, listener) => sink.on?.(event, listener),
@@ -10968,8 +10983,9 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   const stopSigint = sys.onSignal("SIGINT", onSigint);
   const progress = progressReporter(io, verbose);
   // What the server sent reaches a terminal only as visible text; --json stays exact.
-  const raw = io;
-  if (!json) io = { stdin: io.stdin, stdout: terminalSafe(io.stdout), stderr: terminalSafe(io.stderr) };
+  // (--json and batch print JSON: on a terminal its DEL and C1 characters are \u escapes, the same value.)
+  const raw = { stdin: io.stdin, stdout: terminalSafe(io.stdout, true), stderr: terminalSafe(io.stderr, true) };
+  io = json ? raw : { stdin: io.stdin, stdout: terminalSafe(io.stdout), stderr: terminalSafe(io.stderr) };
   const recorder = values.record === undefined ? undefined : await openRecording(values.record as string, target);
   const options: ConnectOptions = {
     env,

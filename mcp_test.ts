@@ -4556,6 +4556,8 @@ describe("Safety: terminal output, redirects, bounded memory", () => {
     assert.equal(piped.stdout, "before\rafter\x1b[2J\x9b31m\x07 end\n", "piped: exact");
     const json = await mainWith(["call", HOSTILE, "evil", "-e", "HOSTILE_MODE=escapes", "--json"], true);
     assert.equal(JSON.parse(json.stdout).content[0].text, "before\rafter\x1b[2J\x9b31m\x07 end", "--json: exact");
+    // deno-lint-ignore no-control-regex
+    assert.doesNotMatch(json.stdout, /[\x00-\x09\x0b-\x1f\x7f-\x9f]/, "--json on a terminal: the same value, escaped");
     assert.equal(visible("a\tb\nc\x1b]52;c;SGVsbG8=\x07\x7f\x9b"), "a\tb\nc^[]52;c;SGVsbG8=^G^?\\x9b");
   });
 
