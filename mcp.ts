@@ -4688,34 +4688,311 @@ interface Incoming {
  * `Deno.serve`, `Bun.serve({ fetch })`, an edge platform's `export default { fetch }`,
  * or Node through `listenHttp`.
  */
-export function createHandler(options: HandlerOptions = {}): McpHandler {
-  const core = new ServerCore({
-    ...options,
-    privateCache: options.privateCache ?? (options.token !== undefined || options.auth !== undefined),
-  });
-  const sessionTtl = options.sessionTtl ?? DEFAULT_SESSION_TTL_MS;
-  const maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
-  const trace = options.onTrace;
-  const sessions = new Map<string, LegacySession>();
-  let sweep: ReturnType<typeof setInterval> | undefined;
+/**
+ * The legacy sessions of one handler (Streamable HTTP, 2025-11-25): each
+ * initialize opens one, at most `maxSessions` (and 100 per token subject); a
+ * request's messages go on its POST's stream, the rest on the GET stream; SSE
+ * events are kept for Last-Event-ID; an idle session ends after `ttl`.
+ */
+class LegacySessions {
+  #core: ServerCore;
+  #ttl: number;
+  #maxSessions: number;
+  #trace: ((line: string) => void) | undefined;
+  #sessions = new Map<string, LegacySession>();
+  #sweep: ReturnType<typeof setInterval> | undefined;
 
-  const endSession = (session: LegacySession) => {
-    sessions.delete(session.id);
+  constructor(core: ServerCore, options: HandlerOptions) {
+    this.#core = core;
+    this.#ttl = options.sessionTtl ?? DEFAULT_SESSION_TTL_MS;
+    this.#maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
+    this.#trace = options.onTrace;
+  }
+
+  /** DELETE: ends the session the request names. */
+  delete(arrival: Arrival): Response {
+    const found = this.#findSession(arrival);
+    if (found instanceof Response) return found;
+    this.#end(found);
+    return new Response(null, { status: 200 });
+  }
+
+  /** Ends every session and its streams. */
+  close(): void {
+    clearInterval(this.#sweep);
+    for (const session of [...this.#sessions.values()]) this.#end(session);
+  }
+
+  #end(session: LegacySession): void {
+    this.#sessions.delete(session.id);
     session.server.close();
     for (const stream of session.streams.values()) {
       stream.live?.end();
       stream.exchange?.close("the session has ended");
     }
-  };
-  const alone = new Set<Exchange>(); // exchanges of requests served on sessions of their own
-  const expire = () => {
+  }
+
+  #expire(): void {
     const now = Date.now();
-    for (const session of sessions.values()) if (now - session.lastSeen > sessionTtl) endSession(session);
-    if (sessions.size === 0) {
-      clearInterval(sweep);
-      sweep = undefined;
+    for (const session of this.#sessions.values()) if (now - session.lastSeen > this.#ttl) this.#end(session);
+    if (this.#sessions.size === 0) {
+      clearInterval(this.#sweep);
+      this.#sweep = undefined;
     }
-  };
+  }
+
+  /** A legacy POST: initialize opens a session; anything else goes to the session it names. */
+  post(incoming: Incoming): Promise<Response> | Response {
+    const { request, text, message, auth } = incoming;
+    const { id, method } = message;
+    const isRequest = typeof method === "string" && isRequestId(id);
+    if (method === "initialize") {
+      if (request.headers.get("mcp-session-id")) {
+        return rpcErrorResponse(
+          400,
+          id,
+          ErrorCode.InvalidRequest,
+          "Invalid request: this session is already initialized",
+        );
+      }
+      if (!isRequestId(id)) {
+        return rpcErrorResponse(400, id, ErrorCode.InvalidRequest, "Invalid request: initialize needs an id");
+      }
+      if (!this.#makeRoom(auth?.sub)) {
+        return rpcErrorResponse(
+          503,
+          id,
+          ErrorCode.InternalError,
+          "Server busy: every legacy session is in use (--max-sessions); try again later",
+        );
+      }
+      const session = this.#openSession(principalOf(auth), auth?.sub);
+      const params = isObject(message.params) ? message.params : {};
+      session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
+        ? String(params.protocolVersion)
+        : LATEST_PROTOCOL_VERSION;
+      return this.#answer(session, incoming, id, { "mcp-session-id": session.id });
+    }
+    const found = this.#findSession(incoming);
+    if (found instanceof Response) return found;
+    const version = request.headers.get("mcp-protocol-version")?.trim();
+    if (version && !(SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(version)) {
+      return rpcErrorResponse(
+        400,
+        id,
+        ErrorCode.InvalidRequest,
+        `Invalid request: unsupported MCP-Protocol-Version "${version}" (supported: ${
+          SUPPORTED_PROTOCOL_VERSIONS.join(", ")
+        })`,
+      );
+    }
+    if (!isRequest) {
+      found.server.auth = auth;
+      found.server.receive(text, message); // a notification, or the answer to a question we asked
+      const cancelled = method === "notifications/cancelled" && isObject(message.params)
+        ? message.params.requestId
+        : undefined;
+      const stream = isRequestId(cancelled) ? found.byRequest.get(cancelled) : undefined;
+      if (stream) {
+        // cancellation.mdx: no response for it; its POST ends without one.
+        found.byRequest.delete(cancelled as RequestId);
+        found.streams.delete(stream.id);
+        stream.exchange?.abandon();
+      }
+      return new Response(null, { status: 202 });
+    }
+    return this.#answer(found, incoming, id as RequestId, NO_HEADERS);
+  }
+
+  // At the cap (all sessions, or the subject's), the least recently used idle session is closed: no request
+  // in flight, no GET stream open. False when every one is busy.
+  #makeRoom(subject: string | undefined): boolean {
+    let mine: LegacySession[] | undefined;
+    if (subject !== undefined) {
+      mine = [];
+      for (const session of this.#sessions.values()) if (session.subject === subject) mine.push(session);
+      if (mine.length >= MAX_SESSIONS_PER_SUBJECT) return this.#closeLeastRecent(mine);
+    }
+    return this.#sessions.size < this.#maxSessions || this.#closeLeastRecent(this.#sessions.values());
+  }
+
+  #closeLeastRecent(candidates: Iterable<LegacySession>): boolean {
+    let oldest: LegacySession | undefined;
+    for (const session of candidates) {
+      const idle = session.byRequest.size === 0 && !session.standalone.live;
+      if (idle && (!oldest || session.lastSeen < oldest.lastSeen)) oldest = session;
+    }
+    if (oldest) this.#end(oldest);
+    return oldest !== undefined;
+  }
+
+  #openSession(principal: string | undefined, subject: string | undefined): LegacySession {
+    const standalone: SessionStream = { id: 0, events: [], live: undefined, exchange: undefined };
+    const byRequest = new Map<RequestId, SessionStream>();
+    const server = new McpServer(this.#core, (text, context) => {
+      // A message goes where its request came from while that is open, else on the GET stream.
+      const own = context?.requestId === undefined ? undefined : byRequest.get(context.requestId);
+      const final = own !== undefined && context!.final === true;
+      this.#emit(own ?? standalone, text, final);
+      if (final) byRequest.delete(context!.requestId!);
+    });
+    const session: LegacySession = {
+      id: crypto.randomUUID(),
+      server,
+      protocolVersion: LATEST_PROTOCOL_VERSION,
+      lastSeen: Date.now(),
+      streams: new Map([[0, standalone]]),
+      byRequest,
+      standalone,
+      nextStream: 1,
+      principal,
+      subject,
+    };
+    this.#sessions.set(session.id, session);
+    this.#sweep ??= setInterval(() => this.#expire(), Math.min(this.#ttl, 60_000));
+    (this.#sweep as { unref?: () => void }).unref?.();
+    return session;
+  }
+
+  // Numbers and keeps the event, then sends it on the stream's open connection, if any.
+  #emit(stream: SessionStream, text: string, final: boolean): void {
+    this.#trace?.(`> ${text}`);
+    const last = stream.events.at(-1);
+    const eventId = `${stream.id}-${last ? Number(last.id.split("-")[1]) + 1 : 1}`;
+    stream.events.push({ id: eventId, text });
+    if (stream.events.length > SSE_HISTORY) stream.events.splice(0, stream.events.length - SSE_HISTORY);
+    if (stream.exchange && !stream.exchange.finished) {
+      // The POST's own answer: JSON when the response comes first, else an SSE stream.
+      stream.exchange.write(text, final, eventId);
+      return;
+    }
+    stream.live?.send(text, eventId);
+    if (final) stream.live?.end();
+  }
+
+  // Priming event (transports.mdx, 2025-11-25): an id and empty data, and how long to wait before reconnecting.
+  #priming(session: LegacySession, eventId: string): string {
+    return session.protocolVersion >= "2025-11-25" ? `id: ${eventId}\nretry: ${SSE_RETRY_MS}\ndata: \n\n` : "";
+  }
+
+  // A legacy request on its session: its answer is its POST's (JSON, or an SSE stream kept for Last-Event-ID).
+  #answer(
+    session: LegacySession,
+    incoming: Incoming,
+    id: RequestId,
+    headers: Record<string, string>,
+  ): Promise<Response> {
+    const stream: SessionStream = { id: session.nextStream++, events: [], live: undefined, exchange: undefined };
+    const exchange = new Exchange(headers, () => 200, this.#priming(session, `${stream.id}-0`));
+    stream.exchange = exchange;
+    session.streams.set(stream.id, stream);
+    session.byRequest.set(id, stream);
+    // Answered streams are kept for Last-Event-ID, the newest ones only: memory stays bounded.
+    if (session.streams.size > KEPT_STREAMS) {
+      const waiting = new Set(session.byRequest.values());
+      for (const old of session.streams.values()) {
+        if (session.streams.size <= KEPT_STREAMS) break;
+        if (old !== session.standalone && !waiting.has(old)) session.streams.delete(old.id);
+      }
+    }
+    // transports.mdx: a dropped POST stream is not a cancellation; its events wait for a GET with Last-Event-ID.
+    exchange.onCancel = () => {
+      stream.exchange = undefined;
+    };
+    session.server.auth = incoming.auth;
+    session.server.receive(incoming.text, incoming.message);
+    return exchange.response;
+  }
+
+  // The session a request names, if it is there, alive and its sender's.
+  #findSession({ request, auth }: { request: Request; auth: AuthInfo | undefined }): LegacySession | Response {
+    const id = request.headers.get("mcp-session-id");
+    if (!id) {
+      return rpcErrorResponse(
+        400,
+        null,
+        ErrorCode.InvalidRequest,
+        "Invalid request: the Mcp-Session-Id header is required",
+      );
+    }
+    let session = this.#sessions.get(id);
+    // A session is its starter's: another token's holder finds none (no hint that it exists).
+    if (session && session.principal !== principalOf(auth)) session = undefined;
+    if (!session || Date.now() - session.lastSeen > this.#ttl) {
+      if (session) this.#end(session);
+      return new Response(
+        JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Session not found" } }),
+        { status: 404, headers: { "content-type": "application/json" } },
+      );
+    }
+    session.lastSeen = Date.now();
+    return session;
+  }
+
+  // The GET stream of a legacy session: what the server sends unasked, or a stream resumed by Last-Event-ID.
+  get(arrival: Arrival): Response {
+    const { request } = arrival;
+    if (!/text\/event-stream/i.test(request.headers.get("accept") ?? "")) {
+      return new Response("Not Acceptable: GET takes Accept: text/event-stream\n", { status: 406 });
+    }
+    const found = this.#findSession(arrival);
+    if (found instanceof Response) return found;
+    const lastEventId = request.headers.get("last-event-id");
+    let stream = found.standalone;
+    let after = 0;
+    if (lastEventId) {
+      const [streamId, seq] = lastEventId.split("-").map(Number);
+      const resumed = found.streams.get(streamId);
+      if (!resumed) return new Response("Not Found: no such stream\n", { status: 404 });
+      stream = resumed;
+      after = seq;
+    } else if (stream.live && !stream.live.ended) {
+      return new Response("Conflict: this session already has a GET stream\n", { status: 409 });
+    }
+    stream.live?.end();
+    const live = new SseStream(() => {
+      if (stream.live === live) stream.live = undefined;
+    }, this.#priming(found, `${stream.id}-${after}`));
+    stream.live = live;
+    // transports.mdx: replay what this stream sent after that id, and only this stream's.
+    for (const event of stream.events) if (Number(event.id.split("-")[1]) > after) live.send(event.text, event.id);
+    // A resumed POST stream that has had its response ends after the replay.
+    if (stream !== found.standalone && ![...found.byRequest.values()].includes(stream)) live.end();
+    return new Response(live.body, { headers: SSE_HEADERS });
+  }
+}
+
+// Mcp-Param-* headers mirror the tool's x-mcp-header arguments (streamable-http.mdx, 2026-07-28).
+function checkParamHeaders(request: Request, tool: Tool | undefined, args: unknown): string | undefined {
+  const schema = tool?.listing.inputSchema;
+  const properties = isObject(schema) && isObject(schema.properties) ? schema.properties : {};
+  const values = isObject(args) ? args : {};
+  for (const [property, definition] of Object.entries(properties)) {
+    if (!isObject(definition) || typeof definition["x-mcp-header"] !== "string") continue;
+    const header = `Mcp-Param-${definition["x-mcp-header"]}`;
+    const raw = request.headers.get(header);
+    const value = values[property];
+    if (value === undefined || value === null) {
+      if (raw !== null) return `${header} is sent but ${property} is not in the body`;
+      continue;
+    }
+    if (raw === null) return `the ${header} header is required for ${property}`;
+    const decoded = decodeHeaderValue(raw);
+    if (decoded === undefined) return `${header} header value '${raw}' is not valid Base64`;
+    const same = typeof value === "number" ? Number(decoded) === value : decoded === String(value);
+    if (!same) return `${header} header value '${raw}' does not match body value '${value}'`;
+  }
+  return undefined;
+}
+
+export function createHandler(options: HandlerOptions = {}): McpHandler {
+  const core = new ServerCore({
+    ...options,
+    privateCache: options.privateCache ?? (options.token !== undefined || options.auth !== undefined),
+  });
+  const trace = options.onTrace;
+  const sessions = new LegacySessions(core, options);
+  const alone = new Set<Exchange>(); // exchanges of requests served on sessions of their own
 
   const handler = httpFront({
     path: options.path ?? "/mcp",
@@ -4730,14 +5007,9 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
         case "POST":
           return post(arrival);
         case "GET":
-          return get(arrival);
-        case "DELETE": {
+        case "DELETE":
           if (options.stateless) return new Response(null, { status: 405, headers: { allow: "POST" } });
-          const found = findSession(arrival);
-          if (found instanceof Response) return found;
-          endSession(found);
-          return new Response(null, { status: 200 });
-        }
+          return arrival.request.method === "GET" ? sessions.get(arrival) : sessions.delete(arrival);
       }
       return new Response(null, { status: 405, headers: { allow: "GET, POST, DELETE" } });
     },
@@ -4782,7 +5054,15 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
         `Invalid params: a ${headerVersion} request needs _meta["${META.protocolVersion}"] and _meta["${META.clientCapabilities}"]`,
       );
     }
-    return legacyPost(incoming);
+    if (!options.stateless) return sessions.post(incoming);
+    // --stateless: a legacy request is served on a session of its own, which cannot ask the client anything.
+    if (typeof method !== "string" || !isRequestId(id)) return new Response(null, { status: 202 });
+    return serveAlone(
+      incoming,
+      new Exchange(NO_HEADERS, () => 200),
+      id,
+      "this server runs without sessions (--stateless)",
+    );
   }
 
   // --- 2026-07-28: stateless, one throwaway session per request ---
@@ -4880,255 +5160,6 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     return exchange.response;
   }
 
-  // Mcp-Param-* headers mirror the tool's x-mcp-header arguments (streamable-http.mdx, 2026-07-28).
-  function checkParamHeaders(request: Request, tool: Tool | undefined, args: unknown): string | undefined {
-    const schema = tool?.listing.inputSchema;
-    const properties = isObject(schema) && isObject(schema.properties) ? schema.properties : {};
-    const values = isObject(args) ? args : {};
-    for (const [property, definition] of Object.entries(properties)) {
-      if (!isObject(definition) || typeof definition["x-mcp-header"] !== "string") continue;
-      const header = `Mcp-Param-${definition["x-mcp-header"]}`;
-      const raw = request.headers.get(header);
-      const value = values[property];
-      if (value === undefined || value === null) {
-        if (raw !== null) return `${header} is sent but ${property} is not in the body`;
-        continue;
-      }
-      if (raw === null) return `the ${header} header is required for ${property}`;
-      const decoded = decodeHeaderValue(raw);
-      if (decoded === undefined) return `${header} header value '${raw}' is not valid Base64`;
-      const same = typeof value === "number" ? Number(decoded) === value : decoded === String(value);
-      if (!same) return `${header} header value '${raw}' does not match body value '${value}'`;
-    }
-    return undefined;
-  }
-
-  // --- legacy: Streamable HTTP sessions (2025-11-25), or none with --stateless ---
-  function legacyPost(incoming: Incoming): Promise<Response> | Response {
-    const { request, text, message, auth } = incoming;
-    const { id, method } = message;
-    const isRequest = typeof method === "string" && isRequestId(id);
-    if (options.stateless) {
-      if (!isRequest) return new Response(null, { status: 202 });
-      const why = "this server runs without sessions (--stateless)";
-      return serveAlone(incoming, new Exchange(NO_HEADERS, () => 200), id as RequestId, why);
-    }
-    if (method === "initialize") {
-      if (request.headers.get("mcp-session-id")) {
-        return rpcErrorResponse(
-          400,
-          id,
-          ErrorCode.InvalidRequest,
-          "Invalid request: this session is already initialized",
-        );
-      }
-      if (!isRequestId(id)) {
-        return rpcErrorResponse(400, id, ErrorCode.InvalidRequest, "Invalid request: initialize needs an id");
-      }
-      if (!makeRoom(auth?.sub)) {
-        return rpcErrorResponse(
-          503,
-          id,
-          ErrorCode.InternalError,
-          "Server busy: every legacy session is in use (--max-sessions); try again later",
-        );
-      }
-      const session = openSession(principalOf(auth), auth?.sub);
-      const params = isObject(message.params) ? message.params : {};
-      session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
-        ? String(params.protocolVersion)
-        : LATEST_PROTOCOL_VERSION;
-      return answer(session, incoming, id, { "mcp-session-id": session.id });
-    }
-    const found = findSession(incoming);
-    if (found instanceof Response) return found;
-    const version = request.headers.get("mcp-protocol-version")?.trim();
-    if (version && !(SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(version)) {
-      return rpcErrorResponse(
-        400,
-        id,
-        ErrorCode.InvalidRequest,
-        `Invalid request: unsupported MCP-Protocol-Version "${version}" (supported: ${
-          SUPPORTED_PROTOCOL_VERSIONS.join(", ")
-        })`,
-      );
-    }
-    if (!isRequest) {
-      found.server.auth = auth;
-      found.server.receive(text, message); // a notification, or the answer to a question we asked
-      const cancelled = method === "notifications/cancelled" && isObject(message.params)
-        ? message.params.requestId
-        : undefined;
-      const stream = isRequestId(cancelled) ? found.byRequest.get(cancelled) : undefined;
-      if (stream) {
-        // cancellation.mdx: no response for it; its POST ends without one.
-        found.byRequest.delete(cancelled as RequestId);
-        found.streams.delete(stream.id);
-        stream.exchange?.abandon();
-      }
-      return new Response(null, { status: 202 });
-    }
-    return answer(found, incoming, id as RequestId, NO_HEADERS);
-  }
-
-  // At the cap (all sessions, or the subject's), the least recently used idle session is closed: no request
-  // in flight, no GET stream open. False when every one is busy.
-  function makeRoom(subject: string | undefined): boolean {
-    let mine: LegacySession[] | undefined;
-    if (subject !== undefined) {
-      mine = [];
-      for (const session of sessions.values()) if (session.subject === subject) mine.push(session);
-      if (mine.length >= MAX_SESSIONS_PER_SUBJECT) return closeLeastRecent(mine);
-    }
-    return sessions.size < maxSessions || closeLeastRecent(sessions.values());
-  }
-
-  function closeLeastRecent(candidates: Iterable<LegacySession>): boolean {
-    let oldest: LegacySession | undefined;
-    for (const session of candidates) {
-      const idle = session.byRequest.size === 0 && !session.standalone.live;
-      if (idle && (!oldest || session.lastSeen < oldest.lastSeen)) oldest = session;
-    }
-    if (oldest) endSession(oldest);
-    return oldest !== undefined;
-  }
-
-  function openSession(principal: string | undefined, subject: string | undefined): LegacySession {
-    const standalone: SessionStream = { id: 0, events: [], live: undefined, exchange: undefined };
-    const byRequest = new Map<RequestId, SessionStream>();
-    const server = new McpServer(core, (text, context) => {
-      // A message goes where its request came from while that is open, else on the GET stream.
-      const own = context?.requestId === undefined ? undefined : byRequest.get(context.requestId);
-      const final = own !== undefined && context!.final === true;
-      emit(own ?? standalone, text, final);
-      if (final) byRequest.delete(context!.requestId!);
-    });
-    const session: LegacySession = {
-      id: crypto.randomUUID(),
-      server,
-      protocolVersion: LATEST_PROTOCOL_VERSION,
-      lastSeen: Date.now(),
-      streams: new Map([[0, standalone]]),
-      byRequest,
-      standalone,
-      nextStream: 1,
-      principal,
-      subject,
-    };
-    sessions.set(session.id, session);
-    sweep ??= setInterval(expire, Math.min(sessionTtl, 60_000));
-    (sweep as { unref?: () => void }).unref?.();
-    return session;
-  }
-
-  // Numbers and keeps the event, then sends it on the stream's open connection, if any.
-  function emit(stream: SessionStream, text: string, final: boolean): void {
-    trace?.(`> ${text}`);
-    const last = stream.events.at(-1);
-    const eventId = `${stream.id}-${last ? Number(last.id.split("-")[1]) + 1 : 1}`;
-    stream.events.push({ id: eventId, text });
-    if (stream.events.length > SSE_HISTORY) stream.events.splice(0, stream.events.length - SSE_HISTORY);
-    if (stream.exchange && !stream.exchange.finished) {
-      // The POST's own answer: JSON when the response comes first, else an SSE stream.
-      stream.exchange.write(text, final, eventId);
-      return;
-    }
-    stream.live?.send(text, eventId);
-    if (final) stream.live?.end();
-  }
-
-  // Priming event (transports.mdx, 2025-11-25): an id and empty data, and how long to wait before reconnecting.
-  function priming(session: LegacySession, eventId: string): string {
-    return session.protocolVersion >= "2025-11-25" ? `id: ${eventId}\nretry: ${SSE_RETRY_MS}\ndata: \n\n` : "";
-  }
-
-  // A legacy request on its session: its answer is its POST's (JSON, or an SSE stream kept for Last-Event-ID).
-  function answer(
-    session: LegacySession,
-    incoming: Incoming,
-    id: RequestId,
-    headers: Record<string, string>,
-  ): Promise<Response> {
-    const stream: SessionStream = { id: session.nextStream++, events: [], live: undefined, exchange: undefined };
-    const exchange = new Exchange(headers, () => 200, priming(session, `${stream.id}-0`));
-    stream.exchange = exchange;
-    session.streams.set(stream.id, stream);
-    session.byRequest.set(id, stream);
-    // Answered streams are kept for Last-Event-ID, the newest ones only: memory stays bounded.
-    if (session.streams.size > KEPT_STREAMS) {
-      const waiting = new Set(session.byRequest.values());
-      for (const old of session.streams.values()) {
-        if (session.streams.size <= KEPT_STREAMS) break;
-        if (old !== session.standalone && !waiting.has(old)) session.streams.delete(old.id);
-      }
-    }
-    // transports.mdx: a dropped POST stream is not a cancellation; its events wait for a GET with Last-Event-ID.
-    exchange.onCancel = () => {
-      stream.exchange = undefined;
-    };
-    session.server.auth = incoming.auth;
-    session.server.receive(incoming.text, incoming.message);
-    return exchange.response;
-  }
-
-  // The session a request names, if it is there, alive and its sender's.
-  function findSession({ request, auth }: { request: Request; auth: AuthInfo | undefined }): LegacySession | Response {
-    const id = request.headers.get("mcp-session-id");
-    if (!id) {
-      return rpcErrorResponse(
-        400,
-        null,
-        ErrorCode.InvalidRequest,
-        "Invalid request: the Mcp-Session-Id header is required",
-      );
-    }
-    let session = sessions.get(id);
-    // A session is its starter's: another token's holder finds none (no hint that it exists).
-    if (session && session.principal !== principalOf(auth)) session = undefined;
-    if (!session || Date.now() - session.lastSeen > sessionTtl) {
-      if (session) endSession(session);
-      return new Response(
-        JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Session not found" } }),
-        { status: 404, headers: { "content-type": "application/json" } },
-      );
-    }
-    session.lastSeen = Date.now();
-    return session;
-  }
-
-  // The GET stream of a legacy session: what the server sends unasked, or a stream resumed by Last-Event-ID.
-  function get(arrival: Arrival): Response {
-    const { request } = arrival;
-    if (options.stateless) return new Response(null, { status: 405, headers: { allow: "POST" } });
-    if (!/text\/event-stream/i.test(request.headers.get("accept") ?? "")) {
-      return new Response("Not Acceptable: GET takes Accept: text/event-stream\n", { status: 406 });
-    }
-    const found = findSession(arrival);
-    if (found instanceof Response) return found;
-    const lastEventId = request.headers.get("last-event-id");
-    let stream = found.standalone;
-    let after = 0;
-    if (lastEventId) {
-      const [streamId, seq] = lastEventId.split("-").map(Number);
-      const resumed = found.streams.get(streamId);
-      if (!resumed) return new Response("Not Found: no such stream\n", { status: 404 });
-      stream = resumed;
-      after = seq;
-    } else if (stream.live && !stream.live.ended) {
-      return new Response("Conflict: this session already has a GET stream\n", { status: 409 });
-    }
-    stream.live?.end();
-    const live = new SseStream(() => {
-      if (stream.live === live) stream.live = undefined;
-    }, priming(found, `${stream.id}-${after}`));
-    stream.live = live;
-    // transports.mdx: replay what this stream sent after that id, and only this stream's.
-    for (const event of stream.events) if (Number(event.id.split("-")[1]) > after) live.send(event.text, event.id);
-    // A resumed POST stream that has had its response ends after the replay.
-    if (stream !== found.standalone && ![...found.byRequest.values()].includes(stream)) live.end();
-    return new Response(live.body, { headers: SSE_HEADERS });
-  }
-
   const fetch = (request: Request) => handler(request);
   // defineProperty, not Object.assign: assign would read `pending` once and store the number.
   Object.defineProperty(fetch, "pending", {
@@ -5142,10 +5173,9 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     fetch,
     core,
     close() {
-      clearInterval(sweep);
       // Sessions first: a listen stream gets its closing result before its stream ends.
       for (const session of [...core.sessions]) session.close();
-      for (const session of [...sessions.values()]) endSession(session);
+      sessions.close();
       for (const exchange of alone) exchange.close("the server is shutting down");
       alone.clear();
       core.close();
