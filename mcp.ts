@@ -5141,16 +5141,19 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       alone.delete(exchange);
     });
     if (why) session.noClientRequests = why;
+    alone.add(exchange);
+    session.auth = incoming.auth;
+    session.receive(text, message);
+    // Answered at once (the common synchronous tool): nothing left to cancel, no listener to make.
+    if (exchange.finished) return exchange.response;
     exchange.onCancel = () => {
       session.cancel(id, "the client closed the response stream");
       session.close();
       alone.delete(exchange);
     };
     const disconnected = disconnectSignal(request);
-    disconnected?.addEventListener("abort", () => exchange.onCancel(), { once: true });
-    alone.add(exchange);
-    session.auth = incoming.auth;
-    session.receive(text, message);
+    if (disconnected?.aborted) exchange.onCancel();
+    else disconnected?.addEventListener("abort", () => exchange.onCancel(), { once: true });
     // Where the runtime gives no disconnect signal, a call still running after a moment answers
     // with a stream: its cancel is how a closed connection is noticed (and cancels the call).
     if (!disconnected && !exchange.finished) {
