@@ -7,24 +7,30 @@
 //   bun mcp.ts call "<server>" add a=1 b=2  a client: spawn any MCP server, call one tool, exit
 //   import { serve, connect } from "./mcp.ts"   the same server and client as a library
 //
-// Contents, low level to high level; each section uses only those above it:
-//   1. Constants          protocol versions, error codes, limits
-//   2. Errors             RpcError (crosses the wire), UsageError (exit code 2)
-//   3. Runtime            what Deno, Bun and Node do differently: process facts, files and
-//                         paths, stdio, spawning; each native path with its measured reason
-//   4. Framing            bytes in, lines out (NDJSON or Content-Length), batched writes
-//   5. JSON-RPC peer      message checks, request/response matching, notifications; each
-//                         outgoing message says which request it belongs to
-//   6. Protocol eras      legacy (initialize) and 2026-07-28 (per-request _meta): one object each
-//   7. Schema validation  the JSON Schema keywords tool schemas use
-//   8. MCP server         a core shared by all connections (catalog, timer, state key) and one
-//                         session per connection: tools, resources, prompts, completion,
-//                         cancellation, progress, logging, timeouts, input-required, listen
-//   9. Plugins            module and executable plugins, --watch: the server's only plugin I/O
-//  10. Serving streams    a server on a byte stream pair, with shutdown
-//  11. MCP client         find, spawn, handshake, request, shut down a server
-//  12. Output             what the client commands print (pure)
-//  13. CLI                argv → exit code; `if (import.meta.main)` is the last line
+// Contents, low level to high level (a test holds this list to the banners below):
+//   1. Constants           protocol versions, error codes, log levels, limits several sections share
+//   2. Errors              what crosses the wire (RpcError) and what a command's exit code is made of
+//                          (UsageError 2, ServerError/TimeoutError 3, AuthorizationError 4, …)
+//   3. Runtime             what Deno, Bun and Node do differently: process facts, files and paths, stdio,
+//                          spawning, the watchdog, listenHttp; each native path with its measured reason
+//   4. Framing             bytes in, lines out (NDJSON or Content-Length, SSE), batched writes
+//   5. JSON-RPC peer       message checks, request/response matching, notifications; each outgoing
+//                          message says which request it belongs to, and whether it is the final one
+//   6. Protocol eras       legacy (initialize) and 2026-07-28 (per-request _meta): one object each
+//   7. Schema validation   the JSON Schema keywords tool schemas use
+//   8. MCP server          a core shared by all connections (catalog, timer, state key) and one
+//                          session per connection: tools, resources, prompts, completion, cancellation,
+//                          progress, logging, timeouts, input-required, listen
+//   9. Plugins             module and executable plugins, --watch: the server's only plugin I/O
+//  10. Server transports   stdio; 10b the Streamable HTTP wire, 10c the HTTP front every listener
+//                          stands behind, 10d createHandler, 10e bearer tokens (a protected resource)
+//  11. Server configs      what a <server> names: a URL, a command line, a name in a host's config
+//  12. Client transports   12a stdio, 12b Streamable HTTP and HTTP+SSE
+//  13. OAuth               13a the token store, 13b discovery and signing, 13c the provider
+//  14. MCP client          14a the session, 14b the 2026-07-28 rules, 14c arguments as typed
+//  15. Gateway, proxy and replay   15a gateway, 15b proxy, 15c replay
+//  16. Output              what the client commands print (pure); text made safe for a terminal
+//  17. CLI                 argv → exit code; `if (import.meta.main)` is the last line
 
 // No built-in is imported here for its code: each costs start-up time (node:fs
 // ~45 ms on Deno), so each is imported where it is used.
@@ -34,7 +40,8 @@ import type { Readable, Writable } from "node:stream";
 const setImmediate: (callback: () => void) => unknown = globalThis.setImmediate;
 
 // === 1. Constants ============================================================
-// Everything a reader may want to tune or look up lives here. No behaviour.
+// What several sections share: protocol versions, error codes, log levels, limits. A section's
+// own tunables sit at its top. No behaviour.
 
 /** The version of mcp.ts itself. */
 export const VERSION = "0.1.0";
@@ -96,9 +103,11 @@ const TOOL_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
 const NEWLINE = 0x0a;
 
 // === 2. Errors ===============================================================
-// Two error types of our own: RpcError carries a JSON-RPC code to the peer,
-// UsageError is a user mistake the CLI turns into exit code 2. Everything else
-// uses the built-ins (TypeError, RangeError, SyntaxError).
+// RpcError carries a JSON-RPC code to the peer. The others say what went wrong in
+// a way the CLI turns into an exit code: UsageError (and NotFoundError) 2,
+// ServerError (and TimeoutError; UnreachableError and HttpStatusError in §12) 3,
+// AuthorizationError 4, InterruptedError 130; PluginExitError is a plugin's
+// process.exit. Everything else uses the built-ins (TypeError, RangeError).
 
 /** An error that crosses the wire as a JSON-RPC error object. */
 export class RpcError extends Error {

@@ -228,6 +228,31 @@ function frames(chunks: (string | Uint8Array)[], maxBytes = 100) {
   return { messages, oversize, framing };
 }
 
+describe("0. The file's map", () => {
+  test("the header's contents list every section in order, and every sub-section under its section", () => {
+    const source = readFileSync(MCP, "utf8");
+    const header = source.slice(0, source.indexOf("// === 1."));
+    const contents = header.slice(header.indexOf("// Contents"));
+    const listed = [...contents.matchAll(/^\/\/\s+(\d+)\. (\S.*?)(?:\s{2,}|$)/gm)].map(([, n, title]) =>
+      `${n}. ${title}`
+    );
+    const banners = [...source.matchAll(/^\/\/ === (\d+)\. (.+?) =+$/gm)].map(([, n, title]) => `${n}. ${title}`);
+    assert.deepEqual(listed, banners, "the contents name the sections of the banners, in their order");
+    for (const [, section, letter] of source.matchAll(/^\/\/ --- (\d+)([a-z])\. /gm)) {
+      // A sub-section is named on its section's lines of the contents (its first line and those indented below it).
+      const start = contents.search(new RegExp(`^//\\s+${section}\\. `, "m"));
+      const rest = contents.slice(start).split("\n");
+      const lines = [
+        rest[0],
+        ...rest.slice(1).filter((_, i, all) => all.slice(0, i + 1).every((line) => /^\/\/\s{20,}/.test(line))),
+      ];
+      assert.match(lines.join(" "), new RegExp(`\\b${section}${letter}\\b`), `${section}${letter} in the contents`);
+    }
+    const numbers = banners.map((banner) => Number(banner.split(".")[0]));
+    assert.deepEqual(numbers, numbers.map((_, i) => i + 1), "sections numbered 1, 2, 3, … with none missing");
+  });
+});
+
 describe("4. Framing", () => {
   test("FrameReader splits lines, accepts CRLF and ignores blank lines", () => {
     const { messages } = frames(['{"a":1}\r\n\n  \r\n{"b"', ':2}\n{"c":3}']);
