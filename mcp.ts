@@ -11,26 +11,31 @@
 //   1. Constants           protocol versions, error codes, log levels, limits several sections share
 //   2. Errors              what crosses the wire (RpcError) and what a command's exit code is made of
 //                          (UsageError 2, ServerError/TimeoutError 3, AuthorizationError 4, …)
-//   3. Runtime             what Deno, Bun and Node do differently: process facts, files and paths, stdio,
-//                          spawning, the watchdog, listenHttp; each native path with its measured reason
+//   3. Runtime             what Deno, Bun and Node do differently, each native path with its measured
+//                          reason: 3a their APIs, the process, files and paths, 3b streams (stdout,
+//                          stderr, stdin), 3c child processes, 3d listenHttp and the watchdog
 //   4. Framing             bytes in, lines out (NDJSON or Content-Length, SSE), batched writes
 //   5. JSON-RPC peer       message checks, request/response matching, notifications; each outgoing
 //                          message says which request it belongs to, and whether it is the final one
 //   6. Protocol eras       legacy (initialize) and 2026-07-28 (per-request _meta): one object each
 //   7. Schema validation   the JSON Schema keywords tool schemas use
-//   8. MCP server          a core shared by all connections (catalog, timer, state key) and one
-//                          session per connection: tools, resources, prompts, completion, cancellation,
-//                          progress, logging, timeouts, input-required, listen
+//   8. MCP server          8a what plugins write and the catalog, 8b options, results, the request
+//                          context, 8c the core all connections share (catalog, timer, requestState),
+//                          8d the session per connection: tools, resources, prompts, completion,
+//                          cancellation, progress, logging, timeouts, input-required, listen, 8e helpers
 //   9. Plugins             module and executable plugins, --watch: the server's only plugin I/O
 //  10. Server transports   stdio; 10b the Streamable HTTP wire, 10c the HTTP front every listener
 //                          stands behind, 10d createHandler, 10e bearer tokens (a protected resource)
 //  11. Server configs      what a <server> names: a URL, a command line, a name in a host's config
 //  12. Client transports   12a stdio, 12b Streamable HTTP and HTTP+SSE
 //  13. OAuth               13a the token store, 13b discovery and signing, 13c the provider
-//  14. MCP client          14a the session, 14b the 2026-07-28 rules, 14c arguments as typed
+//  14. MCP client          14a options, 14b the session (McpClient), 14c connect(), 14d the 2026-07-28
+//                          rules a client keeps, 14e arguments as typed
 //  15. Gateway, proxy and replay   15a gateway, 15b proxy, 15c replay
 //  16. Output              what the client commands print (pure); text made safe for a terminal
-//  17. CLI                 argv → exit code; `if (import.meta.main)` is the last line
+//  17. CLI                 argv → exit code: 17a help texts, 17b the process's I/O and flags, 17c serve,
+//                          17d the client's flags and answers, 17e the client commands, 17f login,
+//                          gateway, proxy, replay, servers, 17g main; `if (import.meta.main)` is last
 
 // No built-in is imported here for its code: each costs start-up time (node:fs
 // ~45 ms on Deno), so each is imported where it is used.
@@ -238,6 +243,8 @@ function errorMessage(error: unknown): string {
 // process facts, files and paths, stdio, spawning. Each native path has a
 // measured reason (start-up time or memory, named beside it); Node, and
 // anything not named here, uses the node: built-ins.
+
+// --- 3a. The runtimes' own APIs, the process, files and paths ---
 
 // Deno's own API, as far as mcp.ts uses it.
 interface DenoApi {
@@ -520,6 +527,8 @@ function extensionOf(name: string): string {
   return dot > 0 ? name.slice(dot) : "";
 }
 
+// --- 3b. Streams: our stdout and stderr, bytes in ---
+
 /** Something bytes can be written to: a Node-style writable stream is one. */
 export interface ByteSink {
   write(chunk: string | Uint8Array, callback?: (error?: Error | null) => void): boolean;
@@ -784,6 +793,8 @@ function nativeStdinSource(): ByteSource | undefined {
   return undefined;
 }
 
+// --- 3c. Child processes ---
+
 function killGroup(
   child: { pid?: number; kill(signal: "SIGTERM" | "SIGKILL"): unknown },
   signal: "SIGTERM" | "SIGKILL",
@@ -983,6 +994,8 @@ async function spawnChild(
   };
 }
 
+// --- 3d. Listening for HTTP; the watchdog ---
+
 /**
  * What tells a fetch handler that its client went away before an answer: the
  * request's signal, except on Deno, where reading it prints a "legacy
@@ -1018,7 +1031,7 @@ interface BunHttpServer {
 // flight straight to fd 2 and SIGKILLs the process (a signal handler would need the stuck loop), so a
 // supervisor restarts it. Terminating the stuck tool alone would need every module tool in a worker
 // of its own: a structured clone of arguments and results per call, and no shared module state.
-// Measured: Deno 2.9.6, Bun 1.4.4, Node 22.23, 2026-11-25 (testdata/faults/spin.ts).
+// Measured: Deno 2.9.6, Bun 1.4.4, Node 22.23, 2026-11-25 (testdata/stuck/spin.ts).
 
 const WATCHDOG_SLOTS = 4096; // tools counted by slot; more than this share the last
 const WATCHDOG_BEAT_MS = 1_000;
@@ -2341,6 +2354,8 @@ function validatesAgainst(schema: unknown, value: unknown): boolean {
 // timeouts for all plugin code. Pure protocol: it is handed a catalog and a send
 // function, and touches no files, streams or process.
 
+// --- 8a. What plugins write: tools, resources, prompts, the catalog ---
+
 /** What a plugin function (`run`, `read`, `get`, `complete`) receives beside its input. */
 export interface ToolContext {
   /** Aborts on notifications/cancelled, on timeout and on shutdown. */
@@ -2621,6 +2636,8 @@ function addResource(catalog: Catalog, entry: Resource | ResourceTemplate): void
   else catalog.resources.push(entry);
 }
 
+// --- 8b. Options, results, the request context ---
+
 /** Options of an {@linkcode McpServer}. */
 export interface ServerOptions {
   /** Tools to serve (plain definitions are checked with defineTool). */
@@ -2813,6 +2830,8 @@ class RequestContext implements ToolContext {
     };
   }
 }
+
+// --- 8c. The core every connection shares; requestState ---
 
 // The reason a session closes by default: one shared Error, as an HTTP server closes a
 // session per request and a stack trace per close was 28% of its time (Deno 2.9.6, 2026-11-23).
@@ -3022,6 +3041,8 @@ export interface Job<T> {
   map: (value: unknown) => unknown;
   fail: (message: string) => unknown;
 }
+
+// --- 8d. The session: one connection's requests ---
 
 /**
  * One connection of an MCP server (a stdio process, a legacy HTTP session, or
@@ -3720,6 +3741,8 @@ export class McpServer {
     work.controller?.abort(new Error("input required: the call ends here and runs again with the answers"));
   }
 }
+
+// --- 8e. What sessions share: answers' shapes, cursors ---
 
 // Whether an inputResponses value has the shape of the answer to that kind of question;
 // anything else is asked again (mrtr.mdx: missing inputs get a new input_required).
@@ -7458,7 +7481,7 @@ const LISTEN_WAIT_MS = 2_000;
 // basic/patterns/mrtr.mdx: the methods that may answer input_required.
 const INPUT_METHODS = new Set(["tools/call", "prompts/get", "resources/read"]);
 
-// --- 14a. The session ---
+// --- 14a. Options ---
 
 /** What a request made by a client may take. */
 export interface RequestOptions {
@@ -7544,6 +7567,8 @@ export interface ConnectOptions {
   /** The connection was lost after start-up (the server exited, its stream closed); not called for close(). */
   onClose?: (error: ServerError) => void;
 }
+
+// --- 14b. The session (McpClient) ---
 
 /** A connected MCP server, in either era. Made by {@linkcode connect}. */
 export class McpClient {
@@ -8188,6 +8213,8 @@ export class McpClient {
   }
 }
 
+// --- 14c. connect(): a session started, with retries ---
+
 /** A usage error naming the required arguments of a prompt (its prompts/list entry) that `args` lacks. */
 export function throwIfMissingArguments(prompt: JsonObject, args: Record<string, unknown>): void {
   const declared = Array.isArray(prompt.arguments) ? prompt.arguments.filter(isObject) : [];
@@ -8242,7 +8269,7 @@ export async function connect(server: string | ServerSpec, options: ConnectOptio
   }
 }
 
-// --- 14b. The 2026-07-28 rules a client keeps ---
+// --- 14d. The 2026-07-28 rules a client keeps ---
 
 // A version of -32022's `supported` list (or discover's) that we speak: the newest modern one.
 function mutualVersion(data: unknown): string | undefined {
@@ -8371,7 +8398,7 @@ export function invalidHeaderAnnotation(schema: unknown): string | undefined {
   return problems[0];
 }
 
-// --- 14c. Arguments as typed, names as meant ---
+// --- 14e. Arguments as typed, names as meant ---
 
 /** Splits `key=value` at the first "=". */
 export function splitPair(pair: string): [string, string] {
@@ -9719,6 +9746,8 @@ export function renderInfo(result: JsonObject, how: { era?: string; transport?: 
 // argv in, exit code out. Parses flags, loads plugins, wires the process's
 // streams and signals, and keeps plugins' output off the protocol stream.
 
+// --- 17a. Help texts ---
+
 const CLIENT_OPTIONS_HELP = `
 <server> is ONE argument: an http:// or https:// URL (Streamable HTTP, either protocol era; the
 2024-11-05 HTTP+SSE transport too), a command line in quotes ("deno run -A mcp.ts serve ./tools",
@@ -9966,6 +9995,8 @@ Over HTTP (Streamable HTTP; both protocol eras on one endpoint):
 `,
 };
 
+// --- 17b. The process's I/O, flags ---
+
 /** The process pieces the CLI uses; tests may pass their own. */
 export interface CliIo {
   /** Default: the process's stdin (on Deno, `serve` reads it natively). */
@@ -10045,6 +10076,8 @@ function parseFlags(
   }
   return { values, positionals };
 }
+
+// --- 17c. serve, and the flags of every HTTP listener ---
 
 // How to run this file again: for hints that show a command to copy.
 function selfCommand(): string {
@@ -10394,6 +10427,8 @@ function describeStack(error: unknown): string {
   const stack = error instanceof Error && typeof error.stack === "string" ? error.stack : "";
   return stack.includes(errorMessage(error)) ? stack : [errorMessage(error), stack].filter(Boolean).join("\n");
 }
+
+// --- 17d. The client's flags and ARGS; what it answers the server ---
 
 const CLIENT_FLAGS = {
   header: { type: "string", short: "H", multiple: true },
@@ -10763,6 +10798,8 @@ async function runSampleCommand(words: string[], params: JsonObject): Promise<Js
   }
   return { role: "assistant", content: { type: "text", text }, model: basenameOf(words[0]), stopReason: "endTurn" };
 }
+
+// --- 17e. The client commands ---
 
 /**
  * --record FILE: the session as a cassette (CONTRACT "Proxy, recording and
@@ -11348,6 +11385,8 @@ async function runBatch(client: McpClient, io: CliIo, concurrency: number, maxLi
   return worst;
 }
 
+// --- 17f. Login, the gateway, the proxy, replay, servers ---
+
 /** The OAuth options of a client command: its flags, the environment, and whether a browser may be used. */
 async function oauthOptions(
   command: string,
@@ -11815,6 +11854,8 @@ async function checkServers(
   }
   return results.every((result) => result.ok) ? 0 : 3;
 }
+
+// --- 17g. main ---
 
 /** Runs the CLI with `argv` (without the runtime and script) and returns the exit code. */
 export async function main(argv: string[], io?: CliIo): Promise<number> {

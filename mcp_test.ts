@@ -251,6 +251,15 @@ describe("0. The file's map", () => {
     const numbers = banners.map((banner) => Number(banner.split(".")[0]));
     assert.deepEqual(numbers, numbers.map((_, i) => i + 1), "sections numbered 1, 2, 3, … with none missing");
   });
+
+  test("no stretch of the file between two banners is longer than 700 lines", () => {
+    const lines = readFileSync(MCP, "utf8").split("\n");
+    const at = lines.flatMap((line, i) => /^\/\/ (===|---) \d+[a-z]?\. /.test(line) ? [i] : []);
+    at.push(lines.length);
+    for (let i = 1; i < at.length; i++) {
+      assert.ok(at[i] - at[i - 1] <= 700, `${at[i] - at[i - 1]} lines after "${lines[at[i - 1]]}"`);
+    }
+  });
 });
 
 describe("4. Framing", () => {
