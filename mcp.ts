@@ -4715,12 +4715,6 @@ interface Incoming {
 }
 
 /**
- * Serves the same tools, resources and prompts as `serve`, over Streamable HTTP
- * at `options.path` (default /mcp), as a web-standard fetch handler: give it to
- * `Deno.serve`, `Bun.serve({ fetch })`, an edge platform's `export default { fetch }`,
- * or Node through `listenHttp`.
- */
-/**
  * The legacy sessions of one handler (Streamable HTTP, 2025-11-25): each
  * initialize opens one, at most `maxSessions` (and 100 per token subject); a
  * request's messages go on its POST's stream, the rest on the GET stream; SSE
@@ -5017,6 +5011,12 @@ function checkParamHeaders(request: Request, tool: Tool | undefined, args: unkno
   return undefined;
 }
 
+/**
+ * Serves the same tools, resources and prompts as `serve`, over Streamable HTTP
+ * at `options.path` (default /mcp), as a web-standard fetch handler: give it to
+ * `Deno.serve`, `Bun.serve({ fetch })`, an edge platform's `export default { fetch }`,
+ * or Node through `listenHttp`.
+ */
 export function createHandler(options: HandlerOptions = {}): McpHandler {
   const core = new ServerCore({
     ...options,
