@@ -4642,6 +4642,12 @@ export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Re
   const maxBodyBytes = policy.maxBodyBytes ?? DEFAULT_MAX_LINE_BYTES;
   const verifier = policy.auth ? new TokenVerifier(policy.auth) : undefined;
   const wellKnown = "/.well-known/oauth-protected-resource";
+  // The protected resource: a configured audience (the one the request came in by, when several are),
+  // never the Host header's own word.
+  const resourceOf = (verifier: TokenVerifier, url: string, pathStart: number) => {
+    const asked = url.slice(0, pathStart) + path;
+    return verifier.audiences.find((audience) => audience === asked) ?? verifier.audiences[0] ?? asked;
+  };
   const preflight = {
     "access-control-allow-methods": `${policy.methods}, OPTIONS`,
     "access-control-allow-headers": CORS_ALLOW_HEADERS,
@@ -4658,11 +4664,8 @@ export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Re
     if (request.method === "OPTIONS") return new Response(null, { status: 204, headers: { ...cors, ...preflight } });
     if (pathname === "/health" && request.method === "GET") return Response.json({ status: "ok" }, { headers: cors });
     if (verifier && (pathname === wellKnown || pathname === wellKnown + path) && request.method === "GET") {
-      // RFC 9728 at both forms; anyone may read it (a browser client too). The resource is a configured
-      // audience (the one this request came in by, when several are), never the Host header's own word.
-      const asked = url.slice(0, pathStart) + path;
-      const resource = verifier.audiences.find((audience) => audience === asked) ?? verifier.audiences[0] ?? asked;
-      return Response.json(protectedResourceMetadata(resource, policy.auth!), {
+      // RFC 9728 at both forms; anyone may read it (a browser client too).
+      return Response.json(protectedResourceMetadata(resourceOf(verifier, url, pathStart), policy.auth!), {
         headers: { ...cors, "access-control-allow-origin": "*", "cache-control": "max-age=300" },
       });
     }
@@ -4673,13 +4676,10 @@ export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Re
       const verified = token === undefined ? undefined : await verifier.verify(token);
       if (verified === undefined || !("claims" in verified)) {
         const refusal = verified as TokenRefusal | undefined;
-        // The metadata of the configured resource (the one this request came in by), as the document names
-        // it: a Host header does not choose where a client is sent.
-        const asked = url.slice(0, pathStart) + path;
-        const resource = new URL(
-          verifier.audiences.find((audience) => audience === asked) ?? verifier.audiences[0] ?? asked,
-        );
-        const metadata = `${resource.origin}${wellKnown}${resource.pathname === "/" ? "" : resource.pathname}`;
+        // The metadata of that resource, as the document names it: a Host header does not choose where a
+        // client is sent.
+        const { origin, pathname: at } = new URL(resourceOf(verifier, url, pathStart));
+        const metadata = `${origin}${wellKnown}${at === "/" ? "" : at}`;
         const challenge = bearerChallenge(metadata, policy.auth!.scopes, refusal);
         return new Response(refusal?.status === 403 ? "Forbidden\n" : "Unauthorized\n", {
           status: refusal?.status ?? 401,
