@@ -552,6 +552,7 @@ const SINK_HIGH_WATER = 1024 * 1024;
 // Our stderr (logs, -v, --trace) drops writes past this many queued bytes and counts them: a
 // server flooding notifications must not grow us without bound (Deno queued 3.9 GB in 25 s).
 const STDERR_DROP_BYTES = 4 * 1024 * 1024;
+const droppedNote = (count: number) => `mcp: ${count} line(s) of output dropped: stderr could not keep up\n`;
 
 /**
  * The process's stdout (1) or stderr (2) through the runtime's own API, or
@@ -623,7 +624,7 @@ export function nativeSink(fd: 1 | 2): OutputSink | undefined {
       chain = chain.then(() => writeNow(chunk)).then(() => {
         queued -= size;
         if (queued === 0 && dropped > 0) {
-          const note = `mcp: ${dropped} line(s) of output dropped: stderr could not keep up\n`;
+          const note = droppedNote(dropped);
           dropped = 0;
           queued += note.length;
           chain = chain.then(() => writeNow(note)).then(() => queued -= note.length, noop);
@@ -672,7 +673,7 @@ function droppingSink(stream: NodeJS.WriteStream): OutputSink {
       if (stream.writableLength <= STDERR_DROP_BYTES) return stream.write(chunk, callback);
       if (dropped++ === 0) {
         stream.once("drain", () => {
-          stream.write(`mcp: ${dropped} line(s) of output dropped: stderr could not keep up\n`);
+          stream.write(droppedNote(dropped));
           dropped = 0;
         });
       }
@@ -1187,12 +1188,15 @@ export async function listenHttp(
       if (!(length <= NODE_WHOLE_BODY_BYTES)) body = Readable.toWeb(req) as ReadableStream<Uint8Array>;
       else {
         const chunks: Uint8Array[] = [];
+        let size = 0;
         try {
-          for await (const chunk of req) chunks.push(chunk);
+          for await (const chunk of req) {
+            chunks.push(chunk);
+            size += chunk.length;
+          }
         } catch {
-          return void res.writeHead(400, { "content-type": "text/plain" }).end("Bad Request: the body ended short\n");
+          size = -1; // the connection ended inside the body
         }
-        const size = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
         if (size < length) {
           return void res.writeHead(400, { "content-type": "text/plain" }).end("Bad Request: the body ended short\n");
         }
@@ -9345,20 +9349,14 @@ export class CassettePlayer {
     if (typeof message.method !== "string" || !isRequestId(message.id)) return [];
     const key = matchKey(message);
     let found: Recorded | undefined;
-    if (HANDSHAKE_METHODS.has(message.method)) {
-      // The handshake matches by method wherever it comes (a dual-era client probes first, a legacy one
-      // does not); in strict order it is not counted, and the order of the rest is kept.
-      found = this.#recorded.find((recorded) => !recorded.used && recorded.key === key) ??
-        this.#recorded.findLast((recorded) => recorded.key === key);
-      if (this.#strict) {
-        while (this.#next < this.#recorded.length && HANDSHAKE_METHODS.has(this.#recorded[this.#next].method)) {
-          this.#next++;
-        }
-      }
-    } else if (this.#strict) {
+    // The handshake matches by method wherever it comes (a dual-era client probes first, a legacy one does
+    // not): strict order skips it and keeps the order of the rest.
+    if (this.#strict) {
       while (this.#next < this.#recorded.length && HANDSHAKE_METHODS.has(this.#recorded[this.#next].method)) {
         this.#next++;
       }
+    }
+    if (this.#strict && !HANDSHAKE_METHODS.has(message.method)) {
       const next = this.#recorded[this.#next];
       if (next && next.key === key) {
         found = next;
