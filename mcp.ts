@@ -4796,7 +4796,7 @@ class LegacySessions {
           "Server busy: every legacy session is in use (--max-sessions); try again later",
         );
       }
-      const session = this.#openSession(principalOf(auth), auth?.sub);
+      const session = this.#openSession(auth);
       const params = isObject(message.params) ? message.params : {};
       session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
         ? String(params.protocolVersion)
@@ -4837,10 +4837,8 @@ class LegacySessions {
   // At the cap (all sessions, or the subject's), the least recently used idle session is closed: no request
   // in flight, no GET stream open. False when every one is busy.
   #makeRoom(subject: string | undefined): boolean {
-    let mine: LegacySession[] | undefined;
     if (subject !== undefined) {
-      mine = [];
-      for (const session of this.#sessions.values()) if (session.subject === subject) mine.push(session);
+      const mine = [...this.#sessions.values()].filter((session) => session.subject === subject);
       if (mine.length >= MAX_SESSIONS_PER_SUBJECT) return this.#closeLeastRecent(mine);
     }
     return this.#sessions.size < this.#maxSessions || this.#closeLeastRecent(this.#sessions.values());
@@ -4856,7 +4854,7 @@ class LegacySessions {
     return oldest !== undefined;
   }
 
-  #openSession(principal: string | undefined, subject: string | undefined): LegacySession {
+  #openSession(auth: AuthInfo | undefined): LegacySession {
     const standalone: SessionStream = { id: 0, events: [], live: undefined, exchange: undefined };
     const byRequest = new Map<RequestId, SessionStream>();
     const server = new McpServer(this.#core, (text, context) => {
@@ -4875,8 +4873,8 @@ class LegacySessions {
       byRequest,
       standalone,
       nextStream: 1,
-      principal,
-      subject,
+      principal: principalOf(auth),
+      subject: auth?.sub,
     };
     this.#sessions.set(session.id, session);
     this.#sweep ??= setInterval(() => this.#expire(), Math.min(this.#ttl, 60_000));
@@ -8848,17 +8846,23 @@ export class Gateway {
             this.#complete(upstream, { type: "ref/prompt", name: prompt.name }, argument, value),
         }, `upstream ${upstream.name}`));
       }
-      for (const resource of upstream.resources) {
-        const uri = String(resource.uri);
-        if (uris.has(uri)) {
-          if (this.#warned.has(uri)) continue;
-          this.#warned.add(uri); // once, not at every rebuild
-          (this.#options.log ?? noop)(
-            `resource ${uri} is served by an earlier upstream too; "${upstream.name}" is not asked for it`,
-          );
-          continue;
+      // A URI or template two upstreams serve (the same server twice): the first wins, said once (not at
+      // every rebuild); no collision stops the gateway.
+      const claim = (what: string, key: string) => {
+        const id = `${what} ${key}`;
+        if (!uris.has(id)) {
+          uris.add(id);
+          return true;
         }
-        uris.add(uri);
+        if (this.#warned.has(id)) return false;
+        this.#warned.add(id);
+        (this.#options.log ?? noop)(
+          `${what} ${key} is served by an earlier upstream too; "${upstream.name}" is not asked for it`,
+        );
+        return false;
+      };
+      for (const resource of upstream.resources) {
+        if (!claim("resource", String(resource.uri))) continue;
         resources.push(defineResource({
           ...resource,
           read: (at: string) => this.#read(upstream, at),
@@ -8866,19 +8870,7 @@ export class Gateway {
         }, `upstream ${upstream.name}`) as Resource);
       }
       for (const template of upstream.templates) {
-        // The same template from two upstreams (the same server twice): the first wins, said once.
-        const key = `template ${String(template.uriTemplate)}`;
-        if (uris.has(key)) {
-          if (!this.#warned.has(key)) {
-            this.#warned.add(key);
-            (this.#options.log ?? noop)(
-              `resource template ${template.uriTemplate} is served by an earlier upstream too; "${upstream.name}" ` +
-                `is not asked for it`,
-            );
-          }
-          continue;
-        }
-        uris.add(key);
+        if (!claim("resource template", String(template.uriTemplate))) continue;
         templates.push(defineResource({
           ...template,
           read: (at: string) => this.#read(upstream, at),
@@ -9440,8 +9432,6 @@ const CONTROL_CHARACTERS = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
  * caret notation (`^[`, `^G`, `^M`, `^?`), C1 controls as `\x9b`; the rest exact.
  */
 export function visible(text: string): string {
-  CONTROL_CHARACTERS.lastIndex = 0;
-  if (!CONTROL_CHARACTERS.test(text)) return text;
   return text.replace(CONTROL_CHARACTERS, (ch) => {
     const code = ch.charCodeAt(0);
     if (code < 0x20) return "^" + String.fromCharCode(code + 0x40);
@@ -9458,8 +9448,6 @@ const RAW_IN_JSON = /[\x7f-\x9f]/g;
  * terminal acts on (they can only stand inside strings).
  */
 function jsonVisible(text: string): string {
-  RAW_IN_JSON.lastIndex = 0;
-  if (!RAW_IN_JSON.test(text)) return text;
   return text.replace(RAW_IN_JSON, (ch) => "\\u00" + ch.charCodeAt(0).toString(16));
 }
 
