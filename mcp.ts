@@ -6966,7 +6966,7 @@ export class OAuthProvider implements AuthProvider {
     const before = this.#token;
     if (!before?.refresh_token) return false;
     return await withStoreLock(this.#file, async () => {
-      const store = await readStore(this.#file);
+      const store = await readStore(this.#file, this.#warn);
       const current = findToken(store, this.#server);
       if (current && current.access_token !== before.access_token) {
         this.#token = current; // refreshed by someone else meanwhile
@@ -7032,7 +7032,7 @@ export class OAuthProvider implements AuthProvider {
       }
       if (this.#scopes.size > 0) scope = [...this.#scopes].join(" ");
     }
-    const store = await readStore(this.#file);
+    const store = await readStore(this.#file, this.#warn);
     const client = await this.#client(server, store, clientCredentials);
     let answer: JsonObject;
     if (clientCredentials) {
@@ -7044,7 +7044,7 @@ export class OAuthProvider implements AuthProvider {
     }
     this.#token = toStoredToken(answer, server, this.#server, client.client_id, undefined, scope);
     await withStoreLock(this.#file, async () => {
-      const latest = await readStore(this.#file);
+      const latest = await readStore(this.#file, this.#warn);
       latest.tokens[tokenKey(server.issuer, this.#server)] = this.#token!;
       if (!options.clientId && !client.client_id.startsWith("https://")) latest.clients[server.issuer] = client;
       await writeStore(this.#file, latest);
@@ -10450,9 +10450,21 @@ const CLIENT_FLAGS = {
   help: { type: "boolean", short: "h" },
 } as const;
 
-/** ARGS of `call` as typed, checked before anything is spawned. */
-// ARGS as given: a JSON object, or key=value pairs typed later by the schema (`json`: the key:=<json> ones).
+// ARGS of `call` as given, checked before anything is spawned: a JSON object, or key=value pairs typed later by
+// the schema (`json`: the key:=<json> ones, taken as they are).
 type CallArgs = { kind: "object"; value: JsonObject } | { kind: "pairs"; pairs: string[]; json: JsonObject };
+
+// A JSON object given on the command line (`what` names it in the usage error).
+function jsonObjectArg(text: string, what: string): JsonObject {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`Cannot read ${what}: not JSON (${errorMessage(error)})`);
+  }
+  if (!isObject(value)) throw new UsageError(`Cannot use ${what}: a JSON object is needed, got ${jsonType(value)}`);
+  return value;
+}
 
 async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
   if (words.length === 0) return { kind: "object", value: {} };
@@ -10474,16 +10486,7 @@ async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
     text = first;
   }
   if (text !== undefined) {
-    let value: unknown;
-    try {
-      value = JSON.parse(text.trim() === "" ? "{}" : text);
-    } catch (error) {
-      throw new UsageError(`Cannot read ARGS${from}: not JSON (${errorMessage(error)})`);
-    }
-    if (!isObject(value)) {
-      throw new UsageError(`Cannot use ARGS${from}: a JSON object is needed, got ${jsonType(value)}`);
-    }
-    return { kind: "object", value };
+    return { kind: "object", value: jsonObjectArg(text.trim() === "" ? "{}" : text, `ARGS${from}`) };
   }
   const pairs: string[] = [];
   const json: JsonObject = {};
@@ -11029,18 +11032,8 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   }
   const concurrency = positiveInteger("--concurrency", values.concurrency as string | undefined, 1);
   const name = rest[0];
-  const jsonObject = (text: string, what: string): JsonObject => {
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (error) {
-      throw new UsageError(`Cannot read ${what}: not JSON (${errorMessage(error)})`);
-    }
-    if (!isObject(value)) throw new UsageError(`Cannot use ${what}: a JSON object is needed, got ${jsonType(value)}`);
-    return value;
-  };
-  const requestParams = command === "request" ? jsonObject(rest[1] ?? "{}", `the params of ${name}`) : undefined;
-  const meta = values.meta === undefined ? undefined : jsonObject(values.meta as string, "--meta");
+  const requestParams = command === "request" ? jsonObjectArg(rest[1] ?? "{}", `the params of ${name}`) : undefined;
+  const meta = values.meta === undefined ? undefined : jsonObjectArg(values.meta as string, "--meta");
   if (meta && command !== "call") throw new UsageError(`--meta goes with call, not ${command}`);
 
   const interrupt = new AbortController();
