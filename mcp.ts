@@ -1728,6 +1728,8 @@ export interface SendContext {
   requestId?: RequestId;
   /** The message is the response to `requestId`: nothing more comes for it. */
   final?: boolean;
+  /** The response is an error with this code. */
+  errorCode?: number;
   /** HTTP headers an outgoing request carries (the 2026-07-28 mirror headers); other transports ignore them. */
   headers?: Record<string, string>;
 }
@@ -1890,7 +1892,7 @@ export class JsonRpcPeer {
     const error = data === undefined ? { code, message } : { code, message, data };
     this.#handlers.send(
       JSON.stringify({ jsonrpc: "2.0", id, error }),
-      id === null ? undefined : { requestId: id, final: true },
+      id === null ? undefined : { requestId: id, final: true, errorCode: code },
     );
   }
 
@@ -4356,15 +4358,22 @@ class Exchange {
   readonly response: Promise<Response>;
   #resolve!: (response: Response) => void;
   #headers: Record<string, string>;
-  #statusOf: (text: string) => number;
+  #statusOf: (errorCode: number | undefined) => number;
   #stream: SseStream | undefined;
   #decided = false;
   onCancel: () => void = noop;
 
   #prelude: string;
 
-  /** `prelude`: what an SSE answer starts with (a legacy session's priming event). */
-  constructor(headers: Record<string, string>, statusOf: (text: string) => number, prelude = "") {
+  /**
+   * `statusOf`: the HTTP status of a JSON answer from its error code (none for a result); `prelude`: what an SSE
+   * answer starts with (a legacy session's priming event).
+   */
+  constructor(
+    headers: Record<string, string>,
+    statusOf: (errorCode: number | undefined) => number,
+    prelude = "",
+  ) {
     this.#headers = headers;
     this.#statusOf = statusOf;
     this.#prelude = prelude;
@@ -4376,12 +4385,15 @@ class Exchange {
     return this.#stream ? this.#stream.ended : this.#decided;
   }
 
-  /** Sends one message; `final` when it is the request's own response; `eventId` numbers it on a stream. */
-  write(text: string, final: boolean, eventId?: string): void {
+  /**
+   * Sends one message; `final` when it is the request's own response (`errorCode` when that is an error);
+   * `eventId` numbers it on a stream.
+   */
+  write(text: string, final: boolean, eventId?: string, errorCode?: number): void {
     if (!this.#decided && final) {
       this.#decided = true;
       const headers = { ...this.#headers, "content-type": "application/json" };
-      this.#resolve(new Response(text, { status: this.#statusOf(text), headers }));
+      this.#resolve(new Response(text, { status: this.#statusOf(errorCode), headers }));
       return;
     }
     this.openStream();
@@ -5151,16 +5163,8 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
         if (problem) return mismatch(problem);
       }
     }
-    // The status of an error answer follows its code: read from the envelope, not parsed again.
-    const errorPrefix = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"error":{"code":`;
-    const exchange = new Exchange(
-      NO_HEADERS,
-      (answer) =>
-        answer.startsWith(errorPrefix)
-          ? modernErrorStatus(Number(/^-?\d+/.exec(answer.slice(errorPrefix.length))?.[0]))
-          : 200,
-    );
-    return serveAlone(incoming, exchange, id);
+    // The status of an error answer follows its code, which the peer names with the answer.
+    return serveAlone(incoming, new Exchange(NO_HEADERS, modernErrorStatus), id);
   }
 
   // One request on a session of its own, which ends with it; a closed connection cancels it.
@@ -5169,7 +5173,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     const session = new McpServer(core, (out, context) => {
       trace?.(`> ${out}`);
       const final = context?.final === true && context.requestId === id; // the peer says so: no text sniffing
-      exchange.write(out, final);
+      exchange.write(out, final, undefined, context?.errorCode);
       if (!final) return;
       session.close();
       alone.delete(exchange);
