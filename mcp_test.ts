@@ -2382,6 +2382,10 @@ interface Started {
   url: string;
   log(): Promise<Message[]>;
   close(): void;
+  /** Resolves once its stdout and stderr so far match `pattern` (its text then). */
+  printed(pattern: RegExp): Promise<string>;
+  /** How it ended. */
+  exited: Promise<{ code: number | null; signal: string | null }>;
 }
 
 /** Starts a process that prints its URL (`pattern`'s first group) on stdout or stderr; resolves once it does. */
@@ -2391,20 +2395,33 @@ async function startListening(args: string[], pattern: RegExp, env: Record<strin
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
-  const url = await new Promise<string>((resolve, reject) => {
-    const take = (text: string) => {
-      output += text;
-      const match = pattern.exec(output);
-      if (match) resolve(match[1]);
-    };
-    child.stdout!.setEncoding("utf8").on("data", take);
-    child.stderr!.setEncoding("utf8").on("data", take);
-    child.on("exit", () => reject(new Error(`${args.join(" ")} exited: ${output}`)));
-  });
+  let heard = () => {};
+  const take = (text: string) => {
+    output += text;
+    heard();
+  };
+  child.stdout!.setEncoding("utf8").on("data", take);
+  child.stderr!.setEncoding("utf8").on("data", take);
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.on("close", (code, signal) => {
+      resolve({ code, signal });
+      heard();
+    })
+  );
+  const printed = async (wanted: RegExp) => {
+    while (!wanted.test(output)) {
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${args.join(" ")} exited: ${output}`);
+      await new Promise<void>((resolve) => heard = resolve);
+    }
+    return output;
+  };
+  const url = pattern.exec(await printed(pattern))![1];
   return {
     url,
     log: async () => await (await fetch(new URL("/_log", url))).json(),
     close: () => void child.kill("SIGTERM"),
+    printed,
+    exited,
   };
 }
 
@@ -4650,7 +4667,11 @@ describe("Safety: terminal output, redirects, bounded memory", () => {
     ], { cwd: HERE, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
-    child.stdout!.setEncoding("utf8").on("data", (text: string) => stdout += text);
+    let flooded = () => {};
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+      stdout += text;
+      if (stdout.includes("flooded")) flooded();
+    });
     child.stderr!.pause(); // a terminal or pipe that cannot keep up
     let peak = 0;
     const sampler = setInterval(() => {
@@ -4660,7 +4681,8 @@ describe("Safety: terminal output, redirects, bounded memory", () => {
         // gone
       }
     }, 200);
-    await sleep(4_000);
+    // The call ends while stderr is still not read: its writes were dropped, not queued (nor blocking it).
+    await new Promise<void>((resolve) => flooded = resolve);
     child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
     child.stderr!.resume();
     const code = await new Promise((resolve) => child.on("close", resolve));
@@ -4815,34 +4837,17 @@ describe("Safety: the HTTP listeners", () => {
   });
 
   test("a module tool stuck in a loop ends serve --http within --timeout + 5 s, naming it; /health is never 200 meanwhile", async () => {
-    const child = spawn(RUNTIME[0], [
-      ...RUNTIME.slice(1),
-      MCP,
-      "serve",
-      HERE + "testdata/stuck",
-      "--http",
-      "0",
-      "--timeout",
-      "1000",
-    ], { cwd: HERE, stdio: ["ignore", "pipe", "pipe"] });
-    let stderr = "";
-    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-      child.on("close", (code, signal) => resolve({ code, signal }))
+    const server = await startListening(
+      [MCP, "serve", HERE + "testdata/stuck", "--http", "0", "--timeout", "1000"],
+      /serving (\S+)/,
     );
     try {
-      const url = await new Promise<string>((resolve) => {
-        child.stderr!.setEncoding("utf8").on("data", (text: string) => {
-          stderr += text;
-          const match = /serving (\S+)/.exec(stderr);
-          if (match) resolve(match[1]);
-        });
-      });
-      const ok = await fetch(url, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(INIT) });
+      const ok = await fetch(server.url, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(INIT) });
       assert.equal(ok.status, 200);
       await ok.body?.cancel();
       const started = Date.now();
       const call = { jsonrpc: "2.0", id: 2, method: "tools/call", params: modern({ name: "spin" }) };
-      void fetch(url, {
+      void fetch(server.url, {
         method: "POST",
         headers: {
           ...JSON_HEADERS,
@@ -4852,17 +4857,17 @@ describe("Safety: the HTTP listeners", () => {
         },
         body: JSON.stringify(call),
       }).catch(() => {});
-      await sleep(300);
-      const health = await fetch(new URL("/health", url), { signal: AbortSignal.timeout(1_000) })
+      await server.printed(/spin: looping/); // the tool says when it has begun: no waiting for time
+      const health = await fetch(new URL("/health", server.url), { signal: AbortSignal.timeout(1_000) })
         .then((response) => response.status, () => "no answer");
       assert.notEqual(health, 200, "/health while stuck");
-      const { code, signal } = await exited;
+      const { code, signal } = await server.exited;
       assert.ok(code !== 0 || signal !== null, "a non-zero end");
       assert.ok(Date.now() - started < 1_000 + 5_000, `ended after ${Date.now() - started} ms`);
-      assert.match(stderr, /mcp: tool "spin" has blocked the server for \d+ s/);
+      assert.match(await server.printed(/has blocked/), /mcp: tool "spin" has blocked the server for \d+ s/);
     } finally {
-      child.kill("SIGKILL");
-      await exited;
+      server.close();
+      await server.exited;
     }
   });
 });
@@ -4999,8 +5004,8 @@ describe("Safety: input-required state, tokens, login", () => {
       const reader = await serveWith("mcp:read");
       const login = await runCli(["login", reader.url], { env });
       reader.close();
+      await reader.exited; // its port is free again
       assert.equal(login.code, 0, login.stderr);
-      await sleep(300);
       const admin = await serveWith("mcp:admin");
       try {
         const call = await runCli(["call", admin.url, "whoami", "--login"], { env });
@@ -5306,33 +5311,19 @@ describe("15. CLI: what a new user trips on", () => {
   });
 
   test("serve --http --trace prints every frame in and out", async () => {
-    const child = spawn(RUNTIME[0], [
-      ...RUNTIME.slice(1),
-      MCP,
-      "serve",
-      HERE + "testdata/tools",
-      "--http",
-      "0",
-      "--trace",
-    ], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stderr = "";
+    const server = await startListening(
+      [MCP, "serve", HERE + "testdata/tools", "--http", "0", "--trace"],
+      /serving (\S+)/,
+    );
     try {
-      const url = await new Promise<string>((resolve) => {
-        child.stderr!.setEncoding("utf8").on("data", (text: string) => {
-          stderr += text;
-          const match = /serving (\S+)/.exec(stderr);
-          if (match) resolve(match[1]);
-        });
-      });
-      const call = await runCli(["call", url, "add", "a=1", "b=2", "--protocol", "legacy"]);
+      const call = await runCli(["call", server.url, "add", "a=1", "b=2", "--protocol", "legacy"]);
       assert.equal(call.stdout, "3\n");
-      await sleep(100);
-      assert.match(stderr, /^< \{"jsonrpc":"2.0","id":\d+,"method":"tools\/call"/m);
-      assert.match(stderr, /^> \{"jsonrpc":"2.0","id":\d+,"result":\{"content":\[\{"type":"text","text":"3"\}/m);
+      const frames = await server.printed(/^> .*"text":"3"/m);
+      assert.match(frames, /^< \{"jsonrpc":"2.0","id":\d+,"method":"tools\/call"/m);
+      assert.match(frames, /^> \{"jsonrpc":"2.0","id":\d+,"result":\{"content":\[\{"type":"text","text":"3"\}/m);
     } finally {
-      child.kill("SIGTERM");
+      server.close();
+      await server.exited;
     }
   });
 

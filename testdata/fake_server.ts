@@ -26,6 +26,7 @@
 // Every message received is noted on stderr ("fake: got <method>"), which the client shows when it fails.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import process from "node:process";
+import { readMessages } from "./ndjson_stdin.ts";
 
 // deno-lint-ignore no-explicit-any
 type Message = { jsonrpc?: string; id?: string | number; method?: string; params?: any; result?: any; error?: any };
@@ -215,18 +216,7 @@ async function handle(message: Message) {
 }
 
 if (mode === "garbage") process.stdout.write("Starting fake server v1.0...\n");
-let buffer = "";
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", (chunk: string) => {
-  buffer += chunk;
-  let newline;
-  while ((newline = buffer.indexOf("\n")) >= 0) {
-    const line = buffer.slice(0, newline).trim();
-    buffer = buffer.slice(newline + 1);
-    if (line) handle(JSON.parse(line));
-  }
-});
-process.stdin.on("end", () => {
+readMessages(handle, () => {
   note("stdin closed");
   if (mode !== "ignore-sigterm") process.exit(0);
 });

@@ -37,6 +37,7 @@
 // <method>"); stdin EOF exits 0.
 import { appendFileSync } from "node:fs";
 import process from "node:process";
+import { readMessages } from "./ndjson_stdin.ts";
 
 // deno-lint-ignore no-explicit-any
 type Json = any;
@@ -218,18 +219,7 @@ function handle(message: Message) {
   fail(-32601, `Method not found: ${message.method}`);
 }
 
-let buffer = "";
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", (chunk: string) => {
-  buffer += chunk;
-  let newline;
-  while ((newline = buffer.indexOf("\n")) >= 0) {
-    const line = buffer.slice(0, newline).trim();
-    buffer = buffer.slice(newline + 1);
-    if (line) handle(JSON.parse(line));
-  }
-});
-process.stdin.on("end", () => {
+readMessages(handle, () => {
   note("stdin closed");
   process.exit(0);
 });

@@ -16,6 +16,7 @@
 // answers to unknown ids are ignored; an unknown tool → -32602, an unknown method → -32601. Every message received is
 // noted on stderr ("fake: got <method>", "fake: got response q-N"); stdin EOF exits 0.
 import process from "node:process";
+import { readMessages } from "./ndjson_stdin.ts";
 
 // deno-lint-ignore no-explicit-any
 type Json = any;
@@ -100,18 +101,7 @@ function handle(message: Message) {
 }
 
 note(`pid ${process.pid}`);
-let buffer = "";
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", (chunk: string) => {
-  buffer += chunk;
-  let newline;
-  while ((newline = buffer.indexOf("\n")) >= 0) {
-    const line = buffer.slice(0, newline).trim();
-    buffer = buffer.slice(newline + 1);
-    if (line) handle(JSON.parse(line));
-  }
-});
-process.stdin.on("end", () => {
+readMessages(handle, () => {
   note("stdin closed");
   process.exit(0);
 });
