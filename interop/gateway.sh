@@ -109,6 +109,16 @@ alive() {
   [[ $stat != Z* ]]
 }
 
+# printed PATTERN FILE PID: waits up to 30 s for an extended regex in FILE while PID runs; 0 when it came.
+printed() {
+  for _ in $(seq 300); do
+    grep -qE "$1" "$2" && return 0
+    alive "$3" || break
+    sleep 0.1
+  done
+  grep -qE "$1" "$2"
+}
+
 # descendants PID: the pids of its children, their children, ...
 descendants() {
   local child
@@ -352,11 +362,7 @@ part_principals() {
   web=$!
   set +m
   ok=no
-  for _ in $(seq 300); do
-    grep -q "listening on port $port" "$work/web.err" && ok=yes && break
-    alive "$web" || break
-    sleep 0.1
-  done
+  printed "listening on port $port" "$work/web.err" "$web" && ok=yes
   sed 's/^/  stderr: /' "$work/web.err"
   echo "# $web_url (pid $web)"
   verdict $ok "mcp-server-everything streamableHttp: start" "no \"listening on port $port\" line"
@@ -533,11 +539,7 @@ start_stdio_gateway() {
   printf '%s\n' \
     '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"gateway.sh","version":"1"}}}' \
     '{"jsonrpc":"2.0","method":"notifications/initialized"}' '{"jsonrpc":"2.0","id":2,"method":"tools/list"}' >&3
-  for _ in $(seq 300); do
-    grep -q '"id":2,"result"' "$work/$name.out" && listed=yes && break
-    alive "$gw" || break
-    sleep 0.1
-  done
+  printed '"id":2,"result"' "$work/$name.out" "$gw" && listed=yes
   sed 's/^/  stderr: /' "$work/$name.err"
   echo "  tools/list answered: $listed ($(grep -o '"name":"[a-z]*__' "$work/$name.out" | cut -d'"' -f4 | sort | uniq -c |
     xargs))"
