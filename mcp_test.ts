@@ -1523,6 +1523,222 @@ describe("10. Server transports: Streamable HTTP", () => {
       rmSync(dir, { recursive: true });
     }
   });
+
+  test("--max-sessions: the least recently used idle legacy session is closed; its client gets 404", async () => {
+    const handler = createHandler({ tools: HTTP_TOOLS, maxSessions: 3 });
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        const response = await handler(legacyPost(INIT));
+        assert.equal(response.status, 200);
+        ids.push(response.headers.get("mcp-session-id")!);
+        await response.body?.cancel();
+      }
+      const list = { jsonrpc: "2.0", id: 2, method: "tools/list" };
+      const use = (id: string) =>
+        handler(legacyPost(list, { "mcp-session-id": id, "mcp-protocol-version": "2025-11-25" }));
+      const statuses = [];
+      for (const id of ids) {
+        const response = await use(id);
+        statuses.push(response.status);
+        await response.body?.cancel();
+      }
+      assert.deepEqual(statuses, [404, 200, 200, 200], "the oldest of four, with a cap of three, is gone");
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("serve --http --trace prints every frame in and out", async () => {
+    const server = await startListening(
+      [MCP, "serve", HERE + "testdata/tools", "--http", "0", "--trace"],
+      /serving (\S+)/,
+    );
+    try {
+      const call = await runCli(["call", server.url, "add", "a=1", "b=2", "--protocol", "legacy"]);
+      assert.equal(call.stdout, "3\n");
+      const frames = await server.printed(/^> .*"text":"3"/m);
+      assert.match(frames, /^< \{"jsonrpc":"2.0","id":\d+,"method":"tools\/call"/m);
+      assert.match(frames, /^> \{"jsonrpc":"2.0","id":\d+,"result":\{"content":\[\{"type":"text","text":"3"\}/m);
+    } finally {
+      server.close();
+      await server.exited;
+    }
+  });
+});
+
+describe("10c. The HTTP front", () => {
+  const front = (policy: Partial<Parameters<typeof httpFront>[0]> = {}) => {
+    const seen: Message[] = [];
+    const handler = httpFront({
+      path: "/mcp",
+      allowedHosts: ["127.0.0.1", "localhost"],
+      allowOrigins: ["https://app.example"],
+      methods: "POST",
+      maxBodyBytes: 100,
+      route: async ({ request, body }) => {
+        const text = await body();
+        if (text instanceof Response) return text;
+        seen.push({ method: request.method, text });
+        return new Response("routed", { headers: { "x-route": "1" } });
+      },
+      ...policy,
+    });
+    return { handler, seen };
+  };
+  const at = (path = "/mcp", init: RequestInit & { headers?: Record<string, string> } = {}) =>
+    new Request(`http://127.0.0.1:8080${path}`, { method: "POST", body: "{}", ...init });
+
+  test("checks Host and Origin, answers preflight and /health, 404s other paths, then hands the rest to the route", async () => {
+    const { handler, seen } = front();
+    const host = await handler(at("/mcp", { headers: { host: "evil.example" } }));
+    assert.equal(host.status, 403);
+    const foreign = await handler(at("/mcp", { headers: { origin: "http://localhost:3000" } }));
+    assert.equal(foreign.status, 403);
+    assert.match((await foreign.json()).error.message, /Origin "http:\/\/localhost:3000" is not allowed/);
+    const own = await handler(at("/mcp", { headers: { origin: "http://127.0.0.1:8080" } }));
+    assert.equal(await own.text(), "routed");
+    assert.equal(own.headers.get("access-control-allow-origin"), null, "no CORS for the server's own origin");
+    const allowed = await handler(at("/mcp", { headers: { origin: "https://app.example" } }));
+    assert.equal(
+      allowed.headers.get("access-control-allow-origin"),
+      "https://app.example",
+      "CORS put on the route's answer",
+    );
+    assert.match(allowed.headers.get("access-control-expose-headers")!, /mcp-session-id/);
+    assert.equal(allowed.headers.get("x-route"), "1");
+    const preflight = await handler(
+      at("/mcp", { method: "OPTIONS", body: null, headers: { origin: "https://app.example" } }),
+    );
+    assert.equal(preflight.status, 204);
+    assert.equal(preflight.headers.get("access-control-allow-methods"), "POST, OPTIONS");
+    assert.deepEqual(await (await handler(at("/health", { method: "GET", body: null }))).json(), { status: "ok" });
+    assert.equal((await handler(at("/elsewhere"))).status, 404);
+    assert.equal(seen.length, 2);
+  });
+
+  test("a token is checked before the route; a body over the limit is 413 before it", async () => {
+    const { handler, seen } = front({ token: "s3cret" });
+    assert.equal((await handler(at())).status, 401);
+    assert.equal((await handler(at("/mcp", { headers: { authorization: "Bearer s3cres" } }))).status, 401);
+    const auth = { authorization: "Bearer s3cret" };
+    assert.equal((await handler(at("/mcp", { headers: auth }))).status, 200);
+    const big = await handler(at("/mcp", { headers: auth, body: "x".repeat(500) }));
+    assert.equal(big.status, 413);
+    assert.match((await big.json()).error.message, /100-byte limit/);
+    assert.equal(seen.length, 1);
+  });
+
+  test("every listener stands behind it: a foreign Origin gets the same 403 from all five", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-front-"));
+    const tape = join(dir, "session.ndjson");
+    const started: Started[] = [];
+    try {
+      assert.equal((await runCli(["list", SERVE, "--record", tape])).code, 0);
+      const listeners = await Promise.all([
+        startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/),
+        startListening([MCP, "gateway", `t=${SERVE}`, "--http", "0"], /serving (\S+) \(a gateway\)/),
+        startListening([MCP, "proxy", SERVE, "--http", "0"], /serving (\S+) \(proxying/),
+        startListening([MCP, "replay", tape, "--http", "0"], /serving (\S+) \(replaying/),
+      ]);
+      started.push(...listeners);
+      const handler = createHandler({ tools: HTTP_TOOLS });
+      const foreign = { ...JSON_HEADERS, origin: "http://localhost:3000" };
+      const answers = [
+        await handler(new Request("http://127.0.0.1:8080/mcp", { method: "POST", headers: foreign, body: "{}" })),
+        ...await Promise.all(
+          listeners.map((listener) => fetch(listener.url, { method: "POST", headers: foreign, body: "{}" })),
+        ),
+      ];
+      handler.close();
+      const seen = await Promise.all(
+        answers.map(async (answer) => [answer.status, (await answer.json()).error.message]),
+      );
+      for (const [status, message] of seen) {
+        assert.equal(status, 403);
+        assert.equal(message, 'Forbidden: Origin "http://localhost:3000" is not allowed');
+      }
+    } finally {
+      for (const listener of started) listener.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("the Origin must be one of the server's own (scheme://host:port) or allowed; the same on the proxy", async () => {
+    const handler = createHandler({ tools: HTTP_TOOLS, allowOrigins: ["https://app.example"] });
+    try {
+      const post = (origin: string) => handler(legacyPost(INIT, { origin, host: "127.0.0.1:8080" }));
+      for (const origin of ["http://localhost:3000", "https://127.0.0.1:8080", "http://127.0.0.1:8081", "null"]) {
+        assert.equal((await post(origin)).status, 403, origin);
+      }
+      for (const origin of ["http://127.0.0.1:8080", "http://localhost:8080", "https://app.example"]) {
+        const response = await post(origin);
+        assert.equal(response.status, 200, origin);
+        await response.body?.cancel();
+      }
+    } finally {
+      handler.close();
+    }
+    const proxied = await startListening([MCP, "proxy", SERVE, "--http", "0"], /serving (http:\S+) \(proxying/);
+    try {
+      const port = new URL(proxied.url).port;
+      const forbidden = await fetch(proxied.url, {
+        method: "POST",
+        headers: { ...JSON_HEADERS, origin: "http://localhost:3000" },
+        body: JSON.stringify(INIT),
+      });
+      assert.equal(forbidden.status, 403, "the proxy keeps the same rule");
+      await forbidden.body?.cancel();
+      const own = await fetch(proxied.url, {
+        method: "POST",
+        headers: { ...JSON_HEADERS, origin: `http://127.0.0.1:${port}` },
+        body: JSON.stringify(INIT),
+      });
+      assert.equal(own.status, 200);
+      await own.body?.cancel();
+    } finally {
+      proxied.close();
+    }
+  });
+
+  test("a body shorter than its Content-Length gets 400 (on Bun a closed connection); one over the cap its 413", async () => {
+    const server = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
+    try {
+      const { hostname, port, pathname } = new URL(server.url);
+      const short = await new Promise<string>((resolve, reject) => {
+        const socket = createConnection({ host: hostname, port: Number(port) }, () => {
+          socket.end(
+            `POST ${pathname} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+              `Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{"jsonrpc":`,
+          );
+        });
+        let answer = "";
+        socket.setEncoding("utf8").on("data", (text: string) => answer += text);
+        socket.on("close", () => resolve(answer));
+        socket.on("error", reject);
+      });
+      // Bun.serve closes a connection whose client has half-closed it before the handler can answer (Bun 1.4.4).
+      if ("Bun" in globalThis) assert.equal(short, "", "no answer, and no 500");
+      else assert.match(short, /^HTTP\/1\.1 400/, short.slice(0, 200));
+      const big = Buffer.alloc(5 * 1024 * 1024, "x");
+      for (let i = 0; i < 5; i++) {
+        const status = await new Promise<number | string>((resolve) => {
+          const request = httpRequest(server.url, {
+            method: "POST",
+            headers: { ...JSON_HEADERS, "content-length": String(big.length) },
+          }, (response) => {
+            response.resume();
+            resolve(response.statusCode!);
+          });
+          request.on("error", (error: Error & { code?: string }) => resolve(error.code ?? error.message));
+          request.end(big);
+        });
+        assert.equal(status, 413, `try ${i + 1}`);
+      }
+    } finally {
+      server.close();
+    }
+  });
 });
 
 // --- 11.-13. Server configs, client transports, MCP client ------------------------------------------------------------------
@@ -1532,6 +1748,57 @@ const quote = (word: string) => `'${word.replaceAll("'", "'\\''")}'`;
 const FAKE = [...RUNTIME, HERE + "testdata/fake_server.ts"].map(quote).join(" ");
 /** Our own server as a <server> command line. */
 const SERVE = [...RUNTIME, MCP, "serve", HERE + "testdata/tools"].map(quote).join(" ");
+
+// --- Hostile peers: the fakes that attack the client, terminal sinks for main() ---------------------------------
+
+const HOSTILE = [...RUNTIME, HERE + "testdata/hostile_server.ts"].map(quote).join(" ");
+
+/** An in-process sink that says it is (or is not) a terminal and keeps what is written. */
+function sink(terminal: boolean) {
+  const sink = {
+    text: "",
+    isTTY: terminal,
+    columns: 200,
+    write(chunk: string | Uint8Array, callback?: () => void) {
+      sink.text += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk);
+      callback?.();
+      return true;
+    },
+  };
+  return sink;
+}
+
+/** Runs `main(argv)` in process with stdout and stderr that are terminals (or not). */
+async function mainWith(argv: string[], terminal: boolean) {
+  const stdout = sink(terminal);
+  const stderr = sink(terminal);
+  const code = await main(argv, { stdin: new PassThrough().end() as unknown as never, stdout, stderr });
+  return { code, stdout: stdout.text, stderr: stderr.text };
+}
+
+/** Starts testdata/hostile_http_server.ts in `mode`; the URLs it prints and its /_log. */
+async function hostileHttp(mode: string, env: Record<string, string> = {}) {
+  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), HERE + "testdata/hostile_http_server.ts"], {
+    env: { ...process.env, HOSTILE_MODE: mode, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stderr!.setEncoding("utf8").on("data", () => {});
+  const line = await new Promise<string>((resolve, reject) => {
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+      output += text;
+      if (output.includes("\n")) resolve(output.split("\n")[0]);
+    });
+    child.on("exit", () => reject(new Error(`hostile_http_server ${mode} exited: ${output}`)));
+  });
+  const [url, other] = [...line.matchAll(/http:\S+/g)].map((match) => match[0]);
+  return {
+    url,
+    other,
+    log: async (): Promise<Message[]> => await (await fetch(new URL("/_log", url))).json(),
+    close: () => void child.kill("SIGTERM"),
+  };
+}
 
 interface CliRun {
   code: number | null;
@@ -1858,6 +2125,51 @@ describe("11. Server configs", () => {
       rmSync(home, { recursive: true });
     }
   });
+
+  test("servers --check connects to each configured server: a line each, exit 3 if any failed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-check-"));
+    try {
+      const [runtime, ...runtimeArgs] = RUNTIME;
+      writeFileSync(
+        join(dir, ".mcp.json"),
+        JSON.stringify({
+          mcpServers: {
+            good: { command: runtime, args: [...runtimeArgs, MCP, "serve", HERE + "testdata/tools"] },
+            broken: {
+              command: runtime,
+              args: [...runtimeArgs, HERE + "testdata/fake_server.ts"],
+              env: { FAKE_MODE: "crash-before" },
+            },
+          },
+        }),
+      );
+      const run = await runCli(["servers", "--check"], { cwd: dir, env: { HOME: dir } });
+      assert.equal(run.code, 3, run.stderr);
+      assert.match(run.stdout, /^good +ok +\d+ tools, 2026-07-28, stdio, \d+ ms$/m);
+      assert.match(run.stdout, /^broken +failed +the server exited with code 1/m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a project's server starts in the project root, wherever below it the command runs", async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), "mcp-project-")));
+    try {
+      const [runtime, ...runtimeArgs] = RUNTIME;
+      writeFileSync(
+        join(dir, ".mcp.json"),
+        JSON.stringify({
+          mcpServers: { here: { command: runtime, args: [...runtimeArgs, HERE + "testdata/fake_server.ts"] } },
+        }),
+      );
+      mkdirSync(join(dir, "src", "deep"), { recursive: true });
+      const run = await runCli(["call", "here", "cwd"], { cwd: join(dir, "src", "deep"), env: { HOME: dir } });
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout.trim(), dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("13. MCP client: the 2026-07-28 header rules", () => {
@@ -2001,6 +2313,24 @@ describe("12. Client transports", () => {
     const second = Number(/fake: pid (\d+)/.exec(run.stderr)?.[1]);
     assert.ok(second > 0, run.stderr);
     assert.equal(await isGone(second), true, "no process left after Ctrl-C");
+  });
+
+  test("an over-long answer fails the request at once naming --max-line-bytes: stdio line, SSE event", async () => {
+    const endless = await hostileHttp("endless-sse");
+    try {
+      const started = Date.now();
+      const [line, event] = await Promise.all([
+        runCli(["call", HOSTILE, "long", "-e", "HOSTILE_MODE=long-line", "--max-line-bytes", "1000000"]),
+        runCli(["call", endless.url, "echo", "text=x", "--max-line-bytes", "1000000", "--protocol", "legacy"]),
+      ]);
+      assert.equal(line.code, 3, line.stderr);
+      assert.match(line.stderr, /over 1000000 bytes \(raise --max-line-bytes\)/);
+      assert.equal(event.code, 3, event.stderr);
+      assert.match(event.stderr, /an event over 1000000 bytes \(raise --max-line-bytes\)/);
+      assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms: not a timeout`);
+    } finally {
+      endless.close();
+    }
   });
 });
 
@@ -2374,6 +2704,28 @@ describe("13. MCP client over HTTP and in both eras", () => {
       rmSync(dir, { recursive: true });
     }
   });
+
+  test("a redirect is followed within its origin only: -HOSTILE values never reach another origin (exit 3 naming it)", async () => {
+    const cross = await hostileHttp("redirect-cross");
+    const same = await hostileHttp("redirect-same");
+    try {
+      const secret = "X-Api-Key: k-123";
+      const [away, home] = await Promise.all([
+        runCli(["call", cross.url, "echo", "text=hi", "-H", secret, "-H", "Authorization: Bearer t-456"]),
+        runCli(["call", same.url, "echo", "text=hi", "-H", secret]),
+      ]);
+      assert.equal(away.code, 3, away.stderr);
+      assert.match(away.stderr, new RegExp(`redirects to ${new URL(cross.other).origin}/mcp, another origin`));
+      const reachedOther = (await cross.log()).filter((entry) => entry.port === Number(new URL(cross.other).port));
+      assert.deepEqual(reachedOther, [], "nothing was sent to the other origin");
+      assert.equal(home.code, 0, home.stderr);
+      assert.equal(home.stdout, "hi\n");
+      assert.ok((await same.log()).some((entry) => entry.path === "/real" && entry.headers["x-api-key"] === "k-123"));
+    } finally {
+      cross.close();
+      same.close();
+    }
+  });
 });
 
 // --- 10c. and 13. OAuth: the protected server and the client that logs in ------------------------
@@ -2557,6 +2909,91 @@ describe("10e. Server transports: an OAuth protected resource", () => {
       await rotated.body?.cancel();
     }, { serveArgs: ["--auth-scopes", "mcp:read"] });
   });
+
+  test("--max-sessions with OAuth: at most 100 legacy sessions per token subject, another subject's untouched", async () => {
+    await withProtectedServer(async (as, server) => {
+      const mint = async (sub: string) =>
+        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify({ aud: server.url, sub }) }))
+          .json())
+          .access_token;
+      const [alice, bob] = await Promise.all([mint("alice"), mint("bob")]);
+      const open = async (token: string) => {
+        const response = await fetch(server.url, {
+          method: "POST",
+          headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` },
+          body: JSON.stringify(INIT),
+        });
+        await response.body?.cancel();
+        assert.equal(response.status, 200);
+        return response.headers.get("mcp-session-id")!;
+      };
+      const use = async (token: string, session: string) => {
+        const response = await fetch(server.url, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            authorization: `Bearer ${token}`,
+            "mcp-session-id": session,
+            "mcp-protocol-version": "2025-11-25",
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
+        });
+        await response.body?.cancel();
+        return response.status;
+      };
+      const bobs = await open(bob);
+      const alices: string[] = [];
+      for (let i = 0; i < 101; i++) alices.push(await open(alice));
+      assert.equal(await use(alice, alices[0]), 404, "alice's oldest idle session made room for her 101st");
+      assert.equal(await use(alice, alices[100]), 200);
+      assert.equal(await use(bob, bobs), 200, "bob's session is not alice's to evict");
+    });
+  });
+
+  test("tokens: aud compared exactly, times must be numbers, typ must be an access token's", async () => {
+    await withProtectedServer(async (as, server) => {
+      const mint = async (claims: Message) =>
+        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json()).access_token;
+      const call = (token: string) =>
+        fetch(server.url, {
+          method: "POST",
+          headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` },
+          body: JSON.stringify(INIT),
+        });
+      const refused = {
+        "aud with a trailing slash": await mint({ aud: server.url + "/" }),
+        "aud in other case": await mint({ aud: server.url.toUpperCase() }),
+        "nbf as a string": await mint({
+          aud: server.url,
+          claims: { nbf: String(Math.floor(Date.now() / 1000) + 3600) },
+        }),
+        "iat as a string": await mint({ aud: server.url, claims: { iat: "yesterday" } }),
+        "typ of an ID token": await mint({ aud: server.url, typ: "id_token+jwt" }),
+      };
+      for (const [why, token] of Object.entries(refused)) {
+        const response = await call(token);
+        assert.equal(response.status, 401, why);
+        await response.body?.cancel();
+      }
+      // A token's own (unverified) header words go into the challenge quoted, never breaking the header.
+      for (const header of [{ typ: 'dpop+"jwt' }, { alg: "RS256\nX-Injected: 1" }]) {
+        const response = await call(await mint({ aud: server.url, ...header }));
+        assert.equal(response.status, 401, JSON.stringify(header));
+        const challenge = response.headers.get("www-authenticate")!;
+        assert.match(
+          challenge,
+          /^Bearer error="invalid_token", error_description="(?:[^"\\]|\\.)*", resource_metadata="/,
+        );
+        assert.equal(response.headers.get("x-injected"), null);
+        await response.body?.cancel();
+      }
+      for (const typ of ["at+jwt", "application/at+jwt", "JWT", null]) {
+        const response = await call(await mint({ aud: server.url, typ }));
+        assert.equal(response.status, 200, `typ ${typ}`);
+        await response.body?.cancel();
+      }
+    });
+  });
 });
 
 describe("10e. Server transports: tokens signed with RS256 and EdDSA", () => {
@@ -2729,6 +3166,106 @@ describe("13. OAuth: the client", () => {
       }, { asEnv: { FAKE_AUTH_MODE: mode } });
     }
   });
+
+  test("login: a callback with the wrong state gets 400 and the real one still logs in", async () => {
+    await withProtectedServer(async (_as, server, store) => {
+      const forged = join(tmpdir(), `mcp-forged-${process.pid}`);
+      const login = await runCli(["login", server.url], {
+        env: { MCP_TS_CREDENTIALS: store, BROWSER, BROWSER_FORGE: forged },
+      });
+      assert.equal(readFileSync(forged, "utf8"), "400");
+      rmSync(forged);
+      assert.equal(login.code, 0, login.stderr);
+      assert.match(login.stderr, /^mcp: logged in to /m);
+    });
+  });
+
+  test("a step-up in a later command asks for the granted scopes and the challenged ones", async () => {
+    // The same server (URL) first needs mcp:read, then, restarted, mcp:admin.
+    const port = await new Promise<number>((resolve) => {
+      const probe = createNetServer().listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => resolve(port));
+      });
+    });
+    const home = mkdtempSync(join(tmpdir(), "mcp-stepup-"));
+    const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/);
+    const serveWith = (scope: string) =>
+      startListening(
+        [
+          MCP,
+          "serve",
+          HERE + "testdata/auth",
+          "--http",
+          `127.0.0.1:${port}`,
+          "--auth-issuer",
+          as.url,
+          "--auth-scopes",
+          scope,
+        ],
+        /serving (\S+)/,
+      );
+    try {
+      const env = { MCP_TS_CREDENTIALS: join(home, "credentials.json"), BROWSER };
+      const reader = await serveWith("mcp:read");
+      const login = await runCli(["login", reader.url], { env });
+      reader.close();
+      await reader.exited; // its port is free again
+      assert.equal(login.code, 0, login.stderr);
+      const admin = await serveWith("mcp:admin");
+      try {
+        const call = await runCli(["call", admin.url, "whoami", "--login"], { env });
+        assert.equal(call.code, 0, call.stderr);
+      } finally {
+        admin.close();
+      }
+      const asked = (await as.log()).filter((entry) => entry.kind === "authorize").map((entry) => entry.scope);
+      assert.equal(asked.length, 2, JSON.stringify(asked));
+      assert.deepEqual(asked[0].split(" ").sort(), ["mcp:read", "offline_access"]);
+      assert.deepEqual(asked[1].split(" ").sort(), ["mcp:admin", "mcp:read", "offline_access"], "the union");
+    } finally {
+      as.close();
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test("a credentials directory or file others can read is tightened, with one warning", async () => {
+    if (process.platform === "win32") return;
+    const home = mkdtempSync(join(tmpdir(), "mcp-perms-"));
+    try {
+      const dir = join(home, "creds");
+      mkdirSync(dir, { mode: 0o755 });
+      const file = join(dir, "credentials.json");
+      writeFileSync(file, JSON.stringify({ tokens: {}, clients: {} }), { mode: 0o644 });
+      const fake = await hostileHttp("redirect-same");
+      try {
+        const run = await runCli(["call", fake.url, "echo", "text=hi"], { env: { MCP_TS_CREDENTIALS: file } });
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(statSync(dir).mode & 0o777, 0o700);
+        assert.equal(statSync(file).mode & 0o777, 0o600);
+        assert.equal(run.stderr.match(/was readable by others/g)?.length, 2, run.stderr);
+      } finally {
+        fake.close();
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test("login says it waits, on which port, and ends with exit 4 after --login-timeout, not a request timeout", async () => {
+    await withProtectedServer(async (_as, server, store) => {
+      const run = await runCli(
+        ["login", server.url, "--no-browser", "--login-timeout", "1500", "--timeout", "300"],
+        { env: { MCP_TS_CREDENTIALS: store } },
+      );
+      assert.equal(run.code, 4, run.stderr);
+      assert.match(
+        run.stderr,
+        /^mcp: waiting for the authorization at http:\/\/127\.0\.0\.1:\d+\/callback \(up to 1500 ms; Ctrl-C/m,
+      );
+      assert.match(run.stderr, /no authorization arrived within 1500 ms \(--login-timeout\)/);
+    });
+  });
 });
 
 describe("15. Gateway", () => {
@@ -2879,6 +3416,80 @@ describe("15. Gateway", () => {
       }
     } finally {
       rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("two clients behind gateway --http: each upstream question reaches only the client whose call asked it", async () => {
+    const asker = await hostileHttp("ask-late", { HOSTILE_DELAY_MS: "300" });
+    const STDIO_ASKER = [...RUNTIME, HERE + "testdata/hostile_stdio_asker.ts"].map(quote).join(" ");
+    const gateway = await startListening(
+      [MCP, "gateway", `web=${asker.url}`, `local=${STDIO_ASKER}`, "--http", "0", "--token", "t"],
+      /serving (\S+) \(a gateway\)/,
+    );
+    const clients: Awaited<ReturnType<typeof connect>>[] = [];
+    try {
+      const client = async (pin: string) => {
+        const made = await connect(gateway.url, {
+          headers: { authorization: "Bearer t" },
+          protocol: "legacy",
+          capabilities: { elicitation: {}, roots: {} },
+          onRequest: (method) =>
+            method === "roots/list" ? { roots: [{ uri: `file:///${pin}` }] } : { action: "accept", content: { pin } },
+        });
+        clients.push(made);
+        return made;
+      };
+      const [alice, bob] = await Promise.all([client("alice-pin"), client("bob-pin")]);
+      const [a, b] = await Promise.all([
+        alice.callTool("web__ask", { label: "A" }),
+        bob.callTool("web__ask", { label: "B" }),
+      ]);
+      assert.match(text(a), /^A got .*alice-pin/);
+      assert.match(text(b), /^B got .*bob-pin/);
+      // A stdio upstream cannot say which call a question is about: with both clients' calls in flight it is refused.
+      const [c, d] = await Promise.all([
+        alice.callTool("local__ask", { label: "C", delay_ms: 300 }),
+        bob.callTool("local__ask", { label: "D", delay_ms: 300 }),
+      ]);
+      for (const result of [c, d]) {
+        assert.doesNotMatch(text(result), /pin/, text(result));
+        assert.match(text(result), /several clients/);
+      }
+      const alone = await alice.callTool("local__ask", { label: "E", delay_ms: 10 });
+      assert.match(text(alone), /^E got .*alice-pin/, "one client's call alone is answered by that client");
+      const roots = await alice.callTool("local__roots", {});
+      assert.doesNotMatch(text(roots), /alice-pin/, "no roots to a shared upstream");
+    } finally {
+      await Promise.all(clients.map((client) => client.close()));
+      gateway.close();
+      asker.close();
+    }
+  });
+
+  test("a forwarded prompts/get result is the upstream's, unchanged; templates shared by two upstreams only warn", async () => {
+    const CONFORMANCE_SERVER = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance"].map(quote).join(" ");
+    const gateway = await startListening(
+      [MCP, "gateway", `a=${CONFORMANCE_SERVER}`, `b=${CONFORMANCE_SERVER}`, "--http", "0"],
+      /serving (\S+) \(a gateway\)/,
+    );
+    const [direct, through] = await Promise.all([
+      connect(CONFORMANCE_SERVER, { protocol: "legacy" }),
+      connect(gateway.url, { protocol: "legacy" }),
+    ]);
+    try {
+      const prompts = await direct.listPrompts();
+      const described = prompts.find((prompt) => typeof prompt.description === "string")!;
+      const name = String(described.name);
+      const args = Object.fromEntries(
+        (Array.isArray(described.arguments) ? described.arguments : []).map((arg: Message) => [arg.name, "x"]),
+      );
+      const want = await direct.getPrompt(name, args);
+      const got = await through.getPrompt(`a__${name}`, args);
+      assert.deepEqual(got, want);
+      assert.ok((await through.listResourceTemplates()).length > 0, "the gateway serves despite the shared templates");
+    } finally {
+      await Promise.all([direct.close(), through.close()]);
+      gateway.close();
     }
   });
 });
@@ -3080,6 +3691,23 @@ describe("15. Proxy and replay", () => {
       rmSync(dir, { recursive: true });
     }
   });
+
+  test("replay --strict: a cassette opened by the dual-era probe replays to a legacy client", () => {
+    const player = new CassettePlayer([
+      { t: 0, dir: "send", message: { jsonrpc: "2.0", id: 0, method: "server/discover", params: {} } },
+      { t: 1, dir: "recv", message: { jsonrpc: "2.0", id: 0, error: { code: -32601, message: "Method not found" } } },
+      { t: 2, dir: "send", message: { jsonrpc: "2.0", id: 1, method: "initialize", params: INIT.params } },
+      { t: 3, dir: "recv", message: { jsonrpc: "2.0", id: 1, result: { protocolVersion: "2025-11-25" } } },
+      { t: 4, dir: "send", message: { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} } },
+      { t: 5, dir: "recv", message: { jsonrpc: "2.0", id: 2, result: { tools: [] } } },
+    ], { strict: true });
+    const init = player.answer({ jsonrpc: "2.0", id: "a", method: "initialize", params: INIT.params });
+    assert.deepEqual(init.at(-1)!.result, { protocolVersion: "2025-11-25" });
+    const list = player.answer({ jsonrpc: "2.0", id: "b", method: "tools/list", params: {} });
+    assert.deepEqual(list.at(-1)!.result, { tools: [] });
+    const again = player.answer({ jsonrpc: "2.0", id: "c", method: "tools/list", params: {} });
+    assert.ok(again.at(-1)!.error, "the rest keeps its order: each once");
+  });
 });
 
 describe("14. Output", () => {
@@ -3168,6 +3796,78 @@ describe("14. Output", () => {
       info,
       "protocol:      2025-11-25\nserver:        s 1\ncapabilities:  tools (listChanged), logging\ninstructions:  Hi\n",
     );
+  });
+
+  test("a server's control sequences are shown, never acted on, on a terminal; piped and --json stay exact", async () => {
+    const server = [HOSTILE, "-e", "HOSTILE_MODE=escapes"];
+    // deno-lint-ignore no-control-regex
+    const acting = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/; // what a terminal would act on (newline and tab aside)
+    for (
+      const argv of [
+        ["call", ...server.slice(0, 1), "evil", ...server.slice(1), "-v"],
+        ["call", ...server.slice(0, 1), "fail", ...server.slice(1)],
+        ["list", ...server],
+        ["list", server[0], "evil", ...server.slice(1)],
+        ["info", ...server],
+        ["prompts", ...server],
+        ["prompt", server[0], "p", ...server.slice(1)],
+        ["resources", ...server],
+        ["read", server[0], "hostile://r", ...server.slice(1)],
+      ]
+    ) {
+      const shown = await mainWith(argv, true);
+      assert.doesNotMatch(shown.stdout + shown.stderr, acting, `${argv[0]} ${argv[2] ?? ""}: ${shown.stderr}`);
+      assert.match(shown.stdout + shown.stderr, /\^\[/, `${argv[0]}: the escape is shown as ^[`);
+    }
+    const call = await mainWith(["call", HOSTILE, "evil", "-e", "HOSTILE_MODE=escapes"], true);
+    assert.equal(call.stdout, "before^Mafter^[[2J\\x9b31m^G end\n");
+    const failed = await mainWith(["call", HOSTILE, "fail", "-e", "HOSTILE_MODE=escapes"], true);
+    assert.equal(failed.code, 3);
+    assert.match(failed.stderr, /boom\^\[\]0;title\^G/);
+    const piped = await mainWith(["call", HOSTILE, "evil", "-e", "HOSTILE_MODE=escapes"], false);
+    assert.equal(piped.stdout, "before\rafter\x1b[2J\x9b31m\x07 end\n", "piped: exact");
+    const json = await mainWith(["call", HOSTILE, "evil", "-e", "HOSTILE_MODE=escapes", "--json"], true);
+    assert.equal(JSON.parse(json.stdout).content[0].text, "before\rafter\x1b[2J\x9b31m\x07 end", "--json: exact");
+    // deno-lint-ignore no-control-regex
+    assert.doesNotMatch(json.stdout, /[\x00-\x09\x0b-\x1f\x7f-\x9f]/, "--json on a terminal: the same value, escaped");
+    assert.equal(visible("a\tb\nc\x1b]52;c;SGVsbG8=\x07\x7f\x9b"), "a\tb\nc^[]52;c;SGVsbG8=^G^?\\x9b");
+  });
+
+  test("list keeps its columns with a long argument list; list TOOL shows nested fields as an indented list", () => {
+    const long = {
+      name: "x",
+      inputSchema: {
+        type: "object",
+        properties: Object.fromEntries(
+          Array.from({ length: 12 }, (_, i) => [`argument_${i}`, { type: "string" }]),
+        ),
+      },
+      description: "Long",
+    };
+    const rows = renderToolList([long, { name: "y", inputSchema: { type: "object" }, description: "Short" }], {
+      width: 200,
+    }).split("\n");
+    assert.equal(rows[0].indexOf("Long"), rows[1].indexOf("Short"), rows.join("\n"));
+    assert.match(rows[0], /…/);
+    const detail = renderToolDetail({
+      name: "order",
+      inputSchema: {
+        type: "object",
+        properties: {
+          items: {
+            type: "array",
+            items: {
+              type: "object",
+              properties: { sku: { type: "string" }, qty: { type: "integer" } },
+              required: ["sku"],
+            },
+          },
+        },
+      },
+      outputSchema: { type: "object", properties: { total: { type: "number" } }, required: ["total"] },
+    });
+    assert.match(detail, /\n {2}items +object\[\]\n {4}sku\* +string\n {4}qty +integer\n/);
+    assert.match(detail, /\noutput \(\* = always there\):\n {2}total\* +number\n/);
   });
 });
 
@@ -3678,6 +4378,170 @@ describe("15. CLI", () => {
       JSON.stringify(run.stdout),
     );
   });
+
+  test("a notification flood with -v while stderr is not read: memory stays bounded, drops are counted", async () => {
+    const child = spawn(RUNTIME[0], [
+      ...RUNTIME.slice(1),
+      MCP,
+      "call",
+      HOSTILE,
+      "flood",
+      "-e",
+      "HOSTILE_MODE=flood",
+      "-e",
+      "HOSTILE_FLOOD_MS=3000",
+      "-v",
+    ], { cwd: HERE, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    let flooded = () => {};
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+      stdout += text;
+      if (stdout.includes("flooded")) flooded();
+    });
+    child.stderr!.pause(); // a terminal or pipe that cannot keep up
+    let peak = 0;
+    const sampler = setInterval(() => {
+      try {
+        peak = Math.max(peak, peakRss(child.pid!));
+      } catch {
+        // gone
+      }
+    }, 200);
+    // The call ends while stderr is still not read: its writes were dropped, not queued (nor blocking it).
+    await new Promise<void>((resolve) => flooded = resolve);
+    child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
+    child.stderr!.resume();
+    const code = await new Promise((resolve) => child.on("close", resolve));
+    clearInterval(sampler);
+    assert.equal(code, 0, stderr.slice(-500));
+    assert.match(stdout, /^flooded \d+/);
+    assert.ok(peak < 400 * 1024 * 1024, `peak RSS ${Math.round(peak / 1048576)} MB`);
+    if ("Deno" in globalThis || "Bun" in globalThis) assert.match(stderr, /line\(s\) of output dropped/);
+  });
+
+  test("request sends any method and prints its result; --meta, key=@file and key:=json reach the server", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-args-"));
+    try {
+      writeFileSync(join(dir, "text.txt"), "from a file");
+      const [listed, unknown, echoed, added, badJson, badMeta] = await Promise.all([
+        runCli(["request", SERVE, "tools/list"]),
+        runCli(["request", SERVE, "no/such"]),
+        runCli(["call", FAKE, "echo", `text=@${join(dir, "text.txt")}`, "--trace"]),
+        runCli(["call", SERVE, "add", "a:=2", "b:=3", "--meta", '{"trace-id":"t-1"}', "--trace"]),
+        runCli(["call", SERVE, "add", "a:=nope"]),
+        runCli(["call", SERVE, "add", "a=1", "b=2", "--meta", "[1]"]),
+      ]);
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.ok(JSON.parse(listed.stdout).tools.some((tool: Message) => tool.name === "add"));
+      assert.equal(unknown.code, 3);
+      assert.match(unknown.stderr, /-32601/);
+      assert.equal(echoed.stdout, "from a file\n", echoed.stderr);
+      assert.equal(added.stdout, "5\n", added.stderr);
+      assert.match(added.stderr, /"_meta":\{"trace-id":"t-1"/);
+      assert.equal(badJson.code, 2);
+      assert.match(badJson.stderr, /a:=nope: the value after := is not JSON/);
+      assert.equal(badMeta.code, 2);
+      assert.match(badMeta.stderr, /--meta: a JSON object is needed/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("messages that carry the fix: busy port, a URL without its scheme, an HTML 404, stdout noise, hidden tools", async () => {
+    const page = createHttpServer((_request, response) => {
+      response.writeHead(404, { "content-type": "text/html" }).end("<!DOCTYPE html><html><body>Not here</body></html>");
+    });
+    await new Promise<void>((resolve) => page.listen(0, "127.0.0.1", resolve));
+    const pagePort = (page.address() as { port: number }).port;
+    const server = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
+    try {
+      const busyPort = new URL(server.url).port;
+      const [busy, schemeless, html, noisy, hidden, elicit] = await Promise.all([
+        runCli(["serve", HERE + "testdata/tools", "--http", busyPort]),
+        runCli(["list", "localhost:3001/mcp"]),
+        runCli(["list", `http://127.0.0.1:${pagePort}/wrong`]),
+        runCli(["list", HOSTILE, "-e", "HOSTILE_MODE=stdout-noise", "--timeout", "800"]),
+        runCli(["call", HOSTILE, "sample", "-e", "HOSTILE_MODE=capable"]),
+        runCli(["call", HOSTILE, "form", "-e", "HOSTILE_MODE=form", "--elicit", "accept"]),
+      ]);
+      assert.equal(busy.code, 2, busy.stderr);
+      assert.match(busy.stderr, new RegExp(`address is in use.*--http 127\\.0\\.0\\.1:0`));
+      assert.match(schemeless.stderr, /give its URL: http:\/\/localhost:3001\/mcp/);
+      assert.equal(html.code, 3);
+      assert.match(html.stderr, /a web page: \/wrong is probably not its MCP endpoint/);
+      assert.doesNotMatch(html.stderr, /DOCTYPE/);
+      assert.equal(noisy.code, 3);
+      assert.match(
+        noisy.stderr,
+        /printed 2 line\(s\) on stdout that are not JSON-RPC, the first: "Starting hostile server/,
+      );
+      assert.equal(hidden.code, 2);
+      assert.match(
+        hidden.stderr,
+        /listed only to clients that can answer the server's questions: try --sample-command/,
+      );
+      assert.match(elicit.stderr, /declined the server's form \(--elicit accept\): required fields color, size, email/);
+      assert.match(elicit.stderr, /--elicit-json/);
+      assert.match(elicit.stdout, /"action":"decline"/);
+    } finally {
+      server.close();
+      page.close();
+    }
+  });
+
+  test("the elicitation form on a terminal: choices by number, formats re-asked, no listener warning", async () => {
+    if (spawnSync("script", ["--version"]).status !== 0) return;
+    // Each answer is typed once its question is on the screen (a label's n-th appearance).
+    const steps: [string, string][] = [
+      ["color (", "purple"],
+      ["color (", "2"],
+      ["size (", "m"],
+      ["tags (", "1,3"],
+      ["email (", "not-an-email"],
+      ["email (", "ada@example.com"],
+      ["day (", "2026-13-01"],
+      ["day (", "2026-11-25"],
+      ...Array.from({ length: 8 }, (_, i) => [`note${i + 1} (`, ""] as [string, string]),
+      ["send it?", "y"],
+    ];
+    const command = [...RUNTIME, MCP, "call", HOSTILE, "form", "-e", "HOSTILE_MODE=form"].map(quote).join(" ");
+    const child = spawn("script", ["-q", "-c", command, "/dev/null"], { cwd: HERE, stdio: ["pipe", "pipe", "pipe"] });
+    let out = "";
+    let changed: () => void = () => {};
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+      out += text;
+      changed();
+    });
+    let ended = false;
+    const closed = new Promise((resolve) =>
+      child.on("close", () => {
+        ended = true;
+        changed();
+        resolve(undefined);
+      })
+    );
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+    try {
+      const seen = new Map<string, number>();
+      for (const [label, answer] of steps) {
+        const wanted = (seen.get(label) ?? 0) + 1;
+        seen.set(label, wanted);
+        while (!ended && out.split(label).length - 1 < wanted) await new Promise<void>((resolve) => changed = resolve);
+        assert.ok(!ended, `the form ended before asking ${label}: ${out.slice(-300)}`);
+        child.stdin!.write(answer + "\r");
+      }
+      await closed;
+    } finally {
+      clearTimeout(timer);
+    }
+    assert.match(out, /1\) red\r?\n {4}2\) green/);
+    assert.match(out, /not one of the choices/);
+    assert.match(out, /not a valid email/);
+    assert.match(out, /not a valid date/);
+    assert.doesNotMatch(out, /MaxListeners/);
+    assert.match(out, /"color":"green","size":"m","tags":\["a","c"\],"email":"ada@example.com","day":"2026-11-25"/);
+  });
 });
 
 // --- 8. MCP server: resources, prompts, completion ---------------------------------------
@@ -3979,6 +4843,49 @@ describe("8. MCP server: the 2026-07-28 era", () => {
       const pinged = await ask("ping", modern());
       assert.deepEqual(pinged.result, {});
       assert.ok(sent.every((m) => m.result?.resultType === undefined));
+    } finally {
+      server.close();
+    }
+  });
+
+  test("requestState is bound to the arguments, the principal and 10 minutes; any other use is -32602", async () => {
+    const tool = {
+      name: "rm",
+      inputSchema: { type: "object", properties: { path: { type: "string" } } },
+      run: async ({ path }: Message, ctx: ToolContext) => {
+        const answer = await ctx.elicit({ message: `remove ${path}?`, requestedSchema: { type: "object" } });
+        return `${answer.action} ${path}`;
+      },
+    };
+    const { server, ask } = stateless({ tools: [tool], stateKey: "k" });
+    try {
+      const first = (await ask("tools/call", { name: "rm", arguments: { path: "/tmp/harmless" } })).result;
+      const yes = { "elicit-1": { action: "accept", content: {} } };
+      const state = first.requestState;
+      const payload = JSON.parse(Buffer.from(state.split(".")[0], "base64url").toString());
+      assert.ok(payload.x - Date.now() <= 10 * 60_000, "expires within 10 minutes");
+      const other = await ask("tools/call", {
+        name: "rm",
+        arguments: { path: "/etc/passwd" },
+        inputResponses: yes,
+        requestState: state,
+      });
+      assert.equal(other.error?.code, -32602, "other arguments");
+      const reordered = await ask("tools/call", {
+        name: "rm",
+        arguments: { path: "/tmp/harmless" },
+        inputResponses: yes,
+        requestState: state,
+      });
+      assert.equal(reordered.result.content[0].text, "accept /tmp/harmless");
+      server.auth = { sub: "mallory", scopes: [], clientId: "x", claims: {} };
+      const stolen = await ask("tools/call", {
+        name: "rm",
+        arguments: { path: "/tmp/harmless" },
+        inputResponses: yes,
+        requestState: state,
+      });
+      assert.equal(stolen.error?.code, -32602, "another principal");
     } finally {
       server.close();
     }
@@ -4416,6 +5323,41 @@ describe("9. Plugins: fault injection, load errors, fresh reloads", () => {
       child.kill("SIGKILL");
     }
   });
+
+  test("a module tool stuck in a loop ends serve --http within --timeout + 5 s, naming it; /health is never 200 meanwhile", async () => {
+    const server = await startListening(
+      [MCP, "serve", HERE + "testdata/stuck", "--http", "0", "--timeout", "1000"],
+      /serving (\S+)/,
+    );
+    try {
+      const ok = await fetch(server.url, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(INIT) });
+      assert.equal(ok.status, 200);
+      await ok.body?.cancel();
+      const started = Date.now();
+      const call = { jsonrpc: "2.0", id: 2, method: "tools/call", params: modern({ name: "spin" }) };
+      void fetch(server.url, {
+        method: "POST",
+        headers: {
+          ...JSON_HEADERS,
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": "spin",
+        },
+        body: JSON.stringify(call),
+      }).catch(() => {});
+      await server.printed(/spin: looping/); // the tool says when it has begun: no waiting for time
+      const health = await fetch(new URL("/health", server.url), { signal: AbortSignal.timeout(1_000) })
+        .then((response) => response.status, () => "no answer");
+      assert.notEqual(health, 200, "/health while stuck");
+      const { code, signal } = await server.exited;
+      assert.ok(code !== 0 || signal !== null, "a non-zero end");
+      assert.ok(Date.now() - started < 1_000 + 5_000, `ended after ${Date.now() - started} ms`);
+      assert.match(await server.printed(/has blocked/), /mcp: tool "spin" has blocked the server for \d+ s/);
+    } finally {
+      server.close();
+      await server.exited;
+    }
+  });
 });
 
 // --- 15. CLI: resources and prompts ------------------------------------------------------------
@@ -4522,959 +5464,5 @@ describe("15. CLI: resources and prompts", () => {
     assert.equal(got.stdout, "[user] Prompt with arguments: arg1='007', arg2='true'\n");
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /did you mean test_simple_prompt/);
-  });
-});
-
-// --- Safety rules every role keeps (issue: what a hostile server, client, plugin or page can do) ---------------
-
-const HOSTILE = [...RUNTIME, HERE + "testdata/hostile_server.ts"].map(quote).join(" ");
-
-/** An in-process sink that says it is (or is not) a terminal and keeps what is written. */
-function sink(terminal: boolean) {
-  const sink = {
-    text: "",
-    isTTY: terminal,
-    columns: 200,
-    write(chunk: string | Uint8Array, callback?: () => void) {
-      sink.text += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk);
-      callback?.();
-      return true;
-    },
-  };
-  return sink;
-}
-
-/** Runs `main(argv)` in process with stdout and stderr that are terminals (or not). */
-async function mainWith(argv: string[], terminal: boolean) {
-  const stdout = sink(terminal);
-  const stderr = sink(terminal);
-  const code = await main(argv, { stdin: new PassThrough().end() as unknown as never, stdout, stderr });
-  return { code, stdout: stdout.text, stderr: stderr.text };
-}
-
-/** Starts testdata/hostile_http_server.ts in `mode`; the URLs it prints and its /_log. */
-async function hostileHttp(mode: string, env: Record<string, string> = {}) {
-  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), HERE + "testdata/hostile_http_server.ts"], {
-    env: { ...process.env, HOSTILE_MODE: mode, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stderr!.setEncoding("utf8").on("data", () => {});
-  const line = await new Promise<string>((resolve, reject) => {
-    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
-      output += text;
-      if (output.includes("\n")) resolve(output.split("\n")[0]);
-    });
-    child.on("exit", () => reject(new Error(`hostile_http_server ${mode} exited: ${output}`)));
-  });
-  const [url, other] = [...line.matchAll(/http:\S+/g)].map((match) => match[0]);
-  return {
-    url,
-    other,
-    log: async (): Promise<Message[]> => await (await fetch(new URL("/_log", url))).json(),
-    close: () => void child.kill("SIGTERM"),
-  };
-}
-
-describe("Safety: terminal output, redirects, bounded memory", () => {
-  test("a server's control sequences are shown, never acted on, on a terminal; piped and --json stay exact", async () => {
-    const server = [HOSTILE, "-e", "HOSTILE_MODE=escapes"];
-    // deno-lint-ignore no-control-regex
-    const acting = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/; // what a terminal would act on (newline and tab aside)
-    for (
-      const argv of [
-        ["call", ...server.slice(0, 1), "evil", ...server.slice(1), "-v"],
-        ["call", ...server.slice(0, 1), "fail", ...server.slice(1)],
-        ["list", ...server],
-        ["list", server[0], "evil", ...server.slice(1)],
-        ["info", ...server],
-        ["prompts", ...server],
-        ["prompt", server[0], "p", ...server.slice(1)],
-        ["resources", ...server],
-        ["read", server[0], "hostile://r", ...server.slice(1)],
-      ]
-    ) {
-      const shown = await mainWith(argv, true);
-      assert.doesNotMatch(shown.stdout + shown.stderr, acting, `${argv[0]} ${argv[2] ?? ""}: ${shown.stderr}`);
-      assert.match(shown.stdout + shown.stderr, /\^\[/, `${argv[0]}: the escape is shown as ^[`);
-    }
-    const call = await mainWith(["call", HOSTILE, "evil", "-e", "HOSTILE_MODE=escapes"], true);
-    assert.equal(call.stdout, "before^Mafter^[[2J\\x9b31m^G end\n");
-    const failed = await mainWith(["call", HOSTILE, "fail", "-e", "HOSTILE_MODE=escapes"], true);
-    assert.equal(failed.code, 3);
-    assert.match(failed.stderr, /boom\^\[\]0;title\^G/);
-    const piped = await mainWith(["call", HOSTILE, "evil", "-e", "HOSTILE_MODE=escapes"], false);
-    assert.equal(piped.stdout, "before\rafter\x1b[2J\x9b31m\x07 end\n", "piped: exact");
-    const json = await mainWith(["call", HOSTILE, "evil", "-e", "HOSTILE_MODE=escapes", "--json"], true);
-    assert.equal(JSON.parse(json.stdout).content[0].text, "before\rafter\x1b[2J\x9b31m\x07 end", "--json: exact");
-    // deno-lint-ignore no-control-regex
-    assert.doesNotMatch(json.stdout, /[\x00-\x09\x0b-\x1f\x7f-\x9f]/, "--json on a terminal: the same value, escaped");
-    assert.equal(visible("a\tb\nc\x1b]52;c;SGVsbG8=\x07\x7f\x9b"), "a\tb\nc^[]52;c;SGVsbG8=^G^?\\x9b");
-  });
-
-  test("a redirect is followed within its origin only: -H values never reach another origin (exit 3 naming it)", async () => {
-    const cross = await hostileHttp("redirect-cross");
-    const same = await hostileHttp("redirect-same");
-    try {
-      const secret = "X-Api-Key: k-123";
-      const [away, home] = await Promise.all([
-        runCli(["call", cross.url, "echo", "text=hi", "-H", secret, "-H", "Authorization: Bearer t-456"]),
-        runCli(["call", same.url, "echo", "text=hi", "-H", secret]),
-      ]);
-      assert.equal(away.code, 3, away.stderr);
-      assert.match(away.stderr, new RegExp(`redirects to ${new URL(cross.other).origin}/mcp, another origin`));
-      const reachedOther = (await cross.log()).filter((entry) => entry.port === Number(new URL(cross.other).port));
-      assert.deepEqual(reachedOther, [], "nothing was sent to the other origin");
-      assert.equal(home.code, 0, home.stderr);
-      assert.equal(home.stdout, "hi\n");
-      assert.ok((await same.log()).some((entry) => entry.path === "/real" && entry.headers["x-api-key"] === "k-123"));
-    } finally {
-      cross.close();
-      same.close();
-    }
-  });
-
-  test("an over-long answer fails the request at once naming --max-line-bytes: stdio line, SSE event", async () => {
-    const endless = await hostileHttp("endless-sse");
-    try {
-      const started = Date.now();
-      const [line, event] = await Promise.all([
-        runCli(["call", HOSTILE, "long", "-e", "HOSTILE_MODE=long-line", "--max-line-bytes", "1000000"]),
-        runCli(["call", endless.url, "echo", "text=x", "--max-line-bytes", "1000000", "--protocol", "legacy"]),
-      ]);
-      assert.equal(line.code, 3, line.stderr);
-      assert.match(line.stderr, /over 1000000 bytes \(raise --max-line-bytes\)/);
-      assert.equal(event.code, 3, event.stderr);
-      assert.match(event.stderr, /an event over 1000000 bytes \(raise --max-line-bytes\)/);
-      assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms: not a timeout`);
-    } finally {
-      endless.close();
-    }
-  });
-
-  test("a notification flood with -v while stderr is not read: memory stays bounded, drops are counted", async () => {
-    const child = spawn(RUNTIME[0], [
-      ...RUNTIME.slice(1),
-      MCP,
-      "call",
-      HOSTILE,
-      "flood",
-      "-e",
-      "HOSTILE_MODE=flood",
-      "-e",
-      "HOSTILE_FLOOD_MS=3000",
-      "-v",
-    ], { cwd: HERE, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    let flooded = () => {};
-    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
-      stdout += text;
-      if (stdout.includes("flooded")) flooded();
-    });
-    child.stderr!.pause(); // a terminal or pipe that cannot keep up
-    let peak = 0;
-    const sampler = setInterval(() => {
-      try {
-        peak = Math.max(peak, peakRss(child.pid!));
-      } catch {
-        // gone
-      }
-    }, 200);
-    // The call ends while stderr is still not read: its writes were dropped, not queued (nor blocking it).
-    await new Promise<void>((resolve) => flooded = resolve);
-    child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
-    child.stderr!.resume();
-    const code = await new Promise((resolve) => child.on("close", resolve));
-    clearInterval(sampler);
-    assert.equal(code, 0, stderr.slice(-500));
-    assert.match(stdout, /^flooded \d+/);
-    assert.ok(peak < 400 * 1024 * 1024, `peak RSS ${Math.round(peak / 1048576)} MB`);
-    if ("Deno" in globalThis || "Bun" in globalThis) assert.match(stderr, /line\(s\) of output dropped/);
-  });
-});
-
-describe("Safety: the HTTP listeners", () => {
-  test("the Origin must be one of the server's own (scheme://host:port) or allowed; the same on the proxy", async () => {
-    const handler = createHandler({ tools: HTTP_TOOLS, allowOrigins: ["https://app.example"] });
-    try {
-      const post = (origin: string) => handler(legacyPost(INIT, { origin, host: "127.0.0.1:8080" }));
-      for (const origin of ["http://localhost:3000", "https://127.0.0.1:8080", "http://127.0.0.1:8081", "null"]) {
-        assert.equal((await post(origin)).status, 403, origin);
-      }
-      for (const origin of ["http://127.0.0.1:8080", "http://localhost:8080", "https://app.example"]) {
-        const response = await post(origin);
-        assert.equal(response.status, 200, origin);
-        await response.body?.cancel();
-      }
-    } finally {
-      handler.close();
-    }
-    const proxied = await startListening([MCP, "proxy", SERVE, "--http", "0"], /serving (http:\S+) \(proxying/);
-    try {
-      const port = new URL(proxied.url).port;
-      const forbidden = await fetch(proxied.url, {
-        method: "POST",
-        headers: { ...JSON_HEADERS, origin: "http://localhost:3000" },
-        body: JSON.stringify(INIT),
-      });
-      assert.equal(forbidden.status, 403, "the proxy keeps the same rule");
-      await forbidden.body?.cancel();
-      const own = await fetch(proxied.url, {
-        method: "POST",
-        headers: { ...JSON_HEADERS, origin: `http://127.0.0.1:${port}` },
-        body: JSON.stringify(INIT),
-      });
-      assert.equal(own.status, 200);
-      await own.body?.cancel();
-    } finally {
-      proxied.close();
-    }
-  });
-
-  test("--max-sessions: the least recently used idle legacy session is closed; its client gets 404", async () => {
-    const handler = createHandler({ tools: HTTP_TOOLS, maxSessions: 3 });
-    try {
-      const ids: string[] = [];
-      for (let i = 0; i < 4; i++) {
-        const response = await handler(legacyPost(INIT));
-        assert.equal(response.status, 200);
-        ids.push(response.headers.get("mcp-session-id")!);
-        await response.body?.cancel();
-      }
-      const list = { jsonrpc: "2.0", id: 2, method: "tools/list" };
-      const use = (id: string) =>
-        handler(legacyPost(list, { "mcp-session-id": id, "mcp-protocol-version": "2025-11-25" }));
-      const statuses = [];
-      for (const id of ids) {
-        const response = await use(id);
-        statuses.push(response.status);
-        await response.body?.cancel();
-      }
-      assert.deepEqual(statuses, [404, 200, 200, 200], "the oldest of four, with a cap of three, is gone");
-    } finally {
-      handler.close();
-    }
-  });
-
-  test("--max-sessions with OAuth: at most 100 legacy sessions per token subject, another subject's untouched", async () => {
-    await withProtectedServer(async (as, server) => {
-      const mint = async (sub: string) =>
-        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify({ aud: server.url, sub }) }))
-          .json())
-          .access_token;
-      const [alice, bob] = await Promise.all([mint("alice"), mint("bob")]);
-      const open = async (token: string) => {
-        const response = await fetch(server.url, {
-          method: "POST",
-          headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` },
-          body: JSON.stringify(INIT),
-        });
-        await response.body?.cancel();
-        assert.equal(response.status, 200);
-        return response.headers.get("mcp-session-id")!;
-      };
-      const use = async (token: string, session: string) => {
-        const response = await fetch(server.url, {
-          method: "POST",
-          headers: {
-            ...JSON_HEADERS,
-            authorization: `Bearer ${token}`,
-            "mcp-session-id": session,
-            "mcp-protocol-version": "2025-11-25",
-          },
-          body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
-        });
-        await response.body?.cancel();
-        return response.status;
-      };
-      const bobs = await open(bob);
-      const alices: string[] = [];
-      for (let i = 0; i < 101; i++) alices.push(await open(alice));
-      assert.equal(await use(alice, alices[0]), 404, "alice's oldest idle session made room for her 101st");
-      assert.equal(await use(alice, alices[100]), 200);
-      assert.equal(await use(bob, bobs), 200, "bob's session is not alice's to evict");
-    });
-  });
-
-  test("a body shorter than its Content-Length gets 400 (on Bun a closed connection); one over the cap its 413", async () => {
-    const server = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
-    try {
-      const { hostname, port, pathname } = new URL(server.url);
-      const short = await new Promise<string>((resolve, reject) => {
-        const socket = createConnection({ host: hostname, port: Number(port) }, () => {
-          socket.end(
-            `POST ${pathname} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
-              `Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{"jsonrpc":`,
-          );
-        });
-        let answer = "";
-        socket.setEncoding("utf8").on("data", (text: string) => answer += text);
-        socket.on("close", () => resolve(answer));
-        socket.on("error", reject);
-      });
-      // Bun.serve closes a connection whose client has half-closed it before the handler can answer (Bun 1.4.4).
-      if ("Bun" in globalThis) assert.equal(short, "", "no answer, and no 500");
-      else assert.match(short, /^HTTP\/1\.1 400/, short.slice(0, 200));
-      const big = Buffer.alloc(5 * 1024 * 1024, "x");
-      for (let i = 0; i < 5; i++) {
-        const status = await new Promise<number | string>((resolve) => {
-          const request = httpRequest(server.url, {
-            method: "POST",
-            headers: { ...JSON_HEADERS, "content-length": String(big.length) },
-          }, (response) => {
-            response.resume();
-            resolve(response.statusCode!);
-          });
-          request.on("error", (error: Error & { code?: string }) => resolve(error.code ?? error.message));
-          request.end(big);
-        });
-        assert.equal(status, 413, `try ${i + 1}`);
-      }
-    } finally {
-      server.close();
-    }
-  });
-
-  test("a module tool stuck in a loop ends serve --http within --timeout + 5 s, naming it; /health is never 200 meanwhile", async () => {
-    const server = await startListening(
-      [MCP, "serve", HERE + "testdata/stuck", "--http", "0", "--timeout", "1000"],
-      /serving (\S+)/,
-    );
-    try {
-      const ok = await fetch(server.url, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(INIT) });
-      assert.equal(ok.status, 200);
-      await ok.body?.cancel();
-      const started = Date.now();
-      const call = { jsonrpc: "2.0", id: 2, method: "tools/call", params: modern({ name: "spin" }) };
-      void fetch(server.url, {
-        method: "POST",
-        headers: {
-          ...JSON_HEADERS,
-          "mcp-protocol-version": "2026-07-28",
-          "mcp-method": "tools/call",
-          "mcp-name": "spin",
-        },
-        body: JSON.stringify(call),
-      }).catch(() => {});
-      await server.printed(/spin: looping/); // the tool says when it has begun: no waiting for time
-      const health = await fetch(new URL("/health", server.url), { signal: AbortSignal.timeout(1_000) })
-        .then((response) => response.status, () => "no answer");
-      assert.notEqual(health, 200, "/health while stuck");
-      const { code, signal } = await server.exited;
-      assert.ok(code !== 0 || signal !== null, "a non-zero end");
-      assert.ok(Date.now() - started < 1_000 + 5_000, `ended after ${Date.now() - started} ms`);
-      assert.match(await server.printed(/has blocked/), /mcp: tool "spin" has blocked the server for \d+ s/);
-    } finally {
-      server.close();
-      await server.exited;
-    }
-  });
-});
-
-describe("Safety: input-required state, tokens, login", () => {
-  test("requestState is bound to the arguments, the principal and 10 minutes; any other use is -32602", async () => {
-    const tool = {
-      name: "rm",
-      inputSchema: { type: "object", properties: { path: { type: "string" } } },
-      run: async ({ path }: Message, ctx: ToolContext) => {
-        const answer = await ctx.elicit({ message: `remove ${path}?`, requestedSchema: { type: "object" } });
-        return `${answer.action} ${path}`;
-      },
-    };
-    const { server, ask } = stateless({ tools: [tool], stateKey: "k" });
-    try {
-      const first = (await ask("tools/call", { name: "rm", arguments: { path: "/tmp/harmless" } })).result;
-      const yes = { "elicit-1": { action: "accept", content: {} } };
-      const state = first.requestState;
-      const payload = JSON.parse(Buffer.from(state.split(".")[0], "base64url").toString());
-      assert.ok(payload.x - Date.now() <= 10 * 60_000, "expires within 10 minutes");
-      const other = await ask("tools/call", {
-        name: "rm",
-        arguments: { path: "/etc/passwd" },
-        inputResponses: yes,
-        requestState: state,
-      });
-      assert.equal(other.error?.code, -32602, "other arguments");
-      const reordered = await ask("tools/call", {
-        name: "rm",
-        arguments: { path: "/tmp/harmless" },
-        inputResponses: yes,
-        requestState: state,
-      });
-      assert.equal(reordered.result.content[0].text, "accept /tmp/harmless");
-      server.auth = { sub: "mallory", scopes: [], clientId: "x", claims: {} };
-      const stolen = await ask("tools/call", {
-        name: "rm",
-        arguments: { path: "/tmp/harmless" },
-        inputResponses: yes,
-        requestState: state,
-      });
-      assert.equal(stolen.error?.code, -32602, "another principal");
-    } finally {
-      server.close();
-    }
-  });
-
-  test("tokens: aud compared exactly, times must be numbers, typ must be an access token's", async () => {
-    await withProtectedServer(async (as, server) => {
-      const mint = async (claims: Message) =>
-        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json()).access_token;
-      const call = (token: string) =>
-        fetch(server.url, {
-          method: "POST",
-          headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` },
-          body: JSON.stringify(INIT),
-        });
-      const refused = {
-        "aud with a trailing slash": await mint({ aud: server.url + "/" }),
-        "aud in other case": await mint({ aud: server.url.toUpperCase() }),
-        "nbf as a string": await mint({
-          aud: server.url,
-          claims: { nbf: String(Math.floor(Date.now() / 1000) + 3600) },
-        }),
-        "iat as a string": await mint({ aud: server.url, claims: { iat: "yesterday" } }),
-        "typ of an ID token": await mint({ aud: server.url, typ: "id_token+jwt" }),
-      };
-      for (const [why, token] of Object.entries(refused)) {
-        const response = await call(token);
-        assert.equal(response.status, 401, why);
-        await response.body?.cancel();
-      }
-      // A token's own (unverified) header words go into the challenge quoted, never breaking the header.
-      for (const header of [{ typ: 'dpop+"jwt' }, { alg: "RS256\nX-Injected: 1" }]) {
-        const response = await call(await mint({ aud: server.url, ...header }));
-        assert.equal(response.status, 401, JSON.stringify(header));
-        const challenge = response.headers.get("www-authenticate")!;
-        assert.match(
-          challenge,
-          /^Bearer error="invalid_token", error_description="(?:[^"\\]|\\.)*", resource_metadata="/,
-        );
-        assert.equal(response.headers.get("x-injected"), null);
-        await response.body?.cancel();
-      }
-      for (const typ of ["at+jwt", "application/at+jwt", "JWT", null]) {
-        const response = await call(await mint({ aud: server.url, typ }));
-        assert.equal(response.status, 200, `typ ${typ}`);
-        await response.body?.cancel();
-      }
-    });
-  });
-
-  test("login: a callback with the wrong state gets 400 and the real one still logs in", async () => {
-    await withProtectedServer(async (_as, server, store) => {
-      const forged = join(tmpdir(), `mcp-forged-${process.pid}`);
-      const login = await runCli(["login", server.url], {
-        env: { MCP_TS_CREDENTIALS: store, BROWSER, BROWSER_FORGE: forged },
-      });
-      assert.equal(readFileSync(forged, "utf8"), "400");
-      rmSync(forged);
-      assert.equal(login.code, 0, login.stderr);
-      assert.match(login.stderr, /^mcp: logged in to /m);
-    });
-  });
-
-  test("a step-up in a later command asks for the granted scopes and the challenged ones", async () => {
-    // The same server (URL) first needs mcp:read, then, restarted, mcp:admin.
-    const port = await new Promise<number>((resolve) => {
-      const probe = createNetServer().listen(0, "127.0.0.1", () => {
-        const { port } = probe.address() as { port: number };
-        probe.close(() => resolve(port));
-      });
-    });
-    const home = mkdtempSync(join(tmpdir(), "mcp-stepup-"));
-    const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/);
-    const serveWith = (scope: string) =>
-      startListening(
-        [
-          MCP,
-          "serve",
-          HERE + "testdata/auth",
-          "--http",
-          `127.0.0.1:${port}`,
-          "--auth-issuer",
-          as.url,
-          "--auth-scopes",
-          scope,
-        ],
-        /serving (\S+)/,
-      );
-    try {
-      const env = { MCP_TS_CREDENTIALS: join(home, "credentials.json"), BROWSER };
-      const reader = await serveWith("mcp:read");
-      const login = await runCli(["login", reader.url], { env });
-      reader.close();
-      await reader.exited; // its port is free again
-      assert.equal(login.code, 0, login.stderr);
-      const admin = await serveWith("mcp:admin");
-      try {
-        const call = await runCli(["call", admin.url, "whoami", "--login"], { env });
-        assert.equal(call.code, 0, call.stderr);
-      } finally {
-        admin.close();
-      }
-      const asked = (await as.log()).filter((entry) => entry.kind === "authorize").map((entry) => entry.scope);
-      assert.equal(asked.length, 2, JSON.stringify(asked));
-      assert.deepEqual(asked[0].split(" ").sort(), ["mcp:read", "offline_access"]);
-      assert.deepEqual(asked[1].split(" ").sort(), ["mcp:admin", "mcp:read", "offline_access"], "the union");
-    } finally {
-      as.close();
-      rmSync(home, { recursive: true, force: true });
-    }
-  });
-
-  test("a credentials directory or file others can read is tightened, with one warning", async () => {
-    if (process.platform === "win32") return;
-    const home = mkdtempSync(join(tmpdir(), "mcp-perms-"));
-    try {
-      const dir = join(home, "creds");
-      mkdirSync(dir, { mode: 0o755 });
-      const file = join(dir, "credentials.json");
-      writeFileSync(file, JSON.stringify({ tokens: {}, clients: {} }), { mode: 0o644 });
-      const fake = await hostileHttp("redirect-same");
-      try {
-        const run = await runCli(["call", fake.url, "echo", "text=hi"], { env: { MCP_TS_CREDENTIALS: file } });
-        assert.equal(run.code, 0, run.stderr);
-        assert.equal(statSync(dir).mode & 0o777, 0o700);
-        assert.equal(statSync(file).mode & 0o777, 0o600);
-        assert.equal(run.stderr.match(/was readable by others/g)?.length, 2, run.stderr);
-      } finally {
-        fake.close();
-      }
-    } finally {
-      rmSync(home, { recursive: true, force: true });
-    }
-  });
-});
-
-describe("Safety: the gateway never mixes clients; replay --strict", () => {
-  test("two clients behind gateway --http: each upstream question reaches only the client whose call asked it", async () => {
-    const asker = await hostileHttp("ask-late", { HOSTILE_DELAY_MS: "300" });
-    const STDIO_ASKER = [...RUNTIME, HERE + "testdata/hostile_stdio_asker.ts"].map(quote).join(" ");
-    const gateway = await startListening(
-      [MCP, "gateway", `web=${asker.url}`, `local=${STDIO_ASKER}`, "--http", "0", "--token", "t"],
-      /serving (\S+) \(a gateway\)/,
-    );
-    const clients: Awaited<ReturnType<typeof connect>>[] = [];
-    try {
-      const client = async (pin: string) => {
-        const made = await connect(gateway.url, {
-          headers: { authorization: "Bearer t" },
-          protocol: "legacy",
-          capabilities: { elicitation: {}, roots: {} },
-          onRequest: (method) =>
-            method === "roots/list" ? { roots: [{ uri: `file:///${pin}` }] } : { action: "accept", content: { pin } },
-        });
-        clients.push(made);
-        return made;
-      };
-      const [alice, bob] = await Promise.all([client("alice-pin"), client("bob-pin")]);
-      const [a, b] = await Promise.all([
-        alice.callTool("web__ask", { label: "A" }),
-        bob.callTool("web__ask", { label: "B" }),
-      ]);
-      assert.match(text(a), /^A got .*alice-pin/);
-      assert.match(text(b), /^B got .*bob-pin/);
-      // A stdio upstream cannot say which call a question is about: with both clients' calls in flight it is refused.
-      const [c, d] = await Promise.all([
-        alice.callTool("local__ask", { label: "C", delay_ms: 300 }),
-        bob.callTool("local__ask", { label: "D", delay_ms: 300 }),
-      ]);
-      for (const result of [c, d]) {
-        assert.doesNotMatch(text(result), /pin/, text(result));
-        assert.match(text(result), /several clients/);
-      }
-      const alone = await alice.callTool("local__ask", { label: "E", delay_ms: 10 });
-      assert.match(text(alone), /^E got .*alice-pin/, "one client's call alone is answered by that client");
-      const roots = await alice.callTool("local__roots", {});
-      assert.doesNotMatch(text(roots), /alice-pin/, "no roots to a shared upstream");
-    } finally {
-      await Promise.all(clients.map((client) => client.close()));
-      gateway.close();
-      asker.close();
-    }
-  });
-
-  test("a forwarded prompts/get result is the upstream's, unchanged; templates shared by two upstreams only warn", async () => {
-    const CONFORMANCE_SERVER = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance"].map(quote).join(" ");
-    const gateway = await startListening(
-      [MCP, "gateway", `a=${CONFORMANCE_SERVER}`, `b=${CONFORMANCE_SERVER}`, "--http", "0"],
-      /serving (\S+) \(a gateway\)/,
-    );
-    const [direct, through] = await Promise.all([
-      connect(CONFORMANCE_SERVER, { protocol: "legacy" }),
-      connect(gateway.url, { protocol: "legacy" }),
-    ]);
-    try {
-      const prompts = await direct.listPrompts();
-      const described = prompts.find((prompt) => typeof prompt.description === "string")!;
-      const name = String(described.name);
-      const args = Object.fromEntries(
-        (Array.isArray(described.arguments) ? described.arguments : []).map((arg: Message) => [arg.name, "x"]),
-      );
-      const want = await direct.getPrompt(name, args);
-      const got = await through.getPrompt(`a__${name}`, args);
-      assert.deepEqual(got, want);
-      assert.ok((await through.listResourceTemplates()).length > 0, "the gateway serves despite the shared templates");
-    } finally {
-      await Promise.all([direct.close(), through.close()]);
-      gateway.close();
-    }
-  });
-
-  test("replay --strict: a cassette opened by the dual-era probe replays to a legacy client", () => {
-    const player = new CassettePlayer([
-      { t: 0, dir: "send", message: { jsonrpc: "2.0", id: 0, method: "server/discover", params: {} } },
-      { t: 1, dir: "recv", message: { jsonrpc: "2.0", id: 0, error: { code: -32601, message: "Method not found" } } },
-      { t: 2, dir: "send", message: { jsonrpc: "2.0", id: 1, method: "initialize", params: INIT.params } },
-      { t: 3, dir: "recv", message: { jsonrpc: "2.0", id: 1, result: { protocolVersion: "2025-11-25" } } },
-      { t: 4, dir: "send", message: { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} } },
-      { t: 5, dir: "recv", message: { jsonrpc: "2.0", id: 2, result: { tools: [] } } },
-    ], { strict: true });
-    const init = player.answer({ jsonrpc: "2.0", id: "a", method: "initialize", params: INIT.params });
-    assert.deepEqual(init.at(-1)!.result, { protocolVersion: "2025-11-25" });
-    const list = player.answer({ jsonrpc: "2.0", id: "b", method: "tools/list", params: {} });
-    assert.deepEqual(list.at(-1)!.result, { tools: [] });
-    const again = player.answer({ jsonrpc: "2.0", id: "c", method: "tools/list", params: {} });
-    assert.ok(again.at(-1)!.error, "the rest keeps its order: each once");
-  });
-});
-
-describe("15. CLI: what a new user trips on", () => {
-  const H = HOSTILE;
-
-  test("list keeps its columns with a long argument list; list TOOL shows nested fields as an indented list", () => {
-    const long = {
-      name: "x",
-      inputSchema: {
-        type: "object",
-        properties: Object.fromEntries(
-          Array.from({ length: 12 }, (_, i) => [`argument_${i}`, { type: "string" }]),
-        ),
-      },
-      description: "Long",
-    };
-    const rows = renderToolList([long, { name: "y", inputSchema: { type: "object" }, description: "Short" }], {
-      width: 200,
-    }).split("\n");
-    assert.equal(rows[0].indexOf("Long"), rows[1].indexOf("Short"), rows.join("\n"));
-    assert.match(rows[0], /…/);
-    const detail = renderToolDetail({
-      name: "order",
-      inputSchema: {
-        type: "object",
-        properties: {
-          items: {
-            type: "array",
-            items: {
-              type: "object",
-              properties: { sku: { type: "string" }, qty: { type: "integer" } },
-              required: ["sku"],
-            },
-          },
-        },
-      },
-      outputSchema: { type: "object", properties: { total: { type: "number" } }, required: ["total"] },
-    });
-    assert.match(detail, /\n {2}items +object\[\]\n {4}sku\* +string\n {4}qty +integer\n/);
-    assert.match(detail, /\noutput \(\* = always there\):\n {2}total\* +number\n/);
-  });
-
-  test("request sends any method and prints its result; --meta, key=@file and key:=json reach the server", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-args-"));
-    try {
-      writeFileSync(join(dir, "text.txt"), "from a file");
-      const [listed, unknown, echoed, added, badJson, badMeta] = await Promise.all([
-        runCli(["request", SERVE, "tools/list"]),
-        runCli(["request", SERVE, "no/such"]),
-        runCli(["call", FAKE, "echo", `text=@${join(dir, "text.txt")}`, "--trace"]),
-        runCli(["call", SERVE, "add", "a:=2", "b:=3", "--meta", '{"trace-id":"t-1"}', "--trace"]),
-        runCli(["call", SERVE, "add", "a:=nope"]),
-        runCli(["call", SERVE, "add", "a=1", "b=2", "--meta", "[1]"]),
-      ]);
-      assert.equal(listed.code, 0, listed.stderr);
-      assert.ok(JSON.parse(listed.stdout).tools.some((tool: Message) => tool.name === "add"));
-      assert.equal(unknown.code, 3);
-      assert.match(unknown.stderr, /-32601/);
-      assert.equal(echoed.stdout, "from a file\n", echoed.stderr);
-      assert.equal(added.stdout, "5\n", added.stderr);
-      assert.match(added.stderr, /"_meta":\{"trace-id":"t-1"/);
-      assert.equal(badJson.code, 2);
-      assert.match(badJson.stderr, /a:=nope: the value after := is not JSON/);
-      assert.equal(badMeta.code, 2);
-      assert.match(badMeta.stderr, /--meta: a JSON object is needed/);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
-  test("servers --check connects to each configured server: a line each, exit 3 if any failed", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-check-"));
-    try {
-      const [runtime, ...runtimeArgs] = RUNTIME;
-      writeFileSync(
-        join(dir, ".mcp.json"),
-        JSON.stringify({
-          mcpServers: {
-            good: { command: runtime, args: [...runtimeArgs, MCP, "serve", HERE + "testdata/tools"] },
-            broken: {
-              command: runtime,
-              args: [...runtimeArgs, HERE + "testdata/fake_server.ts"],
-              env: { FAKE_MODE: "crash-before" },
-            },
-          },
-        }),
-      );
-      const run = await runCli(["servers", "--check"], { cwd: dir, env: { HOME: dir } });
-      assert.equal(run.code, 3, run.stderr);
-      assert.match(run.stdout, /^good +ok +\d+ tools, 2026-07-28, stdio, \d+ ms$/m);
-      assert.match(run.stdout, /^broken +failed +the server exited with code 1/m);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
-  test("a project's server starts in the project root, wherever below it the command runs", async () => {
-    const dir = realpathSync(mkdtempSync(join(tmpdir(), "mcp-project-")));
-    try {
-      const [runtime, ...runtimeArgs] = RUNTIME;
-      writeFileSync(
-        join(dir, ".mcp.json"),
-        JSON.stringify({
-          mcpServers: { here: { command: runtime, args: [...runtimeArgs, HERE + "testdata/fake_server.ts"] } },
-        }),
-      );
-      mkdirSync(join(dir, "src", "deep"), { recursive: true });
-      const run = await runCli(["call", "here", "cwd"], { cwd: join(dir, "src", "deep"), env: { HOME: dir } });
-      assert.equal(run.code, 0, run.stderr);
-      assert.equal(run.stdout.trim(), dir);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
-  test("messages that carry the fix: busy port, a URL without its scheme, an HTML 404, stdout noise, hidden tools", async () => {
-    const page = createHttpServer((_request, response) => {
-      response.writeHead(404, { "content-type": "text/html" }).end("<!DOCTYPE html><html><body>Not here</body></html>");
-    });
-    await new Promise<void>((resolve) => page.listen(0, "127.0.0.1", resolve));
-    const pagePort = (page.address() as { port: number }).port;
-    const server = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
-    try {
-      const busyPort = new URL(server.url).port;
-      const [busy, schemeless, html, noisy, hidden, elicit] = await Promise.all([
-        runCli(["serve", HERE + "testdata/tools", "--http", busyPort]),
-        runCli(["list", "localhost:3001/mcp"]),
-        runCli(["list", `http://127.0.0.1:${pagePort}/wrong`]),
-        runCli(["list", H, "-e", "HOSTILE_MODE=stdout-noise", "--timeout", "800"]),
-        runCli(["call", H, "sample", "-e", "HOSTILE_MODE=capable"]),
-        runCli(["call", H, "form", "-e", "HOSTILE_MODE=form", "--elicit", "accept"]),
-      ]);
-      assert.equal(busy.code, 2, busy.stderr);
-      assert.match(busy.stderr, new RegExp(`address is in use.*--http 127\\.0\\.0\\.1:0`));
-      assert.match(schemeless.stderr, /give its URL: http:\/\/localhost:3001\/mcp/);
-      assert.equal(html.code, 3);
-      assert.match(html.stderr, /a web page: \/wrong is probably not its MCP endpoint/);
-      assert.doesNotMatch(html.stderr, /DOCTYPE/);
-      assert.equal(noisy.code, 3);
-      assert.match(
-        noisy.stderr,
-        /printed 2 line\(s\) on stdout that are not JSON-RPC, the first: "Starting hostile server/,
-      );
-      assert.equal(hidden.code, 2);
-      assert.match(
-        hidden.stderr,
-        /listed only to clients that can answer the server's questions: try --sample-command/,
-      );
-      assert.match(elicit.stderr, /declined the server's form \(--elicit accept\): required fields color, size, email/);
-      assert.match(elicit.stderr, /--elicit-json/);
-      assert.match(elicit.stdout, /"action":"decline"/);
-    } finally {
-      server.close();
-      page.close();
-    }
-  });
-
-  test("login says it waits, on which port, and ends with exit 4 after --login-timeout, not a request timeout", async () => {
-    await withProtectedServer(async (_as, server, store) => {
-      const run = await runCli(
-        ["login", server.url, "--no-browser", "--login-timeout", "1500", "--timeout", "300"],
-        { env: { MCP_TS_CREDENTIALS: store } },
-      );
-      assert.equal(run.code, 4, run.stderr);
-      assert.match(
-        run.stderr,
-        /^mcp: waiting for the authorization at http:\/\/127\.0\.0\.1:\d+\/callback \(up to 1500 ms; Ctrl-C/m,
-      );
-      assert.match(run.stderr, /no authorization arrived within 1500 ms \(--login-timeout\)/);
-    });
-  });
-
-  test("serve --http --trace prints every frame in and out", async () => {
-    const server = await startListening(
-      [MCP, "serve", HERE + "testdata/tools", "--http", "0", "--trace"],
-      /serving (\S+)/,
-    );
-    try {
-      const call = await runCli(["call", server.url, "add", "a=1", "b=2", "--protocol", "legacy"]);
-      assert.equal(call.stdout, "3\n");
-      const frames = await server.printed(/^> .*"text":"3"/m);
-      assert.match(frames, /^< \{"jsonrpc":"2.0","id":\d+,"method":"tools\/call"/m);
-      assert.match(frames, /^> \{"jsonrpc":"2.0","id":\d+,"result":\{"content":\[\{"type":"text","text":"3"\}/m);
-    } finally {
-      server.close();
-      await server.exited;
-    }
-  });
-
-  test("the elicitation form on a terminal: choices by number, formats re-asked, no listener warning", async () => {
-    if (spawnSync("script", ["--version"]).status !== 0) return;
-    // Each answer is typed once its question is on the screen (a label's n-th appearance).
-    const steps: [string, string][] = [
-      ["color (", "purple"],
-      ["color (", "2"],
-      ["size (", "m"],
-      ["tags (", "1,3"],
-      ["email (", "not-an-email"],
-      ["email (", "ada@example.com"],
-      ["day (", "2026-13-01"],
-      ["day (", "2026-11-25"],
-      ...Array.from({ length: 8 }, (_, i) => [`note${i + 1} (`, ""] as [string, string]),
-      ["send it?", "y"],
-    ];
-    const command = [...RUNTIME, MCP, "call", H, "form", "-e", "HOSTILE_MODE=form"].map(quote).join(" ");
-    const child = spawn("script", ["-q", "-c", command, "/dev/null"], { cwd: HERE, stdio: ["pipe", "pipe", "pipe"] });
-    let out = "";
-    let changed: () => void = () => {};
-    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
-      out += text;
-      changed();
-    });
-    let ended = false;
-    const closed = new Promise((resolve) =>
-      child.on("close", () => {
-        ended = true;
-        changed();
-        resolve(undefined);
-      })
-    );
-    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
-    try {
-      const seen = new Map<string, number>();
-      for (const [label, answer] of steps) {
-        const wanted = (seen.get(label) ?? 0) + 1;
-        seen.set(label, wanted);
-        while (!ended && out.split(label).length - 1 < wanted) await new Promise<void>((resolve) => changed = resolve);
-        assert.ok(!ended, `the form ended before asking ${label}: ${out.slice(-300)}`);
-        child.stdin!.write(answer + "\r");
-      }
-      await closed;
-    } finally {
-      clearTimeout(timer);
-    }
-    assert.match(out, /1\) red\r?\n {4}2\) green/);
-    assert.match(out, /not one of the choices/);
-    assert.match(out, /not a valid email/);
-    assert.match(out, /not a valid date/);
-    assert.doesNotMatch(out, /MaxListeners/);
-    assert.match(out, /"color":"green","size":"m","tags":\["a","c"\],"email":"ada@example.com","day":"2026-11-25"/);
-  });
-});
-
-describe("10c. The HTTP front", () => {
-  const front = (policy: Partial<Parameters<typeof httpFront>[0]> = {}) => {
-    const seen: Message[] = [];
-    const handler = httpFront({
-      path: "/mcp",
-      allowedHosts: ["127.0.0.1", "localhost"],
-      allowOrigins: ["https://app.example"],
-      methods: "POST",
-      maxBodyBytes: 100,
-      route: async ({ request, body }) => {
-        const text = await body();
-        if (text instanceof Response) return text;
-        seen.push({ method: request.method, text });
-        return new Response("routed", { headers: { "x-route": "1" } });
-      },
-      ...policy,
-    });
-    return { handler, seen };
-  };
-  const at = (path = "/mcp", init: RequestInit & { headers?: Record<string, string> } = {}) =>
-    new Request(`http://127.0.0.1:8080${path}`, { method: "POST", body: "{}", ...init });
-
-  test("checks Host and Origin, answers preflight and /health, 404s other paths, then hands the rest to the route", async () => {
-    const { handler, seen } = front();
-    const host = await handler(at("/mcp", { headers: { host: "evil.example" } }));
-    assert.equal(host.status, 403);
-    const foreign = await handler(at("/mcp", { headers: { origin: "http://localhost:3000" } }));
-    assert.equal(foreign.status, 403);
-    assert.match((await foreign.json()).error.message, /Origin "http:\/\/localhost:3000" is not allowed/);
-    const own = await handler(at("/mcp", { headers: { origin: "http://127.0.0.1:8080" } }));
-    assert.equal(await own.text(), "routed");
-    assert.equal(own.headers.get("access-control-allow-origin"), null, "no CORS for the server's own origin");
-    const allowed = await handler(at("/mcp", { headers: { origin: "https://app.example" } }));
-    assert.equal(
-      allowed.headers.get("access-control-allow-origin"),
-      "https://app.example",
-      "CORS put on the route's answer",
-    );
-    assert.match(allowed.headers.get("access-control-expose-headers")!, /mcp-session-id/);
-    assert.equal(allowed.headers.get("x-route"), "1");
-    const preflight = await handler(
-      at("/mcp", { method: "OPTIONS", body: null, headers: { origin: "https://app.example" } }),
-    );
-    assert.equal(preflight.status, 204);
-    assert.equal(preflight.headers.get("access-control-allow-methods"), "POST, OPTIONS");
-    assert.deepEqual(await (await handler(at("/health", { method: "GET", body: null }))).json(), { status: "ok" });
-    assert.equal((await handler(at("/elsewhere"))).status, 404);
-    assert.equal(seen.length, 2);
-  });
-
-  test("a token is checked before the route; a body over the limit is 413 before it", async () => {
-    const { handler, seen } = front({ token: "s3cret" });
-    assert.equal((await handler(at())).status, 401);
-    assert.equal((await handler(at("/mcp", { headers: { authorization: "Bearer s3cres" } }))).status, 401);
-    const auth = { authorization: "Bearer s3cret" };
-    assert.equal((await handler(at("/mcp", { headers: auth }))).status, 200);
-    const big = await handler(at("/mcp", { headers: auth, body: "x".repeat(500) }));
-    assert.equal(big.status, 413);
-    assert.match((await big.json()).error.message, /100-byte limit/);
-    assert.equal(seen.length, 1);
-  });
-
-  test("every listener stands behind it: a foreign Origin gets the same 403 from all five", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-front-"));
-    const tape = join(dir, "session.ndjson");
-    const started: Started[] = [];
-    try {
-      assert.equal((await runCli(["list", SERVE, "--record", tape])).code, 0);
-      const listeners = await Promise.all([
-        startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/),
-        startListening([MCP, "gateway", `t=${SERVE}`, "--http", "0"], /serving (\S+) \(a gateway\)/),
-        startListening([MCP, "proxy", SERVE, "--http", "0"], /serving (\S+) \(proxying/),
-        startListening([MCP, "replay", tape, "--http", "0"], /serving (\S+) \(replaying/),
-      ]);
-      started.push(...listeners);
-      const handler = createHandler({ tools: HTTP_TOOLS });
-      const foreign = { ...JSON_HEADERS, origin: "http://localhost:3000" };
-      const answers = [
-        await handler(new Request("http://127.0.0.1:8080/mcp", { method: "POST", headers: foreign, body: "{}" })),
-        ...await Promise.all(
-          listeners.map((listener) => fetch(listener.url, { method: "POST", headers: foreign, body: "{}" })),
-        ),
-      ];
-      handler.close();
-      const seen = await Promise.all(
-        answers.map(async (answer) => [answer.status, (await answer.json()).error.message]),
-      );
-      for (const [status, message] of seen) {
-        assert.equal(status, 403);
-        assert.equal(message, 'Forbidden: Origin "http://localhost:3000" is not allowed');
-      }
-    } finally {
-      for (const listener of started) listener.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 });
