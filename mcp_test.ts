@@ -1042,6 +1042,68 @@ describe("10. Server transports: Streamable HTTP", () => {
     }
   });
 
+  test("2026-07-28: calls in flight with the same id (two clients' id 1) each get their own answer, and the id is free after", async () => {
+    const gates: Record<string, () => void> = {};
+    const wait = {
+      name: "wait",
+      inputSchema: { type: "object", properties: { key: { type: "string" } } },
+      run: async ({ key }: Message) => {
+        await new Promise<void>((resolve) => gates[key as string] = resolve);
+        return `done ${key}`;
+      },
+    };
+    const handler = createHandler({ tools: [wait, ...HTTP_TOOLS] });
+    try {
+      const first = handler(modernPost("tools/call", { name: "wait", arguments: { key: "a" } }));
+      const second = handler(modernPost("tools/call", { name: "wait", arguments: { key: "b" } }));
+      const sync = await handler(modernPost("tools/call", { name: "add", arguments: { a: 1, b: 1 } }));
+      assert.equal((await sync.json()).error?.message, undefined, "a third id 1 is answered too");
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.deepEqual(Object.keys(gates).sort(), ["a", "b"], "both calls run");
+      gates.b();
+      gates.a();
+      const texts = [];
+      for (const response of await Promise.all([first, second])) {
+        const body = response.headers.get("content-type") === "text/event-stream"
+          ? (await sseMessages(response)).at(-1)!
+          : await response.json();
+        assert.equal(body.id, 1);
+        texts.push(body.result.content[0].text);
+      }
+      assert.deepEqual(texts, ["done a", "done b"], "each answer goes to the request that asked");
+      const again = await handler(modernPost("tools/call", { name: "add", arguments: { a: 2, b: 2 } }));
+      assert.equal((await again.json()).result.content[0].text, "4");
+      assert.equal(handler.pending, 0);
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("2026-07-28: a closed response stream cancels its call (its plugin code sees the abort)", async () => {
+    let aborted: unknown;
+    const hang = {
+      name: "hang",
+      run: (_: unknown, ctx: ToolContext) =>
+        new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject(aborted = ctx.signal.reason))),
+    };
+    const handler = createHandler({ tools: [hang] });
+    try {
+      const controller = new AbortController();
+      const request = new Request(modernPost("tools/call", { name: "hang" }), { signal: controller.signal });
+      const response = handler(request);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.equal(handler.pending, 1);
+      controller.abort(); // Bun, Node: the request's signal says the client went away
+      // Deno gives no such signal: a call still running answers with a stream after a moment; closing it says so.
+      void response.then((answered) => answered.body?.cancel());
+      for (let i = 0; i < 100 && handler.pending > 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.equal(handler.pending, 0, "nothing left running");
+      assert.match(String(aborted), /closed the response stream/);
+    } finally {
+      handler.close();
+    }
+  });
+
   test("2026-07-28: mirror headers are checked (400 -32020), then the envelope (-32022, -32602), unknown methods are 404", async () => {
     const handler = createHandler({ tools: HTTP_TOOLS });
     const expect = async (request: Request, status: number, code: number) => {
