@@ -25,7 +25,8 @@
 //                          cancellation, progress, logging, timeouts, input-required, listen, 8e helpers
 //   9. Plugins             module and executable plugins, --watch: the server's only plugin I/O
 //  10. Server transports   stdio; 10b the Streamable HTTP wire, 10c the HTTP front every listener
-//                          stands behind, 10d createHandler, 10e bearer tokens (a protected resource)
+//                          stands behind, 10d createHandler (legacy sessions, stateless requests),
+//                          10e bearer tokens (a protected resource)
 //  11. Server configs      what a <server> names: a URL, a command line, a name in a host's config
 //  12. Client transports   12a stdio, 12b Streamable HTTP and HTTP+SSE
 //  13. OAuth               13a the token store, 13b discovery and signing, 13c the provider
@@ -4794,7 +4795,7 @@ export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Re
   };
 }
 
-// --- 10d. createHandler: the MCP endpoint behind the front ---
+// --- 10d. createHandler: the MCP endpoint behind the front, its legacy sessions and stateless requests ---
 
 // One POST to the MCP endpoint, read and parsed once: what each era's handler takes.
 interface Incoming {
@@ -5098,107 +5099,37 @@ function checkParamHeaders(request: Request, tool: Tool | undefined, args: unkno
   return undefined;
 }
 
+// What the shared session holds about the request it is receiving: an answer given then becomes the response.
+interface Receiving {
+  id: RequestId;
+  text?: string;
+  errorCode?: number;
+  exchange?: Exchange;
+}
+
 /**
- * Serves the same tools, resources and prompts as `serve`, over Streamable HTTP
- * at `options.path` (default /mcp), as a web-standard fetch handler: give it to
- * `Deno.serve`, `Bun.serve({ fetch })`, an edge platform's `export default { fetch }`,
- * or Node through `listenHttp`.
+ * The 2026-07-28 requests of one handler: stateless, each checked against its
+ * mirror headers and envelope. One session serves them all, so none is built per
+ * request (its state is per request: the era's client view and the token come
+ * with each). A request whose id is still open on it (two clients may both send
+ * id 1) gets a session of its own. An answer given while the request is being
+ * received becomes the response itself: no exchange, no promise.
  */
-export function createHandler(options: HandlerOptions = {}): McpHandler {
-  const core = new ServerCore({
-    ...options,
-    privateCache: options.privateCache ?? (options.token !== undefined || options.auth !== undefined),
-  });
-  const trace = options.onTrace;
-  const sessions = new LegacySessions(core, options);
-  const alone = new Set<Exchange>(); // exchanges of requests served on sessions of their own
-  // The 2026-07-28 fast path: one session serves every stateless request, so none is built per request
-  // (its state is per request: the era's client view and the token come with each). `waiting` holds the
-  // exchange of each request still open on it, by id; a request whose id is open there already (two clients
-  // may both send id 1) gets a session of its own. `now` is the request being received: an answer sent
-  // while it is received becomes the response itself, with no exchange and no promise.
-  let shared: McpServer | undefined;
-  const waiting = new Map<RequestId, Exchange>();
-  let now: { id: RequestId; text?: string; errorCode?: number; exchange?: Exchange } | undefined;
+class StatelessRequests {
+  #core: ServerCore;
+  #trace: ((line: string) => void) | undefined;
+  #shared: McpServer | undefined;
+  #waiting = new Map<RequestId, Exchange>(); // the exchange of each request still open on the shared session
+  #now: Receiving | undefined;
+  #alone = new Set<Exchange>(); // exchanges of requests served on sessions of their own
 
-  const handler = httpFront({
-    path: options.path ?? "/mcp",
-    allowedHosts: options.allowedHosts ?? LOOPBACK_HOSTS,
-    allowOrigins: options.allowOrigins,
-    token: options.token,
-    auth: options.auth,
-    maxBodyBytes: options.maxBodyBytes,
-    methods: "GET, POST, DELETE",
-    route: (arrival) => {
-      switch (arrival.method) {
-        case "POST":
-          return post(arrival);
-        case "GET":
-        case "DELETE":
-          if (options.stateless) return new Response(null, { status: 405, headers: { allow: "POST" } });
-          return arrival.method === "GET" ? sessions.get(arrival) : sessions.delete(arrival);
-      }
-      return new Response(null, { status: 405, headers: { allow: "GET, POST, DELETE" } });
-    },
-  });
-
-  // A POST: the era is decided here, once, from the parsed body, and handed down.
-  async function post(arrival: Arrival): Promise<Response> {
-    const { request } = arrival;
-    if (!/^application\/json\b/i.test(request.headers.get("content-type") ?? "")) {
-      return rpcErrorResponse(
-        415,
-        null,
-        ErrorCode.InvalidRequest,
-        "Invalid request: Content-Type must be application/json",
-      );
-    }
-    // --trace shows the body as it came; otherwise it is only parsed.
-    const message = trace ? await tracedBody(arrival) : await arrival.json();
-    if (message instanceof Response) return message;
-    if (!isObject(message)) {
-      const what = Array.isArray(message) ? "a JSON array (batches are not part of MCP)" : "not an object";
-      return rpcErrorResponse(400, null, ErrorCode.InvalidRequest, `Invalid request: message is ${what}`);
-    }
-    const { method, id } = message;
-    const params = isObject(message.params) ? message.params : {};
-    const headerVersion = request.headers.get("mcp-protocol-version")?.trim();
-    const incoming: Incoming = { request, auth: arrival.auth, message };
-    if (typeof method === "string" && isModernRequest(params)) {
-      return modernPost(incoming, method, params, headerVersion);
-    }
-    if (typeof method === "string" && headerVersion && headerVersion >= MODERN_PROTOCOL_VERSIONS[0]) {
-      return rpcErrorResponse(
-        400,
-        id,
-        ErrorCode.InvalidParams,
-        `Invalid params: a ${headerVersion} request needs _meta["${META.protocolVersion}"] and _meta["${META.clientCapabilities}"]`,
-      );
-    }
-    if (!options.stateless) return sessions.post(incoming);
-    // --stateless: a legacy request is served on a session of its own, which cannot ask the client anything.
-    if (typeof method !== "string" || !isRequestId(id)) return new Response(null, { status: 202 });
-    return serveAlone(
-      incoming,
-      new Exchange(NO_HEADERS, () => 200),
-      id,
-      "this server runs without sessions (--stateless)",
-    );
+  constructor(core: ServerCore, trace: ((line: string) => void) | undefined) {
+    this.#core = core;
+    this.#trace = trace;
   }
 
-  async function tracedBody(arrival: Arrival): Promise<unknown> {
-    const text = await arrival.body();
-    if (text instanceof Response) return text;
-    trace?.(`< ${text}`);
-    try {
-      return JSON.parse(text);
-    } catch {
-      return rpcErrorResponse(400, null, ErrorCode.ParseError, "Parse error: not valid JSON");
-    }
-  }
-
-  // --- 2026-07-28: stateless, one throwaway session per request ---
-  function modernPost(
+  /** A 2026-07-28 request: its mirror headers and envelope checked, then served. */
+  post(
     incoming: Incoming,
     method: string,
     params: JsonObject,
@@ -5245,41 +5176,41 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
         );
       }
       if (method === "tools/call") {
-        const problem = checkParamHeaders(request, core.toolsByName.get(String(named)), params.arguments);
+        const problem = checkParamHeaders(request, this.#core.toolsByName.get(String(named)), params.arguments);
         if (problem) return mismatch(problem);
       }
     }
     // The status of an error answer follows its code, which the peer names with the answer.
-    if (waiting.has(id)) return serveAlone(incoming, new Exchange(NO_HEADERS, modernErrorStatus), id);
-    return serveShared(incoming, id);
+    if (this.#waiting.has(id)) return this.serveAlone(incoming, new Exchange(NO_HEADERS, modernErrorStatus), id);
+    return this.#serveShared(incoming, id);
   }
 
-  function serveShared(incoming: Incoming, id: RequestId): Promise<Response> | Response {
-    shared ??= new McpServer(core, (out, context) => {
-      trace?.(`> ${out}`);
+  #serveShared(incoming: Incoming, id: RequestId): Promise<Response> | Response {
+    const shared = this.#shared ??= new McpServer(this.#core, (out, context) => {
+      this.#trace?.(`> ${out}`);
       const to = context?.requestId;
       if (to === undefined) return; // nothing is sent unasked here: notifications go to a listen's id
       const final = context!.final === true;
-      if (now?.id === to && final && !waiting.has(to)) {
-        now.text = out;
-        now.errorCode = context!.errorCode;
+      if (this.#now?.id === to && final && !this.#waiting.has(to)) {
+        this.#now.text = out;
+        this.#now.errorCode = context!.errorCode;
         return;
       }
-      let exchange = waiting.get(to);
-      if (!exchange && now?.id === to) {
-        exchange = now.exchange = new Exchange(NO_HEADERS, modernErrorStatus); // progress first: a stream
-        waiting.set(to, exchange);
+      let exchange = this.#waiting.get(to);
+      if (!exchange && this.#now?.id === to) {
+        exchange = this.#now.exchange = new Exchange(NO_HEADERS, modernErrorStatus); // progress first: a stream
+        this.#waiting.set(to, exchange);
       }
       exchange?.write(out, final, undefined, context!.errorCode);
-      if (final) waiting.delete(to);
+      if (final) this.#waiting.delete(to);
     });
-    const received: typeof now = { id };
-    now = received;
+    const received: Receiving = { id };
+    this.#now = received;
     shared.auth = incoming.auth;
     try {
       shared.receive(incoming.message);
     } finally {
-      now = undefined;
+      this.#now = undefined;
     }
     if (received.text !== undefined) {
       return new Response(received.text, {
@@ -5288,51 +5219,149 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       });
     }
     let exchange = received.exchange;
-    if (!exchange) waiting.set(id, exchange = new Exchange(NO_HEADERS, modernErrorStatus));
-    const session = shared;
+    if (!exchange) this.#waiting.set(id, exchange = new Exchange(NO_HEADERS, modernErrorStatus));
     return follow(incoming.request, exchange, () => {
-      session.cancel(id, "the client closed the response stream");
-      if (waiting.get(id) === exchange) waiting.delete(id);
+      shared.cancel(id, "the client closed the response stream");
+      if (this.#waiting.get(id) === exchange) this.#waiting.delete(id);
     });
   }
 
-  // One request on a session of its own, which ends with it; a closed connection cancels it.
-  function serveAlone(incoming: Incoming, exchange: Exchange, id: RequestId, why?: string): Promise<Response> {
+  /** One request on a session of its own, which ends with it; a closed connection cancels it. */
+  serveAlone(incoming: Incoming, exchange: Exchange, id: RequestId, why?: string): Promise<Response> {
     const { request, message } = incoming;
-    const session = new McpServer(core, (out, context) => {
-      trace?.(`> ${out}`);
+    const session = new McpServer(this.#core, (out, context) => {
+      this.#trace?.(`> ${out}`);
       const final = context?.final === true && context.requestId === id; // the peer says so: no text sniffing
       exchange.write(out, final, undefined, context?.errorCode);
       if (!final) return;
       session.close();
-      alone.delete(exchange);
+      this.#alone.delete(exchange);
     });
     if (why) session.noClientRequests = why;
-    alone.add(exchange);
+    this.#alone.add(exchange);
     session.auth = incoming.auth;
     session.receive(message);
     return follow(request, exchange, () => {
       session.cancel(id, "the client closed the response stream");
       session.close();
-      alone.delete(exchange);
+      this.#alone.delete(exchange);
     });
   }
 
-  // The response of a request still running: a closed connection cancels it.
-  function follow(request: Request, exchange: Exchange, cancel: () => void): Promise<Response> {
-    // Answered at once (the common synchronous tool): nothing left to cancel, no listener to make.
-    if (exchange.finished) return exchange.response;
-    exchange.onCancel = cancel;
-    const disconnected = disconnectSignal(request);
-    if (disconnected?.aborted) exchange.onCancel();
-    else disconnected?.addEventListener("abort", () => exchange.onCancel(), { once: true });
-    // Where the runtime gives no disconnect signal, a call still running after a moment answers
-    // with a stream: its cancel is how a closed connection is noticed (and cancels the call).
-    if (!disconnected && !exchange.finished) {
-      const timer = setTimeout(() => exchange.openStream(), STREAM_FOR_DISCONNECT_MS);
-      void exchange.response.then(() => clearTimeout(timer));
+  /** Ends what is still open (the sessions themselves are closed with the core's). */
+  close(): void {
+    for (const exchange of [...this.#alone, ...this.#waiting.values()]) exchange.close("the server is shutting down");
+    this.#alone.clear();
+    this.#waiting.clear();
+  }
+}
+
+// The response of a request still running: a closed connection cancels it.
+function follow(request: Request, exchange: Exchange, cancel: () => void): Promise<Response> {
+  // Answered at once (the common synchronous tool): nothing left to cancel, no listener to make.
+  if (exchange.finished) return exchange.response;
+  exchange.onCancel = cancel;
+  const disconnected = disconnectSignal(request);
+  if (disconnected?.aborted) exchange.onCancel();
+  else disconnected?.addEventListener("abort", () => exchange.onCancel(), { once: true });
+  // Where the runtime gives no disconnect signal, a call still running after a moment answers
+  // with a stream: its cancel is how a closed connection is noticed (and cancels the call).
+  if (!disconnected && !exchange.finished) {
+    const timer = setTimeout(() => exchange.openStream(), STREAM_FOR_DISCONNECT_MS);
+    void exchange.response.then(() => clearTimeout(timer));
+  }
+  return exchange.response;
+}
+
+/**
+ * Serves the same tools, resources and prompts as `serve`, over Streamable HTTP
+ * at `options.path` (default /mcp), as a web-standard fetch handler: give it to
+ * `Deno.serve`, `Bun.serve({ fetch })`, an edge platform's `export default { fetch }`,
+ * or Node through `listenHttp`.
+ */
+export function createHandler(options: HandlerOptions = {}): McpHandler {
+  const core = new ServerCore({
+    ...options,
+    privateCache: options.privateCache ?? (options.token !== undefined || options.auth !== undefined),
+  });
+  const trace = options.onTrace;
+  const sessions = new LegacySessions(core, options);
+  const stateless = new StatelessRequests(core, trace);
+
+  const handler = httpFront({
+    path: options.path ?? "/mcp",
+    allowedHosts: options.allowedHosts ?? LOOPBACK_HOSTS,
+    allowOrigins: options.allowOrigins,
+    token: options.token,
+    auth: options.auth,
+    maxBodyBytes: options.maxBodyBytes,
+    methods: "GET, POST, DELETE",
+    route: (arrival) => {
+      switch (arrival.method) {
+        case "POST":
+          return post(arrival);
+        case "GET":
+        case "DELETE":
+          if (options.stateless) return new Response(null, { status: 405, headers: { allow: "POST" } });
+          return arrival.method === "GET" ? sessions.get(arrival) : sessions.delete(arrival);
+      }
+      return new Response(null, { status: 405, headers: { allow: "GET, POST, DELETE" } });
+    },
+  });
+
+  // A POST: the era is decided here, once, from the parsed body, and handed down.
+  async function post(arrival: Arrival): Promise<Response> {
+    const { request } = arrival;
+    if (!/^application\/json\b/i.test(request.headers.get("content-type") ?? "")) {
+      return rpcErrorResponse(
+        415,
+        null,
+        ErrorCode.InvalidRequest,
+        "Invalid request: Content-Type must be application/json",
+      );
     }
-    return exchange.response;
+    // --trace shows the body as it came; otherwise it is only parsed.
+    const message = trace ? await tracedBody(arrival) : await arrival.json();
+    if (message instanceof Response) return message;
+    if (!isObject(message)) {
+      const what = Array.isArray(message) ? "a JSON array (batches are not part of MCP)" : "not an object";
+      return rpcErrorResponse(400, null, ErrorCode.InvalidRequest, `Invalid request: message is ${what}`);
+    }
+    const { method, id } = message;
+    const params = isObject(message.params) ? message.params : {};
+    const headerVersion = request.headers.get("mcp-protocol-version")?.trim();
+    const incoming: Incoming = { request, auth: arrival.auth, message };
+    if (typeof method === "string" && isModernRequest(params)) {
+      return stateless.post(incoming, method, params, headerVersion);
+    }
+    if (typeof method === "string" && headerVersion && headerVersion >= MODERN_PROTOCOL_VERSIONS[0]) {
+      return rpcErrorResponse(
+        400,
+        id,
+        ErrorCode.InvalidParams,
+        `Invalid params: a ${headerVersion} request needs _meta["${META.protocolVersion}"] and _meta["${META.clientCapabilities}"]`,
+      );
+    }
+    if (!options.stateless) return sessions.post(incoming);
+    // --stateless: a legacy request is served on a session of its own, which cannot ask the client anything.
+    if (typeof method !== "string" || !isRequestId(id)) return new Response(null, { status: 202 });
+    return stateless.serveAlone(
+      incoming,
+      new Exchange(NO_HEADERS, () => 200),
+      id,
+      "this server runs without sessions (--stateless)",
+    );
+  }
+
+  async function tracedBody(arrival: Arrival): Promise<unknown> {
+    const text = await arrival.body();
+    if (text instanceof Response) return text;
+    trace?.(`< ${text}`);
+    try {
+      return JSON.parse(text);
+    } catch {
+      return rpcErrorResponse(400, null, ErrorCode.ParseError, "Parse error: not valid JSON");
+    }
   }
 
   const fetch = (request: Request) => handler(request);
@@ -5351,9 +5380,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       // Sessions first: a listen stream gets its closing result before its stream ends.
       for (const session of [...core.sessions]) session.close();
       sessions.close();
-      for (const exchange of [...alone, ...waiting.values()]) exchange.close("the server is shutting down");
-      alone.clear();
-      waiting.clear();
+      stateless.close();
       core.close();
     },
   });
