@@ -8,21 +8,23 @@
 //   import { serve, connect } from "./mcp.ts"   the same server and client as a library
 //
 // Contents, low level to high level (a test holds this list to the banners below):
-//   1. Constants           protocol versions, error codes, log levels, limits several sections share
+//   1. Constants           protocol versions, error codes, log levels, limits several sections share;
+//                          three helpers of plain string work (encoder, basenameOf, extensionOf)
 //   2. Errors              what crosses the wire (RpcError) and what a command's exit code is made of
 //                          (UsageError 2, ServerError/TimeoutError 3, AuthorizationError 4, …)
-//   3. Runtime             what Deno, Bun and Node do differently, each native path with its measured
-//                          reason: 3a their APIs, the process, files and paths, 3b streams (stdout,
-//                          stderr, stdin), 3c child processes, 3d listenHttp and the watchdog
-//   4. Framing             bytes in, lines out (NDJSON or Content-Length, SSE), batched writes
-//   5. JSON-RPC peer       message checks, request/response matching, notifications; each outgoing
+//   3. Framing             bytes in, lines out (NDJSON or Content-Length, SSE), batched writes
+//   4. JSON-RPC peer       message checks, request/response matching, notifications; each outgoing
 //                          message says which request it belongs to, and whether it is the final one
-//   6. Protocol eras       legacy (initialize) and 2026-07-28 (per-request _meta): one object each
-//   7. Schema validation   the JSON Schema keywords tool schemas use
-//   8. MCP server          8a what plugins write and the catalog, 8b options, results, the request
-//                          context, 8c the core all connections share (catalog, timer, requestState),
-//                          8d the session per connection: tools, resources, prompts, completion,
-//                          cancellation, progress, logging, timeouts, input-required, listen, 8e helpers
+//   5. Protocol eras       legacy (initialize) and 2026-07-28 (per-request _meta): one object each
+//   6. Schema validation   the JSON Schema keywords tool schemas use
+//   7. MCP server          7a what plugins write and the catalog, 7b options, results, the request
+//                          context, 7c the core all connections share (catalog, timer, requestState),
+//                          7d the session per connection: tools, resources, prompts, completion,
+//                          cancellation, progress, logging, timeouts, input-required, listen, 7e helpers
+//      ── above: the protocol alone, no process, no Deno or Bun, no node: import (a test checks) ──
+//   8. Runtime             what Deno, Bun and Node do differently, each native path with its measured
+//                          reason: 8a their APIs, the process, files and paths, 8b streams (stdout,
+//                          stderr, stdin), 8c child processes, 8d listenHttp and the watchdog
 //   9. Plugins             module and executable plugins, --watch: the server's only plugin I/O
 //  10. Server transports   stdio; 10b the Streamable HTTP wire, 10c the HTTP front every listener
 //                          stands behind, 10d createHandler (legacy sessions, stateless requests),
@@ -46,8 +48,8 @@ import type { Readable, Writable } from "node:stream";
 const setImmediate: (callback: () => void) => unknown = globalThis.setImmediate;
 
 // === 1. Constants ============================================================
-// What several sections share: protocol versions, error codes, log levels, limits. A section's
-// own tunables sit at its top. No behaviour.
+// What several sections share: protocol versions, error codes, log levels, limits, and three
+// helpers of plain string work. A section's own tunables sit at its top.
 
 /** The version of mcp.ts itself. */
 export const VERSION = "0.1.0";
@@ -107,6 +109,18 @@ const MAX_HEADER_BYTES = 8 * 1024;
 // MCP tool names (spec 2025-11-25, server/tools.mdx "Tool names").
 const TOOL_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
 const NEWLINE = 0x0a;
+
+// The three helpers every level uses; plain string and byte work, no runtime.
+const encoder = new TextEncoder();
+
+function basenameOf(path: string): string {
+  return path.slice(Math.max(path.lastIndexOf("/"), path.lastIndexOf("\\")) + 1);
+}
+
+function extensionOf(name: string): string {
+  const dot = name.lastIndexOf(".");
+  return dot > 0 ? name.slice(dot) : "";
+}
 
 // === 2. Errors ===============================================================
 // RpcError carries a JSON-RPC code to the peer. The others say what went wrong in
@@ -239,1016 +253,7 @@ function errorMessage(error: unknown): string {
   }
 }
 
-// === 3. Runtime ==============================================================
-// The few things Deno, Bun and Node do differently, each behind one function:
-// process facts, files and paths, stdio, spawning. Each native path has a
-// measured reason (start-up time or memory, named beside it); Node, and
-// anything not named here, uses the node: built-ins.
-
-// --- 3a. The runtimes' own APIs, the process, files and paths ---
-
-// Deno's own API, as far as mcp.ts uses it.
-interface DenoApi {
-  args: string[];
-  env: { toObject(): Record<string, string> };
-  build: { os: string };
-  exitCode: number;
-  exit(code?: number): never;
-  addSignalListener(signal: string, handler: () => void): void;
-  removeSignalListener(signal: string, handler: () => void): void;
-  cwd(): string;
-  readDir(path: string): AsyncIterable<{ name: string; isFile: boolean; isSymlink: boolean }>;
-  stat(path: string): Promise<{ mode: number | null; isDirectory: boolean }>;
-  readTextFile(path: string): Promise<string>;
-  consoleSize(): { columns: number; rows: number };
-  serve(
-    options: { hostname: string; port: number; onListen(): void },
-    handler: (request: Request) => Promise<Response>,
-  ): DenoHttpServer;
-  version: { deno: string };
-  stdin: { read(buffer: Uint8Array): Promise<number | null>; close(): void; isTerminal(): boolean };
-  stdout: DenoStdioFile;
-  stderr: DenoStdioFile;
-  Command: new (command: string, options: object) => { spawn(): DenoChild };
-}
-
-interface DenoStdioFile {
-  write(bytes: Uint8Array): Promise<number>;
-  writeSync(bytes: Uint8Array): number;
-  isTerminal(): boolean;
-}
-
-// Bun's own API, as far as mcp.ts uses it.
-interface BunApi {
-  version: string;
-  stdin: { stream(): ReadableStream<Uint8Array> };
-  stdout: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
-  stderr: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
-  spawn(argv: string[], options: object): BunSubprocess;
-  serve(options: {
-    hostname: string;
-    port: number;
-    fetch(request: Request): Promise<Response>;
-    idleTimeout: number;
-    reusePort: boolean;
-    development: boolean;
-    error(error: Error): Response;
-  }): BunHttpServer;
-}
-
-/** Deno, when running on Deno. */
-const deno = (globalThis as { Deno?: DenoApi }).Deno;
-/** Bun, when running on Bun. */
-const bun = (globalThis as { Bun?: BunApi }).Bun;
-
-const encoder = new TextEncoder();
-
-// Node's process object, reached only where a Node API is needed: on Deno it is
-// built on first use and costs ~29 ms of start-up (as much again as Deno itself).
-// Bun and Node have it as a global; so does Deno 2.
-function proc(): NodeJS.Process {
-  return (globalThis as unknown as { process: NodeJS.Process }).process;
-}
-
-/** What every command needs from the process, from Deno's own API on Deno and from `process` elsewhere. */
-const sys = {
-  args: (): string[] => deno ? deno.args : proc().argv.slice(2),
-  env: (): Record<string, string | undefined> => deno ? deno.env.toObject() : proc().env,
-  platform: (): string => deno ? (deno.build.os === "windows" ? "win32" : deno.build.os) : proc().platform,
-  cwd: (): string => deno ? deno.cwd() : proc().cwd(),
-  setExitCode(code: number): void {
-    if (deno) deno.exitCode = code;
-    else proc().exitCode = code;
-  },
-  exit(code?: number): void {
-    if (deno) deno.exit(code);
-    else proc().exit(code);
-  },
-  /** Whether stdin is a terminal (a person typing). Costs ~10-20 ms on Bun (node:tty): ask off the start-up path. */
-  async stdinIsTerminal(): Promise<boolean> {
-    if (deno) return deno.stdin.isTerminal();
-    const { isatty } = await import("node:tty");
-    return isatty(0);
-  },
-  /** Listens for a signal; returns a function that stops listening. */
-  onSignal(signal: "SIGINT" | "SIGTERM", handler: () => void): () => void {
-    if (deno) {
-      deno.addSignalListener(signal, handler);
-      return () => deno.removeSignalListener(signal, handler);
-    }
-    proc().on(signal, handler);
-    return () => void proc().off(signal, handler);
-  },
-};
-
-/**
- * While serving, plugins run in this process, so two of their mistakes must not
- * end it: process.exit or Deno.exit throws a PluginExitError instead (the call
- * fails, serving goes on), and an error thrown outside any request (a timer, a
- * forgotten promise) is reported instead of being fatal. Returns a function that
- * undoes both. On Deno only Deno.exit is replaced: node:process's exit goes
- * through it, and touching `process` costs ~29 ms of start-up there.
- */
-function guardProcess(report: (error: unknown) => void): () => void {
-  const exitInstead = (code?: number): never => {
-    throw new PluginExitError(code);
-  };
-  if (deno) {
-    const exit = deno.exit;
-    const onError = (event: Event) => {
-      event.preventDefault();
-      report((event as ErrorEvent).error);
-    };
-    const onRejection = (event: Event) => {
-      event.preventDefault();
-      report((event as PromiseRejectionEvent).reason);
-    };
-    deno.exit = exitInstead;
-    globalThis.addEventListener("error", onError);
-    globalThis.addEventListener("unhandledrejection", onRejection);
-    return () => {
-      deno.exit = exit;
-      globalThis.removeEventListener("error", onError);
-      globalThis.removeEventListener("unhandledrejection", onRejection);
-    };
-  }
-  const node = proc();
-  const exit = node.exit;
-  node.exit = exitInstead;
-  node.on("uncaughtException", report);
-  node.on("unhandledRejection", report);
-  return () => {
-    node.exit = exit;
-    node.off("uncaughtException", report);
-    node.off("unhandledRejection", report);
-  };
-}
-
-/**
- * Keeps plugins' output off the protocol stream while serving on stdout: their
- * console.log/info/debug/warn and process.stdout.write go to `io.stderr`.
- * Returns the sink the protocol writes to (the real stdout) and a function that
- * undoes it. `serve()` calls it when it owns the process's stdout; the CLI calls
- * it before loading plugins, whose top level may print too.
- */
-export function guardProcessStdout(io: { stdout: OutputSink; stderr: OutputSink }): {
-  protocol: OutputSink;
-  restore(): void;
-} {
-  const saved = { log: console.log, info: console.info, debug: console.debug, warn: console.warn };
-  const toStderr = (...data: unknown[]) => console.error(...data);
-  console.log =
-    console.info =
-    console.debug =
-    console.warn =
-      toStderr;
-  // process.stdout.write from a plugin (Node's console uses it too) goes to stderr.
-  const redirectWrite = (chunk: string | Uint8Array, ...rest: unknown[]) => {
-    io.stderr.write(chunk);
-    const callback = rest.find((item) => typeof item === "function") as (() => void) | undefined;
-    callback?.();
-    return true;
-  };
-  const stdout = io.stdout;
-  if (stdout.native) {
-    // The protocol has its own sink (bound to the real stdout), so the process's
-    // stdout is the plugins' alone: make it stderr.
-    if (deno) {
-      // Deno's node:process stdout writes through these methods: swapping them
-      // guards plugins without building node:process (~29 ms of start-up).
-      const { stdout: out, stderr: err } = deno;
-      out.write = (bytes) => err.write(bytes);
-      out.writeSync = (bytes) => err.writeSync(bytes);
-    } else {
-      // Bun: without reading process.stdout first, which builds its stream (~25 ms).
-      const node = proc();
-      Object.defineProperty(node, "stdout", { configurable: true, enumerable: true, get: () => node.stderr });
-    }
-    return { protocol: stdout, restore: () => void Object.assign(console, saved) };
-  }
-  // Node: keep the real write for the protocol.
-  const node = stdout as Writable;
-  const realWrite = node.write;
-  const protocol = {
-    write: realWrite.bind(node),
-    once: (event: string, listener: () => void) => node.once(event, listener),
-    on: (event: string, listener: () => void) => node.on(event, listener),
-  } as unknown as OutputSink;
-  node.write = redirectWrite as typeof node.write;
-  return {
-    protocol,
-    restore() {
-      Object.assign(console, saved);
-      node.write = realWrite;
-    },
-  };
-}
-
-// The file-system calls mcp.ts makes (plugins, configs, PATH). On Deno they use
-// Deno's own API: node:fs, node:path and node:url cost ~40 ms of its start-up,
-// Deno.readDir ~1 ms.
-interface Files {
-  /** Names of the files (and links) in a directory. */
-  list(dir: string): Promise<string[]>;
-  mode(path: string): Promise<number>;
-  /** What is at a path (following links): undefined when nothing is. */
-  kind(path: string): Promise<"file" | "directory" | undefined>;
-  readText(path: string): Promise<string>;
-}
-
-function kindOf(isDirectory: Promise<boolean>): Promise<"file" | "directory" | undefined> {
-  return isDirectory.then((directory) => directory ? "directory" : "file", (error) => {
-    if ((error as { code?: string }).code === "ENOENT") return undefined;
-    throw error; // e.g. Deno without --allow-read: a hint, not "no such directory"
-  });
-}
-
-async function files(): Promise<Files> {
-  if (deno) {
-    return {
-      async list(dir) {
-        const names: string[] = [];
-        for await (const entry of deno.readDir(dir)) if (entry.isFile || entry.isSymlink) names.push(entry.name);
-        return names;
-      },
-      mode: async (path) => (await deno.stat(path)).mode ?? 0,
-      kind: (path) => kindOf(deno.stat(path).then((info) => info.isDirectory)),
-      readText: (path) => deno.readTextFile(path),
-    };
-  }
-  const { readdir, readFile, stat } = await import("node:fs/promises");
-  return {
-    list: async (dir) =>
-      (await readdir(dir, { withFileTypes: true }))
-        .filter((entry) => entry.isFile() || entry.isSymbolicLink())
-        .map((entry) => entry.name),
-    mode: async (path) => (await stat(path)).mode,
-    kind: (path) => kindOf(stat(path).then((info) => info.isDirectory())),
-    readText: (path) => readFile(path, "utf8"),
-  };
-}
-
-// Small path helpers, so that neither node:path nor node:url is needed (start-up
-// time on Deno). Paths stay as given: the OS resolves any "..".
-function joinPath(dir: string, name: string): string {
-  const rest = name.replace(/^\.[\\/]/, "");
-  if (rest === "." || rest === "") return dir;
-  if (/^[\\/]+$/.test(dir)) return `/${rest}`;
-  const base = dir.replace(/[\\/]+$/, "").replace(/^\.[\\/]/, "");
-  return base === "." || base === "" ? rest : `${base}/${rest}`;
-}
-
-function isAbsolutePath(path: string): boolean {
-  return path.startsWith("/") || /^[A-Za-z]:[\\/]/.test(path) || path.startsWith("\\\\");
-}
-
-/** `path` against `base` (default the working directory), made absolute. */
-function resolvePath(path: string, base?: string): string {
-  if (isAbsolutePath(path)) return path;
-  const from = base === undefined ? sys.cwd() : resolvePath(base);
-  return joinPath(from, path);
-}
-
-function dirnameOf(path: string): string {
-  const slash = Math.max(path.lastIndexOf("/"), path.lastIndexOf("\\"));
-  return slash > 0 ? path.slice(0, slash) : slash === 0 ? "/" : ".";
-}
-
-function basenameOf(path: string): string {
-  return path.slice(Math.max(path.lastIndexOf("/"), path.lastIndexOf("\\")) + 1);
-}
-
-function fileUrl(path: string): string {
-  const slashed = path.replace(/\\/g, "/");
-  return "file://" + encodeURI(slashed.startsWith("/") ? slashed : `/${slashed}`).replace(/[?#]/g, encodeURIComponent);
-}
-
-function extensionOf(name: string): string {
-  const dot = name.lastIndexOf(".");
-  return dot > 0 ? name.slice(dot) : "";
-}
-
-// --- 3b. Streams: our stdout and stderr, bytes in ---
-
-/** Something bytes can be written to: a Node-style writable stream is one. */
-export interface ByteSink {
-  write(chunk: string | Uint8Array, callback?: (error?: Error | null) => void): boolean;
-}
-
-/** An output to write to: a Node-style stream, or a runtime's own stdout/stderr. */
-export interface OutputSink extends ByteSink {
-  once?(event: "drain", listener: () => void): unknown;
-  on?(event: "error", listener: (error: Error) => void): unknown;
-  readonly isTTY?: boolean;
-  /** The terminal's width, when it is one. */
-  readonly columns?: number;
-  /** Set on the runtime's own stdout/stderr, which need no Node stream. */
-  readonly native?: boolean;
-  /** Resolves once everything written so far has been handed to the OS. */
-  drained?(): Promise<void>;
-}
-
-// A native sink reports backpressure past this many queued bytes.
-const SINK_HIGH_WATER = 1024 * 1024;
-// Our stderr (logs, -v, --trace) drops writes past this many queued bytes and counts them: a
-// server flooding notifications must not grow us without bound (Deno queued 3.9 GB in 25 s).
-const STDERR_DROP_BYTES = 4 * 1024 * 1024;
-const droppedNote = (count: number) => `mcp: ${count} line(s) of output dropped: stderr could not keep up\n`;
-
-/**
- * The process's stdout (1) or stderr (2) through the runtime's own API, or
- * undefined on Node. On Bun, touching process.stdout or process.stderr costs
- * ~25 ms of start-up (their Node streams are built lazily); Bun.stdout.writer()
- * costs ~1 ms. On Deno, Deno.stdout skips the node:stream layer as well.
- */
-export function nativeSink(fd: 1 | 2): OutputSink | undefined {
-  const name = fd === 1 ? "stdout" : "stderr";
-  let writeNow: (chunk: string | Uint8Array) => unknown;
-  let isTerminal: () => boolean;
-  let columns: () => number | undefined;
-  if (bun) {
-    const writer = bun[name].writer();
-    writeNow = (chunk) => {
-      writer.write(chunk);
-      return writer.flush();
-    };
-    isTerminal = () => proc()[name].isTTY === true; // only asked when there is something to fit
-    columns = () => proc()[name].columns;
-  } else if (deno) {
-    const file = deno[name];
-    // Bound now: serve points Deno.stdout's methods at stderr to guard the protocol from plugins.
-    const write = file.write.bind(file);
-    writeNow = async (chunk) => {
-      let bytes = typeof chunk === "string" ? encoder.encode(chunk) : chunk;
-      while (bytes.length > 0) bytes = bytes.subarray(await write(bytes));
-    };
-    isTerminal = () => file.isTerminal();
-    columns = () => {
-      try {
-        return deno.consoleSize().columns;
-      } catch {
-        return undefined; // not a terminal
-      }
-    };
-  } else {
-    return undefined;
-  }
-  let chain: Promise<unknown> = Promise.resolve();
-  let queued = 0;
-  let failed = false;
-  let dropped = 0; // stderr writes not made since the queue was last empty
-  const dropAbove = fd === 2 ? STDERR_DROP_BYTES : Infinity;
-  const drainers: (() => void)[] = [];
-  const errorListeners: ((error: Error) => void)[] = [];
-  return {
-    native: true,
-    get isTTY() {
-      return isTerminal();
-    },
-    get columns() {
-      return columns();
-    },
-    write(chunk, callback) {
-      if (failed) {
-        // Dropped, but whoever waits for it must not wait forever.
-        if (callback) queueMicrotask(callback);
-        return true;
-      }
-      const size = chunk.length;
-      if (queued + size > dropAbove) {
-        dropped++;
-        if (callback) queueMicrotask(callback);
-        return false;
-      }
-      queued += size;
-      // Writes stay in order: each starts when the one before has been handed over.
-      chain = chain.then(() => writeNow(chunk)).then(() => {
-        queued -= size;
-        if (queued === 0 && dropped > 0) {
-          const note = droppedNote(dropped);
-          dropped = 0;
-          queued += note.length;
-          chain = chain.then(() => writeNow(note)).then(() => queued -= note.length, noop);
-        }
-        callback?.();
-        if (queued < SINK_HIGH_WATER) { for (const drain of drainers.splice(0)) drain(); }
-      }, (error) => {
-        if (!failed) {
-          failed = true; // a closed pipe (EPIPE): tell the listeners once, drop the rest
-          for (const listener of errorListeners) listener(error);
-        }
-        callback?.();
-      });
-      return queued < SINK_HIGH_WATER;
-    },
-    once(event, listener) {
-      if (event === "drain") drainers.push(listener);
-    },
-    on(event, listener) {
-      if (event === "error") errorListeners.push(listener);
-    },
-    drained: () => chain.then(noop, noop),
-  };
-}
-
-let stderrSink: OutputSink | undefined;
-/** The process's stderr, made once: bounded (writes past a backlog are dropped and counted). */
-function ownStderr(): OutputSink {
-  return stderrSink ??= nativeSink(2) ?? droppingSink(proc().stderr);
-}
-
-/**
- * Node's stderr, dropping (and counting) writes while more than STDERR_DROP_BYTES wait to go out: a pipe that
- * is not read queued without bound (a flood of -v logs: 703 MB on Node 22.23).
- */
-function droppingSink(stream: NodeJS.WriteStream): OutputSink {
-  let dropped = 0;
-  return {
-    get isTTY() {
-      return stream.isTTY;
-    },
-    get columns() {
-      return stream.columns;
-    },
-    write(chunk, callback) {
-      if (stream.writableLength <= STDERR_DROP_BYTES) return stream.write(chunk, callback);
-      if (dropped++ === 0) {
-        stream.once("drain", () => {
-          stream.write(droppedNote(dropped));
-          dropped = 0;
-        });
-      }
-      if (callback) queueMicrotask(callback);
-      return false;
-    },
-    once: (event, listener) => stream.once(event, listener),
-    on: (event, listener) => stream.on(event, listener),
-  };
-}
-
-/** Where a server's bytes come from. */
-interface ByteSource {
-  start(onData: (chunk: Uint8Array) => void, onEnd: () => void): void;
-  pause(): void;
-  resume(): void;
-  /** Stops reading for good (a pending read must not keep the process alive). */
-  stop(): void;
-}
-
-// `owned`: the stream is the process's stdin, ours to destroy when done so it cannot hold the process open.
-function streamSource(stream: Readable, owned = false): ByteSource {
-  let onData: ((chunk: Uint8Array | string) => void) | undefined;
-  let onEnd: (() => void) | undefined;
-  return {
-    start(data, end) {
-      onData = (chunk) => data(typeof chunk === "string" ? encoder.encode(chunk) : chunk);
-      onEnd = end;
-      stream.on("data", onData);
-      stream.on("end", end);
-      stream.on("error", end);
-    },
-    pause: () => void stream.pause(),
-    resume: () => void stream.resume(),
-    stop() {
-      if (onData) stream.off("data", onData);
-      if (onEnd) stream.off("end", onEnd);
-      stream.pause();
-      if (owned) stream.destroy();
-    },
-  };
-}
-
-// A source that pulls chunks with `read` (null at the end) and can `cancel` a pending read.
-function pullSource(open: () => { read(): Promise<Uint8Array | null>; cancel(): void }): ByteSource {
-  let pull: ReturnType<typeof open> | undefined;
-  let stopped = false;
-  let paused: Promise<void> | undefined;
-  let unpause: (() => void) | undefined;
-  return {
-    start(onData, onEnd) {
-      pull = open();
-      (async () => {
-        try {
-          while (!stopped) {
-            if (paused) await paused;
-            const chunk = await pull!.read();
-            if (chunk === null || stopped) break;
-            onData(chunk); // FrameReader copies what it keeps
-          }
-        } catch {
-          // a read error ends the input, as EOF does
-        }
-        if (!stopped) onEnd();
-      })();
-    },
-    pause() {
-      paused ??= new Promise((resolve) => unpause = resolve);
-    },
-    resume() {
-      unpause?.();
-      paused = unpause = undefined;
-    },
-    stop() {
-      stopped = true;
-      this.resume();
-      try {
-        pull?.cancel(); // ends a pending read, which would keep the process alive
-      } catch {
-        // already closed
-      }
-    },
-  };
-}
-
-/**
- * The process's stdin through the runtime's own API, or undefined on Node.
- * Deno's node:process stdin makes a Buffer and stream bookkeeping per chunk whose
- * garbage lags behind (144 MB peak RSS while skipping 64 MiB lines); Deno.stdin
- * read into one reused buffer makes none. On Bun, building process.stdin costs
- * ~25 ms of start-up; Bun.stdin.stream() ~1 ms.
- */
-function nativeStdinSource(): ByteSource | undefined {
-  if (deno) {
-    return pullSource(() => {
-      const buffer = new Uint8Array(64 * 1024);
-      return {
-        read: async () => {
-          const count = await deno.stdin.read(buffer);
-          return count === null ? null : buffer.subarray(0, count);
-        },
-        cancel: () => deno.stdin.close(),
-      };
-    });
-  }
-  if (bun) {
-    return pullSource(() => {
-      const reader = bun.stdin.stream().getReader();
-      return {
-        read: async () => {
-          const { done, value } = await reader.read();
-          return done ? null : value;
-        },
-        cancel: () => void reader.cancel().catch(noop),
-      };
-    });
-  }
-  return undefined;
-}
-
-// --- 3c. Child processes ---
-
-function killGroup(
-  child: { pid?: number; kill(signal: "SIGTERM" | "SIGKILL"): unknown },
-  signal: "SIGTERM" | "SIGKILL",
-): void {
-  try {
-    // The whole group: a wrapper (npx, a shell) must not leave its server behind.
-    if (sys.platform() === "win32" || !child.pid) throw new Error("no process group");
-    proc().kill(-child.pid, signal);
-  } catch {
-    try {
-      child.kill(signal);
-    } catch {
-      // already gone
-    }
-  }
-}
-
-/** A spawned server process, whatever spawned it. */
-interface ChildHandle {
-  write(text: string): void;
-  /** Closes its stdin. */
-  end(): void;
-  /** Signals it (and, where it has one of its own, its process group). */
-  kill(signal: "SIGTERM" | "SIGKILL"): void;
-}
-
-/** What a spawned process reports. */
-interface ChildEvents {
-  stdout(chunk: Uint8Array): void;
-  stderr(chunk: Uint8Array): void;
-  /** After its stdout and stderr have ended; `code` is null when a signal ended it. */
-  exit(code: number | null, signal: string | null): void;
-}
-
-// Bun.spawn's subprocess, as far as mcp.ts uses it.
-interface BunSubprocess {
-  pid: number;
-  stdin: { write(text: string): unknown; flush(): unknown; end(): unknown };
-  stdout: AsyncIterable<Uint8Array>;
-  stderr: AsyncIterable<Uint8Array>;
-  exited: Promise<number>;
-  exitCode: number | null;
-  signalCode: string | null;
-  kill(signal?: string): void;
-}
-
-// A Deno.Command child, as far as mcp.ts uses it.
-interface DenoChild {
-  pid: number;
-  stdin: WritableStream<Uint8Array>;
-  stdout: AsyncIterable<Uint8Array>;
-  stderr: AsyncIterable<Uint8Array>;
-  status: Promise<{ code: number; signal: string | null }>;
-  kill(signal?: string): void;
-}
-
-async function pump(stream: AsyncIterable<Uint8Array>, onChunk: (chunk: Uint8Array) => void): Promise<void> {
-  try {
-    for await (const chunk of stream) onChunk(chunk);
-  } catch {
-    // a stream that breaks has ended
-  }
-}
-
-/** Where `command` is on PATH: a file with an execute bit, or on Windows one with a PATHEXT extension. */
-async function findOnPath(
-  command: string,
-  env: Record<string, string | undefined>,
-  platform = sys.platform(),
-): Promise<string | undefined> {
-  const fs = await files();
-  const windows = platform === "win32";
-  const dirs = (env.PATH ?? env.Path ?? "").split(windows ? ";" : ":").filter(Boolean);
-  const pathExt = (env.PATHEXT ?? ".COM;.EXE;.BAT;.CMD").split(";").filter(Boolean);
-  // `npx` on Windows is npx.cmd (the extensionless npx beside it is a shell script).
-  const extensions = !windows
-    ? [""]
-    : pathExt.some((ext) => command.toLowerCase().endsWith(ext.toLowerCase()))
-    ? [""]
-    : pathExt.map((ext) => ext.toLowerCase());
-  for (const dir of dirs) {
-    for (const extension of extensions) {
-      const path = joinPath(dir, command + extension);
-      try {
-        // An execute bit (Windows has none: there the extension says it).
-        if (windows ? (await fs.kind(path)) === "file" : ((await fs.mode(path)) & 0o111) !== 0) return path;
-      } catch {
-        // not here
-      }
-    }
-  }
-  return undefined;
-}
-
-/**
- * What to spawn on Windows for a command line: Bun's and Deno's spawn do not
- * look `npx` up as npx.cmd, and a .cmd or .bat file runs only under cmd.exe.
- * Words are quoted for cmd.exe; the caller passes them verbatim.
- * @internal
- */
-export async function windowsCommand(
-  command: string,
-  args: string[],
-  env: Record<string, string | undefined>,
-): Promise<{ command: string; args: string[]; verbatim: boolean }> {
-  const path = /[\\/]/.test(command) ? command : await findOnPath(command, env, "win32") ?? command;
-  if (!/\.(cmd|bat)$/i.test(path)) return { command: path, args, verbatim: false };
-  const quote = (word: string) => /^[\w\-.:\\/=@+,]+$/.test(word) ? word : `"${word.replace(/"/g, '""')}"`;
-  return {
-    command: env.ComSpec ?? env.COMSPEC ?? "cmd.exe",
-    args: ["/d", "/s", "/c", `"${[path, ...args].map(quote).join(" ")}"`],
-    verbatim: true,
-  };
-}
-
-/**
- * Spawns a command with piped stdio, without a shell; throws (code ENOENT) when
- * it does not exist. On Bun and Deno their own spawn is used: node:child_process
- * costs ~30 ms (Bun) and ~38 ms (Deno) to load and use, against ~1-2 ms, and that
- * is most of a one-shot `call`. On every runtime the child gets a session and
- * process group of its own (`detached`), so a signal reaches what a wrapper (npx)
- * started, and a terminal's Ctrl-C reaches only us: we stop the server in order.
- */
-async function spawnChild(
-  command: string,
-  args: string[],
-  options: { cwd?: string; env: Record<string, string> },
-  events: ChildEvents,
-): Promise<ChildHandle> {
-  let verbatim = false;
-  if (sys.platform() === "win32") ({ command, args, verbatim } = await windowsCommand(command, args, options.env));
-  if (bun) {
-    const child = bun.spawn([command, ...args], {
-      ...options,
-      stdin: "pipe",
-      stdout: "pipe",
-      stderr: "pipe",
-      detached: sys.platform() !== "win32",
-      windowsVerbatimArguments: verbatim,
-    });
-    Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.exited])
-      .then(() => events.exit(child.signalCode ? null : child.exitCode, child.signalCode));
-    return {
-      write(text) {
-        try {
-          child.stdin.write(text);
-          child.stdin.flush();
-        } catch {
-          // it is gone: its exit says so
-        }
-      },
-      end: () => void Promise.resolve().then(() => child.stdin.end()).catch(noop),
-      kill: (signal) => killGroup(child, signal),
-    };
-  }
-  if (deno) {
-    const child = new deno.Command(command, {
-      ...options,
-      args,
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-      detached: sys.platform() !== "win32",
-      windowsRawArguments: verbatim,
-    })
-      .spawn();
-    const writer = child.stdin.getWriter();
-    Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.status])
-      .then(([, , status]) => events.exit(status.signal ? null : status.code, status.signal));
-    return {
-      write: (text) => void writer.write(encoder.encode(text)).catch(noop),
-      end: () => void writer.close().catch(noop),
-      kill: (signal) => killGroup(child, signal),
-    };
-  }
-  const { spawn } = await import("node:child_process");
-  const child = spawn(command, args, {
-    ...options,
-    stdio: ["pipe", "pipe", "pipe"],
-    // Its own process group, so shutdown reaches what it spawned (npx → node).
-    detached: sys.platform() !== "win32",
-    windowsVerbatimArguments: verbatim,
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.once("spawn", resolve);
-    child.once("error", reject);
-  });
-  child.stdout!.on("data", events.stdout);
-  child.stderr!.on("data", events.stderr);
-  child.stdin!.on("error", noop); // EPIPE when it dies: its exit says so
-  child.on("error", noop); // a later error (a failed kill) must not crash us; its exit says the rest
-  child.on("close", (code, signal) => events.exit(code, signal));
-  return {
-    write: (text) => void child.stdin!.write(text),
-    end: () => void child.stdin!.end(),
-    kill: (signal) => killGroup(child, signal),
-  };
-}
-
-// --- 3d. Listening for HTTP; the watchdog ---
-
-/**
- * What tells a fetch handler that its client went away before an answer: the
- * request's signal, except on Deno, where reading it prints a "legacy
- * behavior" warning on stderr (Deno 2.9.6, 2026-11-23) and it also aborts after
- * every successful response. There a closed SSE stream still cancels its request.
- */
-function disconnectSignal(request: Request): AbortSignal | undefined {
-  return deno ? undefined : request.signal;
-}
-
-/** A listening HTTP server, as {@linkcode listenHttp} returns it. */
-export interface HttpListener {
-  hostname: string;
-  port: number;
-  /** Stops accepting connections; resolves once the open ones are closed (`force`: at once). */
-  close(force?: boolean): Promise<void>;
-}
-
-// Deno.serve and Bun.serve, as far as mcp.ts uses them.
-interface DenoHttpServer {
-  addr: { port: number };
-  shutdown(): Promise<void>;
-}
-interface BunHttpServer {
-  port: number;
-  stop(closeActiveConnections?: boolean): unknown;
-}
-
-// --- The watchdog: a plugin stuck in a synchronous loop ends the process ---
-// Module tools run on our event loop: one stuck in `for (;;)` stops every client, /health and every
-// timer, so nothing on that loop can notice. A worker thread can: the loop beats into shared memory
-// every second; when the beat stops for the limit, the worker writes one line naming the tools in
-// flight straight to fd 2 and SIGKILLs the process (a signal handler would need the stuck loop), so a
-// supervisor restarts it. Terminating the stuck tool alone would need every module tool in a worker
-// of its own: a structured clone of arguments and results per call, and no shared module state.
-// Measured: Deno 2.9.6, Bun 1.4.4, Node 22.23, 2026-11-25 (testdata/stuck/spin.ts).
-
-const WATCHDOG_SLOTS = 4096; // tools counted by slot; more than this share the last
-const WATCHDOG_BEAT_MS = 1_000;
-// The watchdog's limit is the tool timeout plus this: a call past its timeout was due an answer by then.
-const WATCHDOG_MARGIN_MS = 2_000;
-const WATCHDOG_SOURCE = `
-const { workerData, parentPort } = require("node:worker_threads");
-const { writeSync } = require("node:fs");
-const counts = new Int32Array(workerData.shared);
-const names = workerData.names;
-parentPort.on("message", (message) => { names[message.slot] = message.name; });
-let last = -1, since = Date.now();
-setInterval(() => {
-  const beat = Atomics.load(counts, 0);
-  if (beat !== last) { last = beat; since = Date.now(); return; }
-  if (Date.now() - since < workerData.limitMs) return;
-  const stuck = [];
-  for (let i = 2; i < counts.length; i++) if (Atomics.load(counts, i) > 0) stuck.push(JSON.stringify(names[i] ?? "?"));
-  const newest = names[Atomics.load(counts, 1)];
-  const which = stuck.length === 1 ? "tool " + stuck[0] : stuck.length > 1 ? "one of the tools " + stuck.join(", ") +
-    (newest ? " (the last started: " + JSON.stringify(newest) + ")" : "") : "plugin code";
-  writeSync(2, "mcp: " + which + " has blocked the server for " + Math.round((Date.now() - since) / 1000) +
-    " s (a synchronous loop?): ending the process so that it can be restarted\\n");
-  process.kill(process.pid, "SIGKILL");
-}, 250);
-`;
-
-/** Counts the calls in flight per tool for the watchdog; `wrap` a tool's run to be counted. @internal */
-export interface Watchdog {
-  wrap(name: string, run: (args: unknown, ctx: ToolContext) => unknown): (args: unknown, ctx: ToolContext) => unknown;
-  /** Starts watching (off the start-up path: node:worker_threads costs ~22 ms on Deno); the first call does too. */
-  start(): void;
-  stop(): void;
-}
-
-/**
- * The watchdog of a server whose event loop must not stop for `limitMs` (a
- * tool's timeout plus a margin); it counts at once and watches from `start()`.
- * @internal
- */
-export function watchdog(limitMs: number): Watchdog {
-  const shared = new SharedArrayBuffer(4 * (WATCHDOG_SLOTS + 2));
-  const counts = new Int32Array(shared); // [0] the beat, [1] the slot started last, [2…] calls in flight per slot
-  const names: string[] = [];
-  const slots = new Map<string, number>();
-  let worker: import("node:worker_threads").Worker | undefined;
-  let beat: ReturnType<typeof setInterval> | undefined;
-  let stopped = false;
-  const start = () => {
-    if (stopped || worker) return;
-    let Worker: typeof import("node:worker_threads").Worker;
-    try {
-      // Synchronous: the first call may be the stuck one, and a stuck loop never resumes an await.
-      ({ Worker } = proc().getBuiltinModule("node:worker_threads") as typeof import("node:worker_threads"));
-      worker = new Worker(WATCHDOG_SOURCE, { eval: true, workerData: { shared, limitMs, names } });
-    } catch {
-      stopped = true; // no workers here: nothing watches
-      return;
-    }
-    worker.unref();
-    worker.on("error", noop);
-    beat = setInterval(() => counts[0]++, WATCHDOG_BEAT_MS);
-    (beat as { unref?: () => void }).unref?.();
-  };
-  return {
-    start,
-    wrap(name, run) {
-      let slot = slots.get(name);
-      if (slot === undefined) {
-        slot = Math.min(slots.size + 2, WATCHDOG_SLOTS + 1);
-        slots.set(name, slot);
-        names[slot] = slot === WATCHDOG_SLOTS + 1 ? "one of several" : name;
-        worker?.postMessage({ slot, name: names[slot] });
-      }
-      const at = slot;
-      // Plain writes, not Atomics: this thread is the only writer, and the worker's loads need only see them
-      // eventually (an aligned Int32 does not tear). Atomics cost 30-70 ns a call here.
-      const release = () => void counts[at]--; // one per tool: nothing made per call
-      return (args, ctx) => {
-        if (!worker) start();
-        counts[at]++;
-        counts[1] = at;
-        let result: unknown;
-        try {
-          result = run(args, ctx);
-        } catch (error) {
-          release();
-          throw error;
-        }
-        if (result instanceof Promise) result.then(release, release); // the caller still gets `result` itself
-        else release();
-        return result;
-      };
-    },
-    stop() {
-      stopped = true;
-      clearInterval(beat);
-      void worker?.terminate();
-    },
-  };
-}
-
-// The Node adapter reads a body up to this size whole; a bigger one goes to the handler as a stream.
-const NODE_WHOLE_BODY_BYTES = 1024 * 1024;
-
-/**
- * Puts a fetch handler on a TCP port with the runtime's own server:
- * Deno.serve, Bun.serve (its 10 s idle timeout off, for long SSE streams), or
- * node:http through a small Request/Response adapter.
- */
-export async function listenHttp(
-  handler: (request: Request) => Promise<Response>,
-  options: { hostname: string; port: number },
-): Promise<HttpListener> {
-  const { hostname, port } = options;
-  if (deno) {
-    const server = deno.serve({ hostname, port, onListen: noop }, handler);
-    let closing: Promise<void> | undefined;
-    return { hostname, port: server.addr.port, close: () => closing ??= server.shutdown() };
-  }
-  if (bun) {
-    // development: false and our own error answer: Bun's error page shows paths and source to the caller.
-    // reusePort: false, said out loud: Bun 1.4.4 on Linux otherwise lets a second server bind a busy port, and
-    // the kernel splits the connections between them.
-    const server = bun.serve({
-      hostname,
-      port,
-      fetch: handler,
-      idleTimeout: 0,
-      reusePort: false,
-      development: false,
-      error: () => new Response("Internal Server Error\n", { status: 500 }),
-    });
-    return {
-      hostname,
-      port: server.port,
-      close: async (force) => void await server.stop(force === true),
-    };
-  }
-  const { createServer } = await import("node:http");
-  const { Readable } = await import("node:stream");
-  const server = createServer(async (req, res) => {
-    const aborted = new AbortController();
-    // The client went away: only if the answer was not all written.
-    res.on("close", () => res.writableFinished || aborted.abort());
-    const headers = new Headers();
-    for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i], req.rawHeaders[i + 1]);
-    let body: BodyInit | undefined;
-    if (req.method !== "GET" && req.method !== "HEAD") {
-      const length = Number(req.headers["content-length"] ?? NaN);
-      // A small body of known length is read whole: cheaper than a web stream per request. A big one
-      // streams, so the handler's cap applies before it is all in memory.
-      if (!(length <= NODE_WHOLE_BODY_BYTES)) body = Readable.toWeb(req) as ReadableStream<Uint8Array>;
-      else {
-        const chunks: Uint8Array[] = [];
-        let size = 0;
-        try {
-          for await (const chunk of req) {
-            chunks.push(chunk);
-            size += chunk.length;
-          }
-        } catch {
-          size = -1; // the connection ended inside the body
-        }
-        if (size < length) {
-          return void res.writeHead(400, { "content-type": "text/plain" }).end("Bad Request: the body ended short\n");
-        }
-        body = concatBytes(chunks, size) as Uint8Array<ArrayBuffer>;
-      }
-    }
-    let response: Response;
-    try {
-      const url = `http://${req.headers.host ?? `${hostname}:${port}`}${req.url ?? "/"}`;
-      response = await handler(
-        new Request(url, { method: req.method, headers, body, duplex: "half", signal: aborted.signal } as RequestInit),
-      );
-    } catch (error) {
-      response = new Response(`Internal Server Error: ${errorMessage(error)}\n`, { status: 500 });
-    }
-    res.writeHead(response.status, Object.fromEntries(response.headers));
-    if (!response.body) return void res.end();
-    if (response.headers.get("content-type") !== "text/event-stream") {
-      return void res.end(new Uint8Array(await response.arrayBuffer()));
-    }
-    res.flushHeaders(); // an SSE client should see the headers before the first event
-    const reader = response.body.getReader();
-    res.on("close", () => void reader.cancel().catch(noop));
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        if (!res.write(value)) await new Promise((resolve) => res.once("drain", resolve));
-      }
-    } catch {
-      // the client went away
-    }
-    res.end();
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, hostname, () => resolve());
-  });
-  const address = server.address();
-  return {
-    hostname,
-    port: typeof address === "object" && address ? address.port : port,
-    close: (force) =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        if (force) server.closeAllConnections();
-      }),
-  };
-}
-
-// === 4. Framing ==============================================================
+// === 3. Framing ==============================================================
 // Bytes in, message texts out; message texts in, bytes out. The cap applies to
 // the line being read, and an over-long line is dropped as it streams past, so
 // memory stays bounded whatever arrives. Knows nothing of JSON.
@@ -1706,7 +711,7 @@ export class SseReader {
   }
 }
 
-// === 5. JSON-RPC peer ========================================================
+// === 4. JSON-RPC peer ========================================================
 // Checks incoming messages against JSON-RPC 2.0, dispatches requests and
 // notifications to the owner, matches responses to our own requests. Knows no
 // MCP methods and no streams: the owner hands in texts and a send function.
@@ -2010,7 +1015,7 @@ export class JsonRpcPeer {
   }
 }
 
-// === 6. Protocol eras ========================================================
+// === 5. Protocol eras ========================================================
 // The two ways a request can be spoken. Legacy (2024-11-05 … 2025-11-25): an
 // `initialize` handshake fixes the client's version and capabilities for the
 // connection. 2026-07-28: stateless, every request carries them in its `_meta`
@@ -2151,7 +1156,7 @@ export function modernClientView(params: JsonObject): ClientView {
   return { protocolVersion: version, capabilities, logLevel };
 }
 
-// === 7. Schema validation ====================================================
+// === 6. Schema validation ====================================================
 // The JSON Schema keywords tool input schemas use, checked without compiling.
 // Returns every violation as "<path> <rule> (<keyword>)"; never throws on a
 // schema it does not understand (unknown keywords are ignored, as the spec says).
@@ -2378,13 +1383,13 @@ function validatesAgainst(schema: unknown, value: unknown): boolean {
   return errors.length === 0;
 }
 
-// === 8. MCP server ===========================================================
+// === 7. MCP server ===========================================================
 // The server role over a JSON-RPC peer: lifecycle; tools (with validation),
 // resources, prompts and completion; cancellation, progress, logging and
 // timeouts for all plugin code. Pure protocol: it is handed a catalog and a send
 // function, and touches no files, streams or process.
 
-// --- 8a. What plugins write: tools, resources, prompts, the catalog ---
+// --- 7a. What plugins write: tools, resources, prompts, the catalog ---
 
 /** What a plugin function (`run`, `read`, `get`, `complete`) receives beside its input. */
 export interface ToolContext {
@@ -2666,7 +1671,7 @@ function addResource(catalog: Catalog, entry: Resource | ResourceTemplate): void
   else catalog.resources.push(entry);
 }
 
-// --- 8b. Options, results, the request context ---
+// --- 7b. Options, results, the request context ---
 
 /** Options of an {@linkcode McpServer}. */
 export interface ServerOptions {
@@ -2862,7 +1867,7 @@ class RequestContext implements ToolContext {
   }
 }
 
-// --- 8c. The core every connection shares; requestState ---
+// --- 7c. The core every connection shares; requestState ---
 
 // The reason a session closes by default: one shared Error, as an HTTP server closes a
 // session per request and a stack trace per close was 28% of its time (Deno 2.9.6, 2026-11-23).
@@ -3073,7 +2078,7 @@ export interface Job<T> {
   fail: (message: string) => unknown;
 }
 
-// --- 8d. The session: one connection's requests ---
+// --- 7d. The session: one connection's requests ---
 
 /**
  * One connection of an MCP server (a stdio process, a legacy HTTP session, or
@@ -3770,7 +2775,7 @@ export class McpServer {
   }
 }
 
-// --- 8e. What sessions share: answers' shapes, cursors ---
+// --- 7e. What sessions share: answers' shapes, cursors ---
 
 // Whether an inputResponses value has the shape of the answer to that kind of question;
 // anything else is asked again (mrtr.mdx: missing inputs get a new input_required).
@@ -3804,6 +2809,1006 @@ function decodeCursor(cursor: unknown, total: number): number {
     throw new RpcError(ErrorCode.InvalidParams, `Invalid params: unknown cursor ${JSON.stringify(cursor)}`);
   }
   return offset;
+}
+
+// === 8. Runtime ==============================================================
+// Everything above is the protocol alone: it touches no process, no Deno or Bun API and no node:
+// built-in, so it runs wherever a fetch handler or a pair of streams does.
+// The few things Deno, Bun and Node do differently, each behind one function:
+// process facts, files and paths, stdio, spawning. Each native path has a
+// measured reason (start-up time or memory, named beside it); Node, and
+// anything not named here, uses the node: built-ins.
+
+// --- 8a. The runtimes' own APIs, the process, files and paths ---
+
+// Deno's own API, as far as mcp.ts uses it.
+interface DenoApi {
+  args: string[];
+  env: { toObject(): Record<string, string> };
+  build: { os: string };
+  exitCode: number;
+  exit(code?: number): never;
+  addSignalListener(signal: string, handler: () => void): void;
+  removeSignalListener(signal: string, handler: () => void): void;
+  cwd(): string;
+  readDir(path: string): AsyncIterable<{ name: string; isFile: boolean; isSymlink: boolean }>;
+  stat(path: string): Promise<{ mode: number | null; isDirectory: boolean }>;
+  readTextFile(path: string): Promise<string>;
+  consoleSize(): { columns: number; rows: number };
+  serve(
+    options: { hostname: string; port: number; onListen(): void },
+    handler: (request: Request) => Promise<Response>,
+  ): DenoHttpServer;
+  version: { deno: string };
+  stdin: { read(buffer: Uint8Array): Promise<number | null>; close(): void; isTerminal(): boolean };
+  stdout: DenoStdioFile;
+  stderr: DenoStdioFile;
+  Command: new (command: string, options: object) => { spawn(): DenoChild };
+}
+
+interface DenoStdioFile {
+  write(bytes: Uint8Array): Promise<number>;
+  writeSync(bytes: Uint8Array): number;
+  isTerminal(): boolean;
+}
+
+// Bun's own API, as far as mcp.ts uses it.
+interface BunApi {
+  version: string;
+  stdin: { stream(): ReadableStream<Uint8Array> };
+  stdout: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
+  stderr: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
+  spawn(argv: string[], options: object): BunSubprocess;
+  serve(options: {
+    hostname: string;
+    port: number;
+    fetch(request: Request): Promise<Response>;
+    idleTimeout: number;
+    reusePort: boolean;
+    development: boolean;
+    error(error: Error): Response;
+  }): BunHttpServer;
+}
+
+/** Deno, when running on Deno. */
+const deno = (globalThis as { Deno?: DenoApi }).Deno;
+/** Bun, when running on Bun. */
+const bun = (globalThis as { Bun?: BunApi }).Bun;
+
+// Node's process object, reached only where a Node API is needed: on Deno it is
+// built on first use and costs ~29 ms of start-up (as much again as Deno itself).
+// Bun and Node have it as a global; so does Deno 2.
+function proc(): NodeJS.Process {
+  return (globalThis as unknown as { process: NodeJS.Process }).process;
+}
+
+/** What every command needs from the process, from Deno's own API on Deno and from `process` elsewhere. */
+const sys = {
+  args: (): string[] => deno ? deno.args : proc().argv.slice(2),
+  env: (): Record<string, string | undefined> => deno ? deno.env.toObject() : proc().env,
+  platform: (): string => deno ? (deno.build.os === "windows" ? "win32" : deno.build.os) : proc().platform,
+  cwd: (): string => deno ? deno.cwd() : proc().cwd(),
+  setExitCode(code: number): void {
+    if (deno) deno.exitCode = code;
+    else proc().exitCode = code;
+  },
+  exit(code?: number): void {
+    if (deno) deno.exit(code);
+    else proc().exit(code);
+  },
+  /** Whether stdin is a terminal (a person typing). Costs ~10-20 ms on Bun (node:tty): ask off the start-up path. */
+  async stdinIsTerminal(): Promise<boolean> {
+    if (deno) return deno.stdin.isTerminal();
+    const { isatty } = await import("node:tty");
+    return isatty(0);
+  },
+  /** Listens for a signal; returns a function that stops listening. */
+  onSignal(signal: "SIGINT" | "SIGTERM", handler: () => void): () => void {
+    if (deno) {
+      deno.addSignalListener(signal, handler);
+      return () => deno.removeSignalListener(signal, handler);
+    }
+    proc().on(signal, handler);
+    return () => void proc().off(signal, handler);
+  },
+};
+
+/**
+ * While serving, plugins run in this process, so two of their mistakes must not
+ * end it: process.exit or Deno.exit throws a PluginExitError instead (the call
+ * fails, serving goes on), and an error thrown outside any request (a timer, a
+ * forgotten promise) is reported instead of being fatal. Returns a function that
+ * undoes both. On Deno only Deno.exit is replaced: node:process's exit goes
+ * through it, and touching `process` costs ~29 ms of start-up there.
+ */
+function guardProcess(report: (error: unknown) => void): () => void {
+  const exitInstead = (code?: number): never => {
+    throw new PluginExitError(code);
+  };
+  if (deno) {
+    const exit = deno.exit;
+    const onError = (event: Event) => {
+      event.preventDefault();
+      report((event as ErrorEvent).error);
+    };
+    const onRejection = (event: Event) => {
+      event.preventDefault();
+      report((event as PromiseRejectionEvent).reason);
+    };
+    deno.exit = exitInstead;
+    globalThis.addEventListener("error", onError);
+    globalThis.addEventListener("unhandledrejection", onRejection);
+    return () => {
+      deno.exit = exit;
+      globalThis.removeEventListener("error", onError);
+      globalThis.removeEventListener("unhandledrejection", onRejection);
+    };
+  }
+  const node = proc();
+  const exit = node.exit;
+  node.exit = exitInstead;
+  node.on("uncaughtException", report);
+  node.on("unhandledRejection", report);
+  return () => {
+    node.exit = exit;
+    node.off("uncaughtException", report);
+    node.off("unhandledRejection", report);
+  };
+}
+
+/**
+ * Keeps plugins' output off the protocol stream while serving on stdout: their
+ * console.log/info/debug/warn and process.stdout.write go to `io.stderr`.
+ * Returns the sink the protocol writes to (the real stdout) and a function that
+ * undoes it. `serve()` calls it when it owns the process's stdout; the CLI calls
+ * it before loading plugins, whose top level may print too.
+ */
+export function guardProcessStdout(io: { stdout: OutputSink; stderr: OutputSink }): {
+  protocol: OutputSink;
+  restore(): void;
+} {
+  const saved = { log: console.log, info: console.info, debug: console.debug, warn: console.warn };
+  const toStderr = (...data: unknown[]) => console.error(...data);
+  console.log =
+    console.info =
+    console.debug =
+    console.warn =
+      toStderr;
+  // process.stdout.write from a plugin (Node's console uses it too) goes to stderr.
+  const redirectWrite = (chunk: string | Uint8Array, ...rest: unknown[]) => {
+    io.stderr.write(chunk);
+    const callback = rest.find((item) => typeof item === "function") as (() => void) | undefined;
+    callback?.();
+    return true;
+  };
+  const stdout = io.stdout;
+  if (stdout.native) {
+    // The protocol has its own sink (bound to the real stdout), so the process's
+    // stdout is the plugins' alone: make it stderr.
+    if (deno) {
+      // Deno's node:process stdout writes through these methods: swapping them
+      // guards plugins without building node:process (~29 ms of start-up).
+      const { stdout: out, stderr: err } = deno;
+      out.write = (bytes) => err.write(bytes);
+      out.writeSync = (bytes) => err.writeSync(bytes);
+    } else {
+      // Bun: without reading process.stdout first, which builds its stream (~25 ms).
+      const node = proc();
+      Object.defineProperty(node, "stdout", { configurable: true, enumerable: true, get: () => node.stderr });
+    }
+    return { protocol: stdout, restore: () => void Object.assign(console, saved) };
+  }
+  // Node: keep the real write for the protocol.
+  const node = stdout as Writable;
+  const realWrite = node.write;
+  const protocol = {
+    write: realWrite.bind(node),
+    once: (event: string, listener: () => void) => node.once(event, listener),
+    on: (event: string, listener: () => void) => node.on(event, listener),
+  } as unknown as OutputSink;
+  node.write = redirectWrite as typeof node.write;
+  return {
+    protocol,
+    restore() {
+      Object.assign(console, saved);
+      node.write = realWrite;
+    },
+  };
+}
+
+// The file-system calls mcp.ts makes (plugins, configs, PATH). On Deno they use
+// Deno's own API: node:fs, node:path and node:url cost ~40 ms of its start-up,
+// Deno.readDir ~1 ms.
+interface Files {
+  /** Names of the files (and links) in a directory. */
+  list(dir: string): Promise<string[]>;
+  mode(path: string): Promise<number>;
+  /** What is at a path (following links): undefined when nothing is. */
+  kind(path: string): Promise<"file" | "directory" | undefined>;
+  readText(path: string): Promise<string>;
+}
+
+function kindOf(isDirectory: Promise<boolean>): Promise<"file" | "directory" | undefined> {
+  return isDirectory.then((directory) => directory ? "directory" : "file", (error) => {
+    if ((error as { code?: string }).code === "ENOENT") return undefined;
+    throw error; // e.g. Deno without --allow-read: a hint, not "no such directory"
+  });
+}
+
+async function files(): Promise<Files> {
+  if (deno) {
+    return {
+      async list(dir) {
+        const names: string[] = [];
+        for await (const entry of deno.readDir(dir)) if (entry.isFile || entry.isSymlink) names.push(entry.name);
+        return names;
+      },
+      mode: async (path) => (await deno.stat(path)).mode ?? 0,
+      kind: (path) => kindOf(deno.stat(path).then((info) => info.isDirectory)),
+      readText: (path) => deno.readTextFile(path),
+    };
+  }
+  const { readdir, readFile, stat } = await import("node:fs/promises");
+  return {
+    list: async (dir) =>
+      (await readdir(dir, { withFileTypes: true }))
+        .filter((entry) => entry.isFile() || entry.isSymbolicLink())
+        .map((entry) => entry.name),
+    mode: async (path) => (await stat(path)).mode,
+    kind: (path) => kindOf(stat(path).then((info) => info.isDirectory())),
+    readText: (path) => readFile(path, "utf8"),
+  };
+}
+
+// Small path helpers, so that neither node:path nor node:url is needed (start-up
+// time on Deno). Paths stay as given: the OS resolves any "..".
+function joinPath(dir: string, name: string): string {
+  const rest = name.replace(/^\.[\\/]/, "");
+  if (rest === "." || rest === "") return dir;
+  if (/^[\\/]+$/.test(dir)) return `/${rest}`;
+  const base = dir.replace(/[\\/]+$/, "").replace(/^\.[\\/]/, "");
+  return base === "." || base === "" ? rest : `${base}/${rest}`;
+}
+
+function isAbsolutePath(path: string): boolean {
+  return path.startsWith("/") || /^[A-Za-z]:[\\/]/.test(path) || path.startsWith("\\\\");
+}
+
+/** `path` against `base` (default the working directory), made absolute. */
+function resolvePath(path: string, base?: string): string {
+  if (isAbsolutePath(path)) return path;
+  const from = base === undefined ? sys.cwd() : resolvePath(base);
+  return joinPath(from, path);
+}
+
+function dirnameOf(path: string): string {
+  const slash = Math.max(path.lastIndexOf("/"), path.lastIndexOf("\\"));
+  return slash > 0 ? path.slice(0, slash) : slash === 0 ? "/" : ".";
+}
+
+function fileUrl(path: string): string {
+  const slashed = path.replace(/\\/g, "/");
+  return "file://" + encodeURI(slashed.startsWith("/") ? slashed : `/${slashed}`).replace(/[?#]/g, encodeURIComponent);
+}
+
+// --- 8b. Streams: our stdout and stderr, bytes in ---
+
+/** Something bytes can be written to: a Node-style writable stream is one. */
+export interface ByteSink {
+  write(chunk: string | Uint8Array, callback?: (error?: Error | null) => void): boolean;
+}
+
+/** An output to write to: a Node-style stream, or a runtime's own stdout/stderr. */
+export interface OutputSink extends ByteSink {
+  once?(event: "drain", listener: () => void): unknown;
+  on?(event: "error", listener: (error: Error) => void): unknown;
+  readonly isTTY?: boolean;
+  /** The terminal's width, when it is one. */
+  readonly columns?: number;
+  /** Set on the runtime's own stdout/stderr, which need no Node stream. */
+  readonly native?: boolean;
+  /** Resolves once everything written so far has been handed to the OS. */
+  drained?(): Promise<void>;
+}
+
+// A native sink reports backpressure past this many queued bytes.
+const SINK_HIGH_WATER = 1024 * 1024;
+// Our stderr (logs, -v, --trace) drops writes past this many queued bytes and counts them: a
+// server flooding notifications must not grow us without bound (Deno queued 3.9 GB in 25 s).
+const STDERR_DROP_BYTES = 4 * 1024 * 1024;
+const droppedNote = (count: number) => `mcp: ${count} line(s) of output dropped: stderr could not keep up\n`;
+
+/**
+ * The process's stdout (1) or stderr (2) through the runtime's own API, or
+ * undefined on Node. On Bun, touching process.stdout or process.stderr costs
+ * ~25 ms of start-up (their Node streams are built lazily); Bun.stdout.writer()
+ * costs ~1 ms. On Deno, Deno.stdout skips the node:stream layer as well.
+ */
+export function nativeSink(fd: 1 | 2): OutputSink | undefined {
+  const name = fd === 1 ? "stdout" : "stderr";
+  let writeNow: (chunk: string | Uint8Array) => unknown;
+  let isTerminal: () => boolean;
+  let columns: () => number | undefined;
+  if (bun) {
+    const writer = bun[name].writer();
+    writeNow = (chunk) => {
+      writer.write(chunk);
+      return writer.flush();
+    };
+    isTerminal = () => proc()[name].isTTY === true; // only asked when there is something to fit
+    columns = () => proc()[name].columns;
+  } else if (deno) {
+    const file = deno[name];
+    // Bound now: serve points Deno.stdout's methods at stderr to guard the protocol from plugins.
+    const write = file.write.bind(file);
+    writeNow = async (chunk) => {
+      let bytes = typeof chunk === "string" ? encoder.encode(chunk) : chunk;
+      while (bytes.length > 0) bytes = bytes.subarray(await write(bytes));
+    };
+    isTerminal = () => file.isTerminal();
+    columns = () => {
+      try {
+        return deno.consoleSize().columns;
+      } catch {
+        return undefined; // not a terminal
+      }
+    };
+  } else {
+    return undefined;
+  }
+  let chain: Promise<unknown> = Promise.resolve();
+  let queued = 0;
+  let failed = false;
+  let dropped = 0; // stderr writes not made since the queue was last empty
+  const dropAbove = fd === 2 ? STDERR_DROP_BYTES : Infinity;
+  const drainers: (() => void)[] = [];
+  const errorListeners: ((error: Error) => void)[] = [];
+  return {
+    native: true,
+    get isTTY() {
+      return isTerminal();
+    },
+    get columns() {
+      return columns();
+    },
+    write(chunk, callback) {
+      if (failed) {
+        // Dropped, but whoever waits for it must not wait forever.
+        if (callback) queueMicrotask(callback);
+        return true;
+      }
+      const size = chunk.length;
+      if (queued + size > dropAbove) {
+        dropped++;
+        if (callback) queueMicrotask(callback);
+        return false;
+      }
+      queued += size;
+      // Writes stay in order: each starts when the one before has been handed over.
+      chain = chain.then(() => writeNow(chunk)).then(() => {
+        queued -= size;
+        if (queued === 0 && dropped > 0) {
+          const note = droppedNote(dropped);
+          dropped = 0;
+          queued += note.length;
+          chain = chain.then(() => writeNow(note)).then(() => queued -= note.length, noop);
+        }
+        callback?.();
+        if (queued < SINK_HIGH_WATER) { for (const drain of drainers.splice(0)) drain(); }
+      }, (error) => {
+        if (!failed) {
+          failed = true; // a closed pipe (EPIPE): tell the listeners once, drop the rest
+          for (const listener of errorListeners) listener(error);
+        }
+        callback?.();
+      });
+      return queued < SINK_HIGH_WATER;
+    },
+    once(event, listener) {
+      if (event === "drain") drainers.push(listener);
+    },
+    on(event, listener) {
+      if (event === "error") errorListeners.push(listener);
+    },
+    drained: () => chain.then(noop, noop),
+  };
+}
+
+let stderrSink: OutputSink | undefined;
+/** The process's stderr, made once: bounded (writes past a backlog are dropped and counted). */
+function ownStderr(): OutputSink {
+  return stderrSink ??= nativeSink(2) ?? droppingSink(proc().stderr);
+}
+
+/**
+ * Node's stderr, dropping (and counting) writes while more than STDERR_DROP_BYTES wait to go out: a pipe that
+ * is not read queued without bound (a flood of -v logs: 703 MB on Node 22.23).
+ */
+function droppingSink(stream: NodeJS.WriteStream): OutputSink {
+  let dropped = 0;
+  return {
+    get isTTY() {
+      return stream.isTTY;
+    },
+    get columns() {
+      return stream.columns;
+    },
+    write(chunk, callback) {
+      if (stream.writableLength <= STDERR_DROP_BYTES) return stream.write(chunk, callback);
+      if (dropped++ === 0) {
+        stream.once("drain", () => {
+          stream.write(droppedNote(dropped));
+          dropped = 0;
+        });
+      }
+      if (callback) queueMicrotask(callback);
+      return false;
+    },
+    once: (event, listener) => stream.once(event, listener),
+    on: (event, listener) => stream.on(event, listener),
+  };
+}
+
+/** Where a server's bytes come from. */
+interface ByteSource {
+  start(onData: (chunk: Uint8Array) => void, onEnd: () => void): void;
+  pause(): void;
+  resume(): void;
+  /** Stops reading for good (a pending read must not keep the process alive). */
+  stop(): void;
+}
+
+// `owned`: the stream is the process's stdin, ours to destroy when done so it cannot hold the process open.
+function streamSource(stream: Readable, owned = false): ByteSource {
+  let onData: ((chunk: Uint8Array | string) => void) | undefined;
+  let onEnd: (() => void) | undefined;
+  return {
+    start(data, end) {
+      onData = (chunk) => data(typeof chunk === "string" ? encoder.encode(chunk) : chunk);
+      onEnd = end;
+      stream.on("data", onData);
+      stream.on("end", end);
+      stream.on("error", end);
+    },
+    pause: () => void stream.pause(),
+    resume: () => void stream.resume(),
+    stop() {
+      if (onData) stream.off("data", onData);
+      if (onEnd) stream.off("end", onEnd);
+      stream.pause();
+      if (owned) stream.destroy();
+    },
+  };
+}
+
+// A source that pulls chunks with `read` (null at the end) and can `cancel` a pending read.
+function pullSource(open: () => { read(): Promise<Uint8Array | null>; cancel(): void }): ByteSource {
+  let pull: ReturnType<typeof open> | undefined;
+  let stopped = false;
+  let paused: Promise<void> | undefined;
+  let unpause: (() => void) | undefined;
+  return {
+    start(onData, onEnd) {
+      pull = open();
+      (async () => {
+        try {
+          while (!stopped) {
+            if (paused) await paused;
+            const chunk = await pull!.read();
+            if (chunk === null || stopped) break;
+            onData(chunk); // FrameReader copies what it keeps
+          }
+        } catch {
+          // a read error ends the input, as EOF does
+        }
+        if (!stopped) onEnd();
+      })();
+    },
+    pause() {
+      paused ??= new Promise((resolve) => unpause = resolve);
+    },
+    resume() {
+      unpause?.();
+      paused = unpause = undefined;
+    },
+    stop() {
+      stopped = true;
+      this.resume();
+      try {
+        pull?.cancel(); // ends a pending read, which would keep the process alive
+      } catch {
+        // already closed
+      }
+    },
+  };
+}
+
+/**
+ * The process's stdin through the runtime's own API, or undefined on Node.
+ * Deno's node:process stdin makes a Buffer and stream bookkeeping per chunk whose
+ * garbage lags behind (144 MB peak RSS while skipping 64 MiB lines); Deno.stdin
+ * read into one reused buffer makes none. On Bun, building process.stdin costs
+ * ~25 ms of start-up; Bun.stdin.stream() ~1 ms.
+ */
+function nativeStdinSource(): ByteSource | undefined {
+  if (deno) {
+    return pullSource(() => {
+      const buffer = new Uint8Array(64 * 1024);
+      return {
+        read: async () => {
+          const count = await deno.stdin.read(buffer);
+          return count === null ? null : buffer.subarray(0, count);
+        },
+        cancel: () => deno.stdin.close(),
+      };
+    });
+  }
+  if (bun) {
+    return pullSource(() => {
+      const reader = bun.stdin.stream().getReader();
+      return {
+        read: async () => {
+          const { done, value } = await reader.read();
+          return done ? null : value;
+        },
+        cancel: () => void reader.cancel().catch(noop),
+      };
+    });
+  }
+  return undefined;
+}
+
+// --- 8c. Child processes ---
+
+function killGroup(
+  child: { pid?: number; kill(signal: "SIGTERM" | "SIGKILL"): unknown },
+  signal: "SIGTERM" | "SIGKILL",
+): void {
+  try {
+    // The whole group: a wrapper (npx, a shell) must not leave its server behind.
+    if (sys.platform() === "win32" || !child.pid) throw new Error("no process group");
+    proc().kill(-child.pid, signal);
+  } catch {
+    try {
+      child.kill(signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/** A spawned server process, whatever spawned it. */
+interface ChildHandle {
+  write(text: string): void;
+  /** Closes its stdin. */
+  end(): void;
+  /** Signals it (and, where it has one of its own, its process group). */
+  kill(signal: "SIGTERM" | "SIGKILL"): void;
+}
+
+/** What a spawned process reports. */
+interface ChildEvents {
+  stdout(chunk: Uint8Array): void;
+  stderr(chunk: Uint8Array): void;
+  /** After its stdout and stderr have ended; `code` is null when a signal ended it. */
+  exit(code: number | null, signal: string | null): void;
+}
+
+// Bun.spawn's subprocess, as far as mcp.ts uses it.
+interface BunSubprocess {
+  pid: number;
+  stdin: { write(text: string): unknown; flush(): unknown; end(): unknown };
+  stdout: AsyncIterable<Uint8Array>;
+  stderr: AsyncIterable<Uint8Array>;
+  exited: Promise<number>;
+  exitCode: number | null;
+  signalCode: string | null;
+  kill(signal?: string): void;
+}
+
+// A Deno.Command child, as far as mcp.ts uses it.
+interface DenoChild {
+  pid: number;
+  stdin: WritableStream<Uint8Array>;
+  stdout: AsyncIterable<Uint8Array>;
+  stderr: AsyncIterable<Uint8Array>;
+  status: Promise<{ code: number; signal: string | null }>;
+  kill(signal?: string): void;
+}
+
+async function pump(stream: AsyncIterable<Uint8Array>, onChunk: (chunk: Uint8Array) => void): Promise<void> {
+  try {
+    for await (const chunk of stream) onChunk(chunk);
+  } catch {
+    // a stream that breaks has ended
+  }
+}
+
+/** Where `command` is on PATH: a file with an execute bit, or on Windows one with a PATHEXT extension. */
+async function findOnPath(
+  command: string,
+  env: Record<string, string | undefined>,
+  platform = sys.platform(),
+): Promise<string | undefined> {
+  const fs = await files();
+  const windows = platform === "win32";
+  const dirs = (env.PATH ?? env.Path ?? "").split(windows ? ";" : ":").filter(Boolean);
+  const pathExt = (env.PATHEXT ?? ".COM;.EXE;.BAT;.CMD").split(";").filter(Boolean);
+  // `npx` on Windows is npx.cmd (the extensionless npx beside it is a shell script).
+  const extensions = !windows
+    ? [""]
+    : pathExt.some((ext) => command.toLowerCase().endsWith(ext.toLowerCase()))
+    ? [""]
+    : pathExt.map((ext) => ext.toLowerCase());
+  for (const dir of dirs) {
+    for (const extension of extensions) {
+      const path = joinPath(dir, command + extension);
+      try {
+        // An execute bit (Windows has none: there the extension says it).
+        if (windows ? (await fs.kind(path)) === "file" : ((await fs.mode(path)) & 0o111) !== 0) return path;
+      } catch {
+        // not here
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * What to spawn on Windows for a command line: Bun's and Deno's spawn do not
+ * look `npx` up as npx.cmd, and a .cmd or .bat file runs only under cmd.exe.
+ * Words are quoted for cmd.exe; the caller passes them verbatim.
+ * @internal
+ */
+export async function windowsCommand(
+  command: string,
+  args: string[],
+  env: Record<string, string | undefined>,
+): Promise<{ command: string; args: string[]; verbatim: boolean }> {
+  const path = /[\\/]/.test(command) ? command : await findOnPath(command, env, "win32") ?? command;
+  if (!/\.(cmd|bat)$/i.test(path)) return { command: path, args, verbatim: false };
+  const quote = (word: string) => /^[\w\-.:\\/=@+,]+$/.test(word) ? word : `"${word.replace(/"/g, '""')}"`;
+  return {
+    command: env.ComSpec ?? env.COMSPEC ?? "cmd.exe",
+    args: ["/d", "/s", "/c", `"${[path, ...args].map(quote).join(" ")}"`],
+    verbatim: true,
+  };
+}
+
+/**
+ * Spawns a command with piped stdio, without a shell; throws (code ENOENT) when
+ * it does not exist. On Bun and Deno their own spawn is used: node:child_process
+ * costs ~30 ms (Bun) and ~38 ms (Deno) to load and use, against ~1-2 ms, and that
+ * is most of a one-shot `call`. On every runtime the child gets a session and
+ * process group of its own (`detached`), so a signal reaches what a wrapper (npx)
+ * started, and a terminal's Ctrl-C reaches only us: we stop the server in order.
+ */
+async function spawnChild(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env: Record<string, string> },
+  events: ChildEvents,
+): Promise<ChildHandle> {
+  let verbatim = false;
+  if (sys.platform() === "win32") ({ command, args, verbatim } = await windowsCommand(command, args, options.env));
+  if (bun) {
+    const child = bun.spawn([command, ...args], {
+      ...options,
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+      detached: sys.platform() !== "win32",
+      windowsVerbatimArguments: verbatim,
+    });
+    Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.exited])
+      .then(() => events.exit(child.signalCode ? null : child.exitCode, child.signalCode));
+    return {
+      write(text) {
+        try {
+          child.stdin.write(text);
+          child.stdin.flush();
+        } catch {
+          // it is gone: its exit says so
+        }
+      },
+      end: () => void Promise.resolve().then(() => child.stdin.end()).catch(noop),
+      kill: (signal) => killGroup(child, signal),
+    };
+  }
+  if (deno) {
+    const child = new deno.Command(command, {
+      ...options,
+      args,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+      detached: sys.platform() !== "win32",
+      windowsRawArguments: verbatim,
+    })
+      .spawn();
+    const writer = child.stdin.getWriter();
+    Promise.all([pump(child.stdout, events.stdout), pump(child.stderr, events.stderr), child.status])
+      .then(([, , status]) => events.exit(status.signal ? null : status.code, status.signal));
+    return {
+      write: (text) => void writer.write(encoder.encode(text)).catch(noop),
+      end: () => void writer.close().catch(noop),
+      kill: (signal) => killGroup(child, signal),
+    };
+  }
+  const { spawn } = await import("node:child_process");
+  const child = spawn(command, args, {
+    ...options,
+    stdio: ["pipe", "pipe", "pipe"],
+    // Its own process group, so shutdown reaches what it spawned (npx → node).
+    detached: sys.platform() !== "win32",
+    windowsVerbatimArguments: verbatim,
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.once("spawn", resolve);
+    child.once("error", reject);
+  });
+  child.stdout!.on("data", events.stdout);
+  child.stderr!.on("data", events.stderr);
+  child.stdin!.on("error", noop); // EPIPE when it dies: its exit says so
+  child.on("error", noop); // a later error (a failed kill) must not crash us; its exit says the rest
+  child.on("close", (code, signal) => events.exit(code, signal));
+  return {
+    write: (text) => void child.stdin!.write(text),
+    end: () => void child.stdin!.end(),
+    kill: (signal) => killGroup(child, signal),
+  };
+}
+
+// --- 8d. Listening for HTTP; the watchdog ---
+
+/**
+ * What tells a fetch handler that its client went away before an answer: the
+ * request's signal, except on Deno, where reading it prints a "legacy
+ * behavior" warning on stderr (Deno 2.9.6, 2026-11-23) and it also aborts after
+ * every successful response. There a closed SSE stream still cancels its request.
+ */
+function disconnectSignal(request: Request): AbortSignal | undefined {
+  return deno ? undefined : request.signal;
+}
+
+/** A listening HTTP server, as {@linkcode listenHttp} returns it. */
+export interface HttpListener {
+  hostname: string;
+  port: number;
+  /** Stops accepting connections; resolves once the open ones are closed (`force`: at once). */
+  close(force?: boolean): Promise<void>;
+}
+
+// Deno.serve and Bun.serve, as far as mcp.ts uses them.
+interface DenoHttpServer {
+  addr: { port: number };
+  shutdown(): Promise<void>;
+}
+interface BunHttpServer {
+  port: number;
+  stop(closeActiveConnections?: boolean): unknown;
+}
+
+// --- The watchdog: a plugin stuck in a synchronous loop ends the process ---
+// Module tools run on our event loop: one stuck in `for (;;)` stops every client, /health and every
+// timer, so nothing on that loop can notice. A worker thread can: the loop beats into shared memory
+// every second; when the beat stops for the limit, the worker writes one line naming the tools in
+// flight straight to fd 2 and SIGKILLs the process (a signal handler would need the stuck loop), so a
+// supervisor restarts it. Terminating the stuck tool alone would need every module tool in a worker
+// of its own: a structured clone of arguments and results per call, and no shared module state.
+// Measured: Deno 2.9.6, Bun 1.4.4, Node 22.23, 2026-11-25 (testdata/stuck/spin.ts).
+
+const WATCHDOG_SLOTS = 4096; // tools counted by slot; more than this share the last
+const WATCHDOG_BEAT_MS = 1_000;
+// The watchdog's limit is the tool timeout plus this: a call past its timeout was due an answer by then.
+const WATCHDOG_MARGIN_MS = 2_000;
+const WATCHDOG_SOURCE = `
+const { workerData, parentPort } = require("node:worker_threads");
+const { writeSync } = require("node:fs");
+const counts = new Int32Array(workerData.shared);
+const names = workerData.names;
+parentPort.on("message", (message) => { names[message.slot] = message.name; });
+let last = -1, since = Date.now();
+setInterval(() => {
+  const beat = Atomics.load(counts, 0);
+  if (beat !== last) { last = beat; since = Date.now(); return; }
+  if (Date.now() - since < workerData.limitMs) return;
+  const stuck = [];
+  for (let i = 2; i < counts.length; i++) if (Atomics.load(counts, i) > 0) stuck.push(JSON.stringify(names[i] ?? "?"));
+  const newest = names[Atomics.load(counts, 1)];
+  const which = stuck.length === 1 ? "tool " + stuck[0] : stuck.length > 1 ? "one of the tools " + stuck.join(", ") +
+    (newest ? " (the last started: " + JSON.stringify(newest) + ")" : "") : "plugin code";
+  writeSync(2, "mcp: " + which + " has blocked the server for " + Math.round((Date.now() - since) / 1000) +
+    " s (a synchronous loop?): ending the process so that it can be restarted\\n");
+  process.kill(process.pid, "SIGKILL");
+}, 250);
+`;
+
+/** Counts the calls in flight per tool for the watchdog; `wrap` a tool's run to be counted. @internal */
+export interface Watchdog {
+  wrap(name: string, run: (args: unknown, ctx: ToolContext) => unknown): (args: unknown, ctx: ToolContext) => unknown;
+  /** Starts watching (off the start-up path: node:worker_threads costs ~22 ms on Deno); the first call does too. */
+  start(): void;
+  stop(): void;
+}
+
+/**
+ * The watchdog of a server whose event loop must not stop for `limitMs` (a
+ * tool's timeout plus a margin); it counts at once and watches from `start()`.
+ * @internal
+ */
+export function watchdog(limitMs: number): Watchdog {
+  const shared = new SharedArrayBuffer(4 * (WATCHDOG_SLOTS + 2));
+  const counts = new Int32Array(shared); // [0] the beat, [1] the slot started last, [2…] calls in flight per slot
+  const names: string[] = [];
+  const slots = new Map<string, number>();
+  let worker: import("node:worker_threads").Worker | undefined;
+  let beat: ReturnType<typeof setInterval> | undefined;
+  let stopped = false;
+  const start = () => {
+    if (stopped || worker) return;
+    let Worker: typeof import("node:worker_threads").Worker;
+    try {
+      // Synchronous: the first call may be the stuck one, and a stuck loop never resumes an await.
+      ({ Worker } = proc().getBuiltinModule("node:worker_threads") as typeof import("node:worker_threads"));
+      worker = new Worker(WATCHDOG_SOURCE, { eval: true, workerData: { shared, limitMs, names } });
+    } catch {
+      stopped = true; // no workers here: nothing watches
+      return;
+    }
+    worker.unref();
+    worker.on("error", noop);
+    beat = setInterval(() => counts[0]++, WATCHDOG_BEAT_MS);
+    (beat as { unref?: () => void }).unref?.();
+  };
+  return {
+    start,
+    wrap(name, run) {
+      let slot = slots.get(name);
+      if (slot === undefined) {
+        slot = Math.min(slots.size + 2, WATCHDOG_SLOTS + 1);
+        slots.set(name, slot);
+        names[slot] = slot === WATCHDOG_SLOTS + 1 ? "one of several" : name;
+        worker?.postMessage({ slot, name: names[slot] });
+      }
+      const at = slot;
+      // Plain writes, not Atomics: this thread is the only writer, and the worker's loads need only see them
+      // eventually (an aligned Int32 does not tear). Atomics cost 30-70 ns a call here.
+      const release = () => void counts[at]--; // one per tool: nothing made per call
+      return (args, ctx) => {
+        if (!worker) start();
+        counts[at]++;
+        counts[1] = at;
+        let result: unknown;
+        try {
+          result = run(args, ctx);
+        } catch (error) {
+          release();
+          throw error;
+        }
+        if (result instanceof Promise) result.then(release, release); // the caller still gets `result` itself
+        else release();
+        return result;
+      };
+    },
+    stop() {
+      stopped = true;
+      clearInterval(beat);
+      void worker?.terminate();
+    },
+  };
+}
+
+// The Node adapter reads a body up to this size whole; a bigger one goes to the handler as a stream.
+const NODE_WHOLE_BODY_BYTES = 1024 * 1024;
+
+/**
+ * Puts a fetch handler on a TCP port with the runtime's own server:
+ * Deno.serve, Bun.serve (its 10 s idle timeout off, for long SSE streams), or
+ * node:http through a small Request/Response adapter.
+ */
+export async function listenHttp(
+  handler: (request: Request) => Promise<Response>,
+  options: { hostname: string; port: number },
+): Promise<HttpListener> {
+  const { hostname, port } = options;
+  if (deno) {
+    const server = deno.serve({ hostname, port, onListen: noop }, handler);
+    let closing: Promise<void> | undefined;
+    return { hostname, port: server.addr.port, close: () => closing ??= server.shutdown() };
+  }
+  if (bun) {
+    // development: false and our own error answer: Bun's error page shows paths and source to the caller.
+    // reusePort: false, said out loud: Bun 1.4.4 on Linux otherwise lets a second server bind a busy port, and
+    // the kernel splits the connections between them.
+    const server = bun.serve({
+      hostname,
+      port,
+      fetch: handler,
+      idleTimeout: 0,
+      reusePort: false,
+      development: false,
+      error: () => new Response("Internal Server Error\n", { status: 500 }),
+    });
+    return {
+      hostname,
+      port: server.port,
+      close: async (force) => void await server.stop(force === true),
+    };
+  }
+  const { createServer } = await import("node:http");
+  const { Readable } = await import("node:stream");
+  const server = createServer(async (req, res) => {
+    const aborted = new AbortController();
+    // The client went away: only if the answer was not all written.
+    res.on("close", () => res.writableFinished || aborted.abort());
+    const headers = new Headers();
+    for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i], req.rawHeaders[i + 1]);
+    let body: BodyInit | undefined;
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      const length = Number(req.headers["content-length"] ?? NaN);
+      // A small body of known length is read whole: cheaper than a web stream per request. A big one
+      // streams, so the handler's cap applies before it is all in memory.
+      if (!(length <= NODE_WHOLE_BODY_BYTES)) body = Readable.toWeb(req) as ReadableStream<Uint8Array>;
+      else {
+        const chunks: Uint8Array[] = [];
+        let size = 0;
+        try {
+          for await (const chunk of req) {
+            chunks.push(chunk);
+            size += chunk.length;
+          }
+        } catch {
+          size = -1; // the connection ended inside the body
+        }
+        if (size < length) {
+          return void res.writeHead(400, { "content-type": "text/plain" }).end("Bad Request: the body ended short\n");
+        }
+        body = concatBytes(chunks, size) as Uint8Array<ArrayBuffer>;
+      }
+    }
+    let response: Response;
+    try {
+      const url = `http://${req.headers.host ?? `${hostname}:${port}`}${req.url ?? "/"}`;
+      response = await handler(
+        new Request(url, { method: req.method, headers, body, duplex: "half", signal: aborted.signal } as RequestInit),
+      );
+    } catch (error) {
+      response = new Response(`Internal Server Error: ${errorMessage(error)}\n`, { status: 500 });
+    }
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    if (!response.body) return void res.end();
+    if (response.headers.get("content-type") !== "text/event-stream") {
+      return void res.end(new Uint8Array(await response.arrayBuffer()));
+    }
+    res.flushHeaders(); // an SSE client should see the headers before the first event
+    const reader = response.body.getReader();
+    res.on("close", () => void reader.cancel().catch(noop));
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        if (!res.write(value)) await new Promise((resolve) => res.once("drain", resolve));
+      }
+    } catch {
+      // the client went away
+    }
+    res.end();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, hostname, () => resolve());
+  });
+  const address = server.address();
+  return {
+    hostname,
+    port: typeof address === "object" && address ? address.port : port,
+    close: (force) =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        if (force) server.closeAllConnections();
+      }),
+  };
 }
 
 // === 9. Plugins ==============================================================

@@ -68,7 +68,7 @@ import {
   windowsCommand,
 } from "./mcp.ts";
 
-// --- helpers ------------------------------------------------------------------
+// --- Helpers every section's tests use -----------------------------------------------------------
 
 const HERE = new URL(".", import.meta.url).pathname;
 const MCP = HERE + "mcp.ts";
@@ -212,7 +212,7 @@ function peakRss(pid: number): number {
   return Number(/VmHWM:\s+(\d+) kB/.exec(status)![1]) * 1024;
 }
 
-// --- 4. Framing ----------------------------------------------------------------
+// --- Helpers: 3. Framing -------------------------------------------------------------------------
 
 function frames(chunks: (string | Uint8Array)[], maxBytes = 100) {
   const messages: string[] = [];
@@ -227,6 +227,402 @@ function frames(chunks: (string | Uint8Array)[], maxBytes = 100) {
   reader.end();
   return { messages, oversize, framing };
 }
+
+const NEWLINE_BYTE = 0x0a;
+
+// --- Helpers: 7. and 10. the server over Streamable HTTP -----------------------------------------
+
+const URL_MCP = "http://127.0.0.1:8080/mcp";
+const JSON_HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+
+/** A 2026-07-28 POST with its mirror headers; `headers` adds to or overrides them (null removes one). */
+function modernPost(
+  method: string,
+  params: Message = {},
+  headers: Record<string, string | null> = {},
+  id: unknown = 1,
+) {
+  const body = { jsonrpc: "2.0", id, method, params: modern(params) };
+  const all: Record<string, string | null> = {
+    ...JSON_HEADERS,
+    "mcp-protocol-version": "2026-07-28",
+    "mcp-method": method,
+    ...(params.name !== undefined ? { "mcp-name": String(params.name) } : {}),
+    ...(params.uri !== undefined ? { "mcp-name": String(params.uri) } : {}),
+    ...headers,
+  };
+  const sent = Object.fromEntries(Object.entries(all).filter(([, value]) => value !== null)) as Record<string, string>;
+  return new Request(URL_MCP, { method: "POST", headers: sent, body: JSON.stringify(body) });
+}
+
+function legacyPost(message: Message, headers: Record<string, string> = {}) {
+  return new Request(URL_MCP, {
+    method: "POST",
+    headers: { ...JSON_HEADERS, ...headers },
+    body: JSON.stringify(message),
+  });
+}
+
+/** The JSON-RPC messages of an SSE body, read until it ends or `count` arrived. */
+async function sseMessages(response: Response, count = Infinity): Promise<Message[]> {
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  const messages: Message[] = [];
+  while (messages.length < count) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += value;
+    let end;
+    while ((end = text.indexOf("\n\n")) >= 0) {
+      const data = text.slice(0, end).split("\n").filter((line) => line.startsWith("data: ")).map((line) =>
+        line.slice(6)
+      );
+      text = text.slice(end + 2);
+      if (data.length && data.join("") !== "") messages.push(JSON.parse(data.join("\n")));
+    }
+  }
+  void reader.cancel().catch(() => {});
+  return messages;
+}
+
+/** The JSON-RPC answer of a response, whether a JSON body or the last event of an SSE stream. */
+async function rpcAnswer(response: Response): Promise<Message> {
+  if (response.headers.get("content-type") !== "text/event-stream") return await response.json();
+  return (await sseMessages(response)).filter((m) => !("method" in m)).at(-1)!;
+}
+
+const HTTP_TOOLS = [
+  {
+    name: "add",
+    inputSchema: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } } },
+    run: ({ a, b }: Message) => a + b,
+  },
+  {
+    name: "regional",
+    inputSchema: {
+      type: "object",
+      properties: { region: { type: "string", "x-mcp-header": "Region" }, n: { type: "integer", "x-mcp-header": "N" } },
+    },
+    run: ({ region }: Message) => `in ${region}`,
+  },
+  {
+    name: "slow",
+    run: async (_: unknown, ctx: ToolContext) => {
+      ctx.progress(1, 2);
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(resolve, 100);
+        ctx.signal.addEventListener("abort", () => (clearTimeout(timer), reject(ctx.signal.reason)));
+      });
+      return "slow done";
+    },
+  },
+  {
+    name: "ask",
+    run: async (_: unknown, ctx: ToolContext) =>
+      `hi ${((await ctx.elicit({ message: "?" }, { key: "who" })).content as Message).name}`,
+  },
+];
+
+// --- Helpers: 11.-14. Server configs, client transports, MCP client ------------------------------
+
+const quote = (word: string) => `'${word.replaceAll("'", "'\\''")}'`;
+/** The fake server as a <server> command line. */
+const FAKE = [...RUNTIME, HERE + "testdata/fake_server.ts"].map(quote).join(" ");
+/** Our own server as a <server> command line. */
+const SERVE = [...RUNTIME, MCP, "serve", HERE + "testdata/tools"].map(quote).join(" ");
+
+// --- Helpers: Hostile peers: the fakes that attack the client, terminal sinks for main() ---------
+
+const HOSTILE = [...RUNTIME, HERE + "testdata/hostile_server.ts"].map(quote).join(" ");
+
+/** An in-process sink that says it is (or is not) a terminal and keeps what is written. */
+function sink(terminal: boolean) {
+  const sink = {
+    text: "",
+    isTTY: terminal,
+    columns: 200,
+    write(chunk: string | Uint8Array, callback?: () => void) {
+      sink.text += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk);
+      callback?.();
+      return true;
+    },
+  };
+  return sink;
+}
+
+/** Runs `main(argv)` in process with stdout and stderr that are terminals (or not). */
+async function mainWith(argv: string[], terminal: boolean) {
+  const stdout = sink(terminal);
+  const stderr = sink(terminal);
+  const code = await main(argv, { stdin: new PassThrough().end() as unknown as never, stdout, stderr });
+  return { code, stdout: stdout.text, stderr: stderr.text };
+}
+
+/** Starts testdata/hostile_http_server.ts in `mode`; the URLs it prints and its /_log. */
+async function hostileHttp(mode: string, env: Record<string, string> = {}) {
+  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), HERE + "testdata/hostile_http_server.ts"], {
+    env: { ...process.env, HOSTILE_MODE: mode, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stderr!.setEncoding("utf8").on("data", () => {});
+  const line = await new Promise<string>((resolve, reject) => {
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+      output += text;
+      if (output.includes("\n")) resolve(output.split("\n")[0]);
+    });
+    child.on("exit", () => reject(new Error(`hostile_http_server ${mode} exited: ${output}`)));
+  });
+  const [url, other] = [...line.matchAll(/http:\S+/g)].map((match) => match[0]);
+  return {
+    url,
+    other,
+    log: async (): Promise<Message[]> => await (await fetch(new URL("/_log", url))).json(),
+    close: () => void child.kill("SIGTERM"),
+  };
+}
+
+interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  pid: number;
+}
+
+/** Runs `mcp.ts ARGS` to the end; kills it after `ms`. */
+function runCli(
+  args: string[],
+  options: {
+    stdin?: string;
+    cwd?: string;
+    env?: Record<string, string>;
+    ms?: number;
+    onStart?: (pid: number) => void;
+  } = {},
+): Promise<CliRun> {
+  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, ...args], {
+    cwd: options.cwd ?? HERE,
+    env: { ...process.env, ...options.env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.setEncoding("utf8").on("data", (text: string) => stdout += text);
+  child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
+  child.stdin!.on("error", () => {});
+  child.stdin!.end(options.stdin ?? "");
+  options.onStart?.(child.pid!);
+  const timer = setTimeout(() => child.kill("SIGKILL"), options.ms ?? 20_000);
+  return new Promise((resolve) =>
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, pid: child.pid! });
+    })
+  );
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface DenoForTests {
+  Command: new (command: string, options: object) => {
+    output(): Promise<{ code: number; stdout: Uint8Array; stderr: Uint8Array }>;
+  };
+}
+
+const TOOL_SCHEMA_FOR_PAIRS = {
+  type: "object",
+  properties: {
+    zip: { type: "string" },
+    n: { type: "integer" },
+    on: { type: "boolean" },
+    list: { type: "array" },
+    obj: { type: "object" },
+  },
+};
+
+// --- Helpers: 12. and 14. the client over HTTP ---------------------------------------------------
+
+interface FakeHttp {
+  url: string;
+  /** Every request the fake received on its MCP endpoint (and other paths), in order. */
+  log(): Promise<{ method: string; path: string; headers: Record<string, string>; body: Message; time: number }[]>;
+  stderr(): string;
+  close(): void;
+}
+
+/** Starts testdata/fake_http_server.ts with FAKE_MODE=`mode`; resolves once it listens. */
+async function fakeHttp(mode: string, env: Record<string, string> = {}): Promise<FakeHttp> {
+  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), HERE + "testdata/fake_http_server.ts"], {
+    env: { ...process.env, FAKE_MODE: mode, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+      out += text;
+      const match = /listening (\S+)/.exec(out);
+      if (match) resolve(match[1]);
+    });
+    child.on("exit", () => reject(new Error(`the fake HTTP server exited: ${stderr}`)));
+  });
+  return {
+    url,
+    log: async () => await (await fetch(url.replace(/\/mcp$/, "/_log"))).json(),
+    stderr: () => stderr,
+    close: () => void child.kill("SIGTERM"),
+  };
+}
+
+async function withFakeHttp(mode: string, body: (fake: FakeHttp) => Promise<void>, env?: Record<string, string>) {
+  const fake = await fakeHttp(mode, env);
+  try {
+    await body(fake);
+  } finally {
+    fake.close();
+  }
+}
+
+/** Whether a process has ended (a zombie waiting for init to reap it counts as ended), waiting up to 1 s. */
+async function isGone(pid: number): Promise<boolean> {
+  for (let i = 0; i < 20; i++) {
+    if (!isAlive(pid)) return true;
+    try {
+      if (/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"))) return true;
+    } catch {
+      // no /proc here: wait and ask again
+    }
+    await sleep(50);
+  }
+  return false;
+}
+
+// --- Helpers: 10e. and 13. OAuth: the protected server and the client that logs in ---------------
+
+interface Started {
+  url: string;
+  log(): Promise<Message[]>;
+  close(): void;
+  /** Resolves once its stdout and stderr so far match `pattern` (its text then). */
+  printed(pattern: RegExp): Promise<string>;
+  /** How it ended. */
+  exited: Promise<{ code: number | null; signal: string | null }>;
+}
+
+/** Starts a process that prints its URL (`pattern`'s first group) on stdout or stderr; resolves once it does. */
+async function startListening(args: string[], pattern: RegExp, env: Record<string, string> = {}): Promise<Started> {
+  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  let heard = () => {};
+  const take = (text: string) => {
+    output += text;
+    heard();
+  };
+  child.stdout!.setEncoding("utf8").on("data", take);
+  child.stderr!.setEncoding("utf8").on("data", take);
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.on("close", (code, signal) => {
+      resolve({ code, signal });
+      heard();
+    })
+  );
+  const printed = async (wanted: RegExp) => {
+    while (!wanted.test(output)) {
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${args.join(" ")} exited: ${output}`);
+      await new Promise<void>((resolve) => heard = resolve);
+    }
+    return output;
+  };
+  const url = pattern.exec(await printed(pattern))![1];
+  return {
+    url,
+    log: async () => await (await fetch(new URL("/_log", url))).json(),
+    close: () => void child.kill("SIGTERM"),
+    printed,
+    exited,
+  };
+}
+
+/** The fake authorization server, and mcp.ts serve --http protected by it (testdata/auth: the whoami tool). */
+async function withProtectedServer(
+  body: (as: Started, server: Started, store: string) => Promise<void>,
+  options: { asEnv?: Record<string, string>; serveArgs?: string[] } = {},
+): Promise<void> {
+  const home = mkdtempSync(join(tmpdir(), "mcp-oauth-"));
+  const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/, options.asEnv);
+  let server: Started | undefined;
+  try {
+    server = await startListening(
+      [MCP, "serve", HERE + "testdata/auth", "--http", "0", "--auth-issuer", as.url, ...(options.serveArgs ?? [])],
+      /serving (\S+)/,
+    );
+    await body(as, server, join(home, "store", "credentials.json"));
+  } finally {
+    server?.close();
+    as.close();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+const BROWSER = [...RUNTIME, HERE + "testdata/browser.ts"].map(quote).join(" ");
+
+// --- Helpers: 7. MCP server: resources, prompts, completion --------------------------------------
+
+/** An in-process server with a message log; `ask` sends a request and returns its answer. */
+function inProcess(options: ConstructorParameters<typeof McpServer>[0]) {
+  const sent: Message[] = [];
+  const server = new McpServer(options, (line) => sent.push(JSON.parse(line)));
+  let nextId = 0;
+  const ask = async (method: string, params: unknown = {}) => {
+    const id = `q${++nextId}`;
+    server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
+    for (let i = 0; i < 100 && !sent.some((m) => m.id === id); i++) await sleep(5);
+    return sent.find((m) => m.id === id)!;
+  };
+  server.receive(JSON.stringify(INIT));
+  return { server, sent, ask };
+}
+
+/** The 2026-07-28 envelope for a request's params. */
+function modern(params: Message = {}, meta: Message = {}): Message {
+  return {
+    ...params,
+    _meta: {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientCapabilities": { elicitation: {}, sampling: {}, roots: {} },
+      ...meta,
+    },
+  };
+}
+
+/** An in-process server spoken to only in the 2026-07-28 era (no initialize). */
+function stateless(options: ConstructorParameters<typeof McpServer>[0]) {
+  const sent: Message[] = [];
+  const server = new McpServer(options, (line) => sent.push(JSON.parse(line)));
+  let nextId = 0;
+  const ask = async (method: string, params: Message = {}, meta: Message = {}) => {
+    const id = ++nextId;
+    server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params: modern(params, meta) }));
+    for (let i = 0; i < 200 && !sent.some((m) => m.id === id && !("method" in m)); i++) await sleep(5);
+    return sent.find((m) => m.id === id && !("method" in m))!;
+  };
+  return { server, sent, ask };
+}
+
+const SERVER_INFO = { "io.modelcontextprotocol/serverInfo": { name: "mcp.ts", version: VERSION } };
+
+// === The tests, in the order of mcp.ts's sections (each describe names its section) =================
 
 describe("0. The file's map", () => {
   test("the header's contents list every section in order, and every sub-section under its section", () => {
@@ -252,6 +648,41 @@ describe("0. The file's map", () => {
     assert.deepEqual(numbers, numbers.map((_, i) => i + 1), "sections numbered 1, 2, 3, … with none missing");
   });
 
+  test("the sections above Runtime are the protocol alone: no process, Deno, Bun or node: built-in", () => {
+    const source = readFileSync(MCP, "utf8");
+    const pure = source.slice(source.indexOf("// === 1. "), source.search(/^\/\/ === \d+\. Runtime /m));
+    assert.ok(pure.includes("class McpServer"), "the MCP server is above the line");
+    const code = pure.split("\n").filter((line) =>
+      !/^\s*(\/\/|\*|\/\*)/.test(line) && !line.includes("// layering-ok:")
+    )
+      .map((line) => line.replace(/\/\/ .*$/, "").replace(/"(?:[^"\\]|\\.)*"|`(?:[^`\\]|\\.)*`/g, '""'));
+    const runtime = /\b(process|Deno|Bun|deno|bun|proc|sys|files)\b(?=\s*[.(])|\bimport\s*\(|from\s+""/;
+    const uses = code.filter((line) => runtime.test(line));
+    assert.deepEqual(uses, [], "runtime uses above the line (mark a deliberate one // layering-ok: <why>)");
+  });
+
+  test("the test file's describe blocks name sections of mcp.ts, in the file's order", () => {
+    const banners = new Map(
+      [...readFileSync(MCP, "utf8").matchAll(/^\/\/ (?:===|---) (\d+[a-z]?)\. (.+?)(?: =+| ---)?$/gm)]
+        .map(([, number, title]) => [number, title]),
+    );
+    const blocks = [...readFileSync(HERE + "mcp_test.ts", "utf8").matchAll(/^describe\("(\d+)([a-z]?)\. ([^"]+)"/gm)];
+    let last = [0, ""] as [number, string];
+    for (const [, number, letter, title] of blocks) {
+      if (number === "0") continue; // the file's map: the header
+      const banner = banners.get(number + letter);
+      assert.ok(banner, `describe "${number}${letter}. ${title}" names no section`);
+      const head = title.split(/:| \(/)[0];
+      assert.ok(
+        banner.startsWith(head) || head.startsWith(banner),
+        `"${title}" is not section ${number}${letter}, "${banner}"`,
+      );
+      const at = [Number(number), letter] as [number, string];
+      assert.ok(at[0] > last[0] || (at[0] === last[0] && at[1] >= last[1]), `"${title}" comes before ${last.join("")}`);
+      last = at;
+    }
+  });
+
   test("no stretch of the file between two banners is longer than 700 lines", () => {
     const lines = readFileSync(MCP, "utf8").split("\n");
     const at = lines.flatMap((line, i) => /^\/\/ (===|---) \d+[a-z]?\. /.test(line) ? [i] : []);
@@ -262,7 +693,7 @@ describe("0. The file's map", () => {
   });
 });
 
-describe("4. Framing", () => {
+describe("3. Framing", () => {
   test("FrameReader splits lines, accepts CRLF and ignores blank lines", () => {
     const { messages } = frames(['{"a":1}\r\n\n  \r\n{"b"', ':2}\n{"c":3}']);
     assert.deepEqual(messages, ['{"a":1}', '{"b":2}', '{"c":3}']);
@@ -334,11 +765,7 @@ describe("4. Framing", () => {
   });
 });
 
-const NEWLINE_BYTE = 0x0a;
-
-// --- 5. JSON-RPC peer, over a real server ----------------------------------------------
-
-describe("5. JSON-RPC peer", () => {
+describe("4. JSON-RPC peer", () => {
   test("serve answers malformed frames with the right error and keeps serving", async () => {
     await withServer(["testdata/tools"], async (server) => {
       server.send(
@@ -425,9 +852,7 @@ describe("5. JSON-RPC peer", () => {
   });
 });
 
-// --- 7. Schema validation -------------------------------------------------------
-
-describe("7. Schema validation", () => {
+describe("6. Schema validation", () => {
   const schema = {
     type: "object",
     properties: {
@@ -494,9 +919,7 @@ describe("7. Schema validation", () => {
   });
 });
 
-// --- 8. MCP server ----------------------------------------------------------------
-
-describe("8. MCP server", () => {
+describe("7. MCP server", () => {
   test("initialize echoes each supported version and answers the latest for others", () => {
     for (
       const [asked, answered] of [
@@ -715,7 +1138,459 @@ describe("8. MCP server", () => {
   });
 });
 
-// --- 9. Plugins -------------------------------------------------------------------
+describe("7. MCP server: the 2026-07-28 era", () => {
+  test("server/discover, resultType, cache hints and serverInfo on every result", async () => {
+    const { server, ask } = stateless({ instructions: "Be kind.", tools: [{ name: "hi", run: () => "hello" }] });
+    try {
+      assert.deepEqual((await ask("server/discover")).result, {
+        supportedVersions: ["2026-07-28"],
+        capabilities: { tools: { listChanged: false }, logging: {} },
+        instructions: "Be kind.",
+        resultType: "complete",
+        ttlMs: 300000,
+        cacheScope: "public",
+        _meta: SERVER_INFO,
+      });
+      const listed = (await ask("tools/list")).result;
+      assert.deepEqual([listed.resultType, listed.ttlMs, listed.cacheScope, listed._meta], [
+        "complete",
+        300000,
+        "public",
+        SERVER_INFO,
+      ]);
+      assert.deepEqual((await ask("tools/call", { name: "hi" })).result, {
+        content: [{ type: "text", text: "hello" }],
+        resultType: "complete",
+        _meta: SERVER_INFO,
+      });
+    } finally {
+      server.close();
+    }
+  });
+
+  test("the envelope is checked on every request: -32602, -32022, and -32601 for methods of the old era", async () => {
+    const { server, ask } = stateless({ tools: [{ name: "hi", run: () => "hello" }] });
+    try {
+      const missing = await ask("tools/list", {}, { "io.modelcontextprotocol/clientCapabilities": undefined });
+      assert.equal(missing.error.code, -32602);
+      assert.match(missing.error.message, /clientCapabilities/);
+      const version = await ask("tools/list", {}, { "io.modelcontextprotocol/protocolVersion": "v999.0.0" });
+      assert.deepEqual(version.error, {
+        code: -32022,
+        message: "Unsupported protocol version",
+        data: { supported: ["2026-07-28"], requested: "v999.0.0" },
+      });
+      const level = await ask("tools/list", {}, { "io.modelcontextprotocol/logLevel": "loud" });
+      assert.equal(level.error.code, -32602);
+      for (const method of ["initialize", "ping", "logging/setLevel", "resources/subscribe", "unknown/method"]) {
+        assert.equal((await ask(method)).error.code, -32601, method);
+      }
+    } finally {
+      server.close();
+    }
+  });
+
+  test("log messages only for a request that asks with logLevel; resources not found are -32602", async () => {
+    const tool = {
+      name: "chatty",
+      run: (_: unknown, ctx: ToolContext) => {
+        ctx.log("info", "hello");
+        ctx.log("debug", "details");
+        return "done";
+      },
+    };
+    const resources = [{ uri: "mem://a", name: "a", read: () => "a" }];
+    const { server, sent, ask } = stateless({ tools: [tool], resources });
+    try {
+      await ask("tools/call", { name: "chatty" });
+      assert.equal(sent.filter((m) => m.method === "notifications/message").length, 0);
+      await ask("tools/call", { name: "chatty" }, { "io.modelcontextprotocol/logLevel": "info" });
+      assert.deepEqual(sent.filter((m) => m.method === "notifications/message").map((m) => m.params.data), ["hello"]);
+      const read = await ask("resources/read", { uri: "mem://nope" });
+      assert.equal(read.error.code, -32602);
+      assert.equal((await ask("resources/read", { uri: "mem://a" })).result.ttlMs, 0);
+    } finally {
+      server.close();
+    }
+  });
+
+  test("input-required: a question ends the call, the retry with the answers runs it again", async () => {
+    const runs: string[] = [];
+    const tool = {
+      name: "greet",
+      run: async (_: unknown, ctx: ToolContext) => {
+        runs.push("run");
+        const [who, roots] = await Promise.all([
+          ctx.elicit({ message: "Who?", requestedSchema: { type: "object" } }, { key: "who" }),
+          ctx.roots({ key: "where" }),
+        ]);
+        const more = await ctx.sample({ messages: [], maxTokens: 5 }); // key sample-1
+        return `hi ${(who.content as Message).name} in ${roots[0].uri}, ${(more.content as Message).text}`;
+      },
+    };
+    const { server, ask } = stateless({ tools: [tool], stateKey: "test key" });
+    try {
+      const first = (await ask("tools/call", { name: "greet" })).result;
+      assert.equal(first.resultType, "input_required");
+      assert.deepEqual(Object.keys(first.inputRequests), ["who", "where"], "asked together");
+      assert.equal(first.inputRequests.who.method, "elicitation/create");
+      assert.equal(first.inputRequests.where.method, "roots/list");
+      assert.equal(first.ttlMs, undefined, "no cache hints on input_required");
+      const answers = {
+        who: { action: "accept", content: { name: "Ada" } },
+        where: { roots: [{ uri: "file:///home/ada" }] },
+        extra: { ignored: true },
+      };
+      const second = (await ask("tools/call", {
+        name: "greet",
+        inputResponses: answers,
+        requestState: first.requestState,
+      })).result;
+      assert.equal(second.resultType, "input_required", "a new question");
+      assert.deepEqual(Object.keys(second.inputRequests), ["sample-1"]);
+      const third = (await ask("tools/call", {
+        name: "greet",
+        inputResponses: { "sample-1": { role: "assistant", content: { type: "text", text: "welcome" } } },
+        requestState: second.requestState, // carries who and where
+      })).result;
+      assert.deepEqual(third.content, [{ type: "text", text: "hi Ada in file:///home/ada, welcome" }]);
+      assert.equal(runs.length, 3);
+
+      const wrong =
+        (await ask("tools/call", { name: "greet", inputResponses: { who: 12345, where: { roots: [] } } })).result;
+      assert.deepEqual(Object.keys(wrong.inputRequests), ["who"], "an answer of the wrong shape is asked again");
+      assert.equal((await ask("tools/call", { name: "greet", inputResponses: null })).error.code, -32602);
+      const [body, mac] = second.requestState.split(".");
+      const tampered = await ask("tools/call", { name: "greet", requestState: `${body}x.${mac}` });
+      assert.equal(tampered.error.code, -32602);
+      const elsewhere = await stateless({ tools: [tool], stateKey: "another key" }).ask("tools/call", {
+        name: "greet",
+        requestState: second.requestState,
+      });
+      assert.equal(elsewhere.error.code, -32602, "a state signed under another key");
+      const shared = stateless({ tools: [tool], stateKey: "test key" });
+      const resumed = await shared.ask("tools/call", {
+        name: "greet",
+        inputResponses: { "sample-1": { role: "assistant", content: { type: "text", text: "again" } } },
+        requestState: second.requestState,
+      });
+      assert.equal(resumed.result.content[0].text, "hi Ada in file:///home/ada, again", "another instance, one key");
+      shared.server.close();
+    } finally {
+      server.close();
+    }
+  });
+
+  test("a question needing an undeclared capability is -32021 naming it", async () => {
+    const tool = { name: "needs_sampling", run: (_: unknown, ctx: ToolContext) => ctx.sample({ messages: [] }) };
+    const { server, ask } = stateless({ tools: [tool] });
+    try {
+      const answer = await ask("tools/call", { name: "needs_sampling" }, {
+        "io.modelcontextprotocol/clientCapabilities": {},
+      });
+      assert.equal(answer.error.code, -32021);
+      assert.deepEqual(answer.error.data, { requiredCapabilities: { sampling: {} } });
+    } finally {
+      server.close();
+    }
+  });
+
+  test("subscriptions/listen: acknowledged first, stamped, only the kinds asked for, until cancelled", async () => {
+    const { server, sent } = stateless({ listChanged: true, tools: [{ name: "a", run: () => "a" }] });
+    try {
+      server.receive(JSON.stringify({
+        jsonrpc: "2.0",
+        id: "sub",
+        method: "subscriptions/listen",
+        params: modern({ notifications: { toolsListChanged: true, resourceSubscriptions: ["mem://none"] } }),
+      }));
+      const stamp = { "io.modelcontextprotocol/subscriptionId": "sub" };
+      assert.deepEqual(sent[0], {
+        jsonrpc: "2.0",
+        method: "notifications/subscriptions/acknowledged",
+        params: { _meta: stamp, notifications: { toolsListChanged: true } },
+      });
+      server.setTools([{ name: "b", run: () => "b" }]);
+      server.setCatalog({ ...server.core.catalog, prompts: [] });
+      assert.deepEqual(sent.slice(1), [
+        { jsonrpc: "2.0", method: "notifications/tools/list_changed", params: { _meta: stamp } },
+      ]);
+      server.receive(
+        JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "sub" } }),
+      );
+      server.setTools([{ name: "c", run: () => "c" }]);
+      await sleep(10);
+      assert.equal(sent.length, 2, "nothing after the cancel, not even a response");
+    } finally {
+      server.close();
+    }
+  });
+
+  test("over stdio: discover, a call with progress, an input-required round trip, cancelling a listen", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-modern-"));
+    try {
+      writeFileSync(
+        join(dir, "ask.ts"),
+        `export default { run: async (_a: unknown, ctx: any) => {
+          ctx.progress(1, 2);
+          const answer = await ctx.elicit({ message: "name?", requestedSchema: { type: "object" } }, { key: "name" });
+          return "hello " + answer.content.name;
+        } };`,
+      );
+      await withServer([dir, "--watch"], async (server) => {
+        const discover = await server.request(1, "server/discover", modern());
+        assert.deepEqual(discover.result.supportedVersions, ["2026-07-28"]);
+        server.send({
+          jsonrpc: "2.0",
+          id: 2,
+          method: "tools/call",
+          params: modern({ name: "ask" }, { progressToken: "p" }),
+        });
+        const first = (await server.response(2)).result;
+        assert.equal(first.resultType, "input_required");
+        assert.ok(server.messages.some((m) => m.method === "notifications/progress" && m.params.progressToken === "p"));
+        const retry = await server.request(
+          3,
+          "tools/call",
+          modern({
+            name: "ask",
+            inputResponses: { name: { action: "accept", content: { name: "Ada" } } },
+            requestState: first.requestState,
+          }),
+        );
+        assert.equal(retry.result.content[0].text, "hello Ada");
+        server.send({
+          jsonrpc: "2.0",
+          id: 4,
+          method: "subscriptions/listen",
+          params: modern({ notifications: { toolsListChanged: true } }),
+        });
+        await server.until(
+          () => server.messages.some((m) => m.method === "notifications/subscriptions/acknowledged"),
+          "ack",
+        );
+        writeFileSync(join(dir, "two.ts"), 'export default { run: () => "two" };');
+        await server.until(
+          () => server.messages.some((m) => m.method === "notifications/tools/list_changed"),
+          "list_changed on the listen stream",
+        );
+        const changed = server.messages.find((m) => m.method === "notifications/tools/list_changed")!;
+        assert.deepEqual(changed.params, { _meta: { "io.modelcontextprotocol/subscriptionId": 4 } });
+        server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 4 } });
+        assert.deepEqual((await server.request(5, "tools/list", modern())).result.tools.length, 2);
+        assert.ok(!server.messages.some((m) => m.id === 4), "a cancelled listen gets no response");
+      });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("initialize pins the legacy era: an envelope after it is plain _meta", async () => {
+    const { server, sent, ask } = inProcess({ tools: [{ name: "hi", run: () => "hello" }] });
+    try {
+      await sleep(10);
+      const pinged = await ask("ping", modern());
+      assert.deepEqual(pinged.result, {});
+      assert.ok(sent.every((m) => m.result?.resultType === undefined));
+    } finally {
+      server.close();
+    }
+  });
+
+  test("requestState is bound to the arguments, the principal and 10 minutes; any other use is -32602", async () => {
+    const tool = {
+      name: "rm",
+      inputSchema: { type: "object", properties: { path: { type: "string" } } },
+      run: async ({ path }: Message, ctx: ToolContext) => {
+        const answer = await ctx.elicit({ message: `remove ${path}?`, requestedSchema: { type: "object" } });
+        return `${answer.action} ${path}`;
+      },
+    };
+    const { server, ask } = stateless({ tools: [tool], stateKey: "k" });
+    try {
+      const first = (await ask("tools/call", { name: "rm", arguments: { path: "/tmp/harmless" } })).result;
+      const yes = { "elicit-1": { action: "accept", content: {} } };
+      const state = first.requestState;
+      const payload = JSON.parse(Buffer.from(state.split(".")[0], "base64url").toString());
+      assert.ok(payload.x - Date.now() <= 10 * 60_000, "expires within 10 minutes");
+      const other = await ask("tools/call", {
+        name: "rm",
+        arguments: { path: "/etc/passwd" },
+        inputResponses: yes,
+        requestState: state,
+      });
+      assert.equal(other.error?.code, -32602, "other arguments");
+      const reordered = await ask("tools/call", {
+        name: "rm",
+        arguments: { path: "/tmp/harmless" },
+        inputResponses: yes,
+        requestState: state,
+      });
+      assert.equal(reordered.result.content[0].text, "accept /tmp/harmless");
+      server.auth = { sub: "mallory", scopes: [], clientId: "x", claims: {} };
+      const stolen = await ask("tools/call", {
+        name: "rm",
+        arguments: { path: "/tmp/harmless" },
+        inputResponses: yes,
+        requestState: state,
+      });
+      assert.equal(stolen.error?.code, -32602, "another principal");
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe("7. MCP server: resources, prompts, completion", () => {
+  test("capabilities name only what DIR provides", async () => {
+    const caps = async (dir: string, extra: string[] = []) => {
+      let capabilities: Message = {};
+      await withServer([dir, ...extra], async (server) => {
+        capabilities = (await server.initialize()).result.capabilities;
+      });
+      return capabilities;
+    };
+    assert.deepEqual(await caps("testdata/tools"), { tools: { listChanged: false }, logging: {} });
+    assert.deepEqual(await caps("testdata/conformance"), {
+      tools: { listChanged: false },
+      resources: { subscribe: true, listChanged: false },
+      prompts: { listChanged: false },
+      completions: {},
+      logging: {},
+    });
+    assert.deepEqual((await caps("testdata/tools", ["--watch"])).tools, { listChanged: true });
+  });
+
+  test("resources: list, templates, read text, binary and templated, not found", async () => {
+    const { ask } = inProcess({
+      resources: [
+        { uri: "mem://a", name: "a", mimeType: "text/plain", read: () => "text of a" },
+        { uri: "mem://b", name: "b", read: () => new Uint8Array([0, 1, 255]) },
+        { uri: "mem://c", name: "c", read: () => ({ k: 1 }) },
+        {
+          uriTemplate: "mem://users/{id}/posts{?page}",
+          name: "posts",
+          read: (uri: string, p: Record<string, string>) => `${p.id}:${p.page}:${uri}`,
+        },
+      ],
+    });
+    assert.deepEqual((await ask("resources/list")).result.resources.map((r: Message) => r.uri), [
+      "mem://a",
+      "mem://b",
+      "mem://c",
+    ]);
+    assert.deepEqual((await ask("resources/templates/list")).result.resourceTemplates, [
+      { uriTemplate: "mem://users/{id}/posts{?page}", name: "posts" },
+    ]);
+    assert.deepEqual((await ask("resources/read", { uri: "mem://a" })).result, {
+      contents: [{ uri: "mem://a", text: "text of a", mimeType: "text/plain" }],
+    });
+    assert.deepEqual((await ask("resources/read", { uri: "mem://b" })).result.contents[0], {
+      uri: "mem://b",
+      blob: "AAH/",
+      mimeType: "application/octet-stream",
+    });
+    assert.deepEqual((await ask("resources/read", { uri: "mem://c" })).result.contents[0].mimeType, "application/json");
+    assert.equal(
+      (await ask("resources/read", { uri: "mem://users/42/posts?page=2" })).result.contents[0].text,
+      "42:2:mem://users/42/posts?page=2",
+    );
+    const missing = await ask("resources/read", { uri: "mem://zzz" });
+    assert.equal(missing.error.code, -32002);
+    assert.equal((await ask("prompts/list")).error.code, ErrorCode.MethodNotFound, "no prompts, no prompts/list");
+  });
+
+  test("resources/subscribe sends notifications/resources/updated until unsubscribe", async () => {
+    let fire = () => {};
+    let stopped = 0;
+    const { ask, sent } = inProcess({
+      resources: [{
+        uri: "mem://w",
+        name: "w",
+        read: () => "w",
+        watch: (_uri: string, onUpdate: () => void) => {
+          fire = onUpdate;
+          return () => stopped++;
+        },
+      }, { uri: "mem://still", name: "still", read: () => "" }],
+    });
+    assert.deepEqual((await ask("resources/subscribe", { uri: "mem://w" })).result, {});
+    fire();
+    fire();
+    assert.equal(sent.filter((m) => m.method === "notifications/resources/updated").length, 2);
+    assert.deepEqual(sent.find((m) => m.method === "notifications/resources/updated")!.params, { uri: "mem://w" });
+    assert.deepEqual((await ask("resources/unsubscribe", { uri: "mem://w" })).result, {});
+    fire();
+    assert.equal(sent.filter((m) => m.method === "notifications/resources/updated").length, 2);
+    assert.equal(stopped, 1);
+    assert.equal((await ask("resources/subscribe", { uri: "mem://still" })).error.code, ErrorCode.InvalidParams);
+  });
+
+  test("prompts: list, get with arguments, missing and unknown ones", async () => {
+    const { ask } = inProcess({
+      prompts: [
+        { name: "hi", description: "Greets", get: () => "hello" },
+        {
+          name: "pair",
+          arguments: [{ name: "a", required: true }, { name: "b" }],
+          get: ({ a, b }) => [{ role: "user", content: { type: "text", text: `${a}-${b}` } }],
+          complete: (name: string, value: string) => [`${name}:${value}1`, `${name}:${value}2`],
+        },
+      ],
+    });
+    assert.deepEqual((await ask("prompts/list")).result.prompts.map((p: Message) => p.name), ["hi", "pair"]);
+    assert.deepEqual((await ask("prompts/get", { name: "hi" })).result, {
+      description: "Greets",
+      messages: [{ role: "user", content: { type: "text", text: "hello" } }],
+    });
+    assert.equal(
+      (await ask("prompts/get", { name: "pair", arguments: { a: "x", b: "y" } })).result.messages[0].content.text,
+      "x-y",
+    );
+    assert.match((await ask("prompts/get", { name: "pair" })).error.message, /needs a/);
+    assert.equal((await ask("prompts/get", { name: "nope" })).error.code, ErrorCode.InvalidParams);
+    assert.equal((await ask("prompts/get", { name: "pair", arguments: { a: 1 } })).error.code, ErrorCode.InvalidParams);
+    assert.deepEqual(
+      (await ask("completion/complete", {
+        ref: { type: "ref/prompt", name: "pair" },
+        argument: { name: "a", value: "v" },
+      }))
+        .result,
+      { completion: { values: ["a:v1", "a:v2"], total: 2, hasMore: false } },
+    );
+  });
+
+  test("ctx.sample reaches a client that declared sampling, and follows the call's cancellation", async () => {
+    const tool = defineTool({
+      name: "ask",
+      run: async (_args: unknown, ctx: { sample(p: object): Promise<Message> }) => {
+        const answer = await ctx.sample({ messages: [], maxTokens: 5 });
+        return answer.content.text;
+      },
+    });
+    const sent: Message[] = [];
+    const server = new McpServer({ tools: [tool] }, (line) => sent.push(JSON.parse(line)));
+    server.receive(JSON.stringify({ ...INIT, params: { ...INIT.params, capabilities: { sampling: {} } } }));
+    server.receive('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}');
+    await sleep(10);
+    const request = sent.find((m) => m.method === "sampling/createMessage")!;
+    server.receive(
+      JSON.stringify({ jsonrpc: "2.0", id: request.id, result: { content: { type: "text", text: "sampled" } } }),
+    );
+    await sleep(10);
+    assert.deepEqual(sent.find((m) => m.id === 1 && !m.method)!.result.content, [{ type: "text", text: "sampled" }]);
+    server.receive('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}');
+    await sleep(10);
+    server.receive('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}');
+    await sleep(10);
+    const second = sent.filter((m) => m.method === "sampling/createMessage")[1];
+    assert.ok(
+      sent.some((m) => m.method === "notifications/cancelled" && m.params.requestId === second.id),
+      "the sampling request was cancelled with the call",
+    );
+    assert.ok(!sent.some((m) => m.id === 2 && !m.method));
+  });
+});
 
 describe("9. Plugins", () => {
   test("isPluginFile() skips helpers, sidecars, docs, typings and tests", () => {
@@ -799,7 +1674,320 @@ describe("9. Plugins", () => {
   });
 });
 
-// --- 10. Server transports: stdio -----------------------------------------------------------
+describe("9. Plugins: executable tools and --watch", () => {
+  test("an executable gets its arguments on stdin only, runs in DIR, and its stdout is the answer", async () => {
+    await withServer(["testdata/exec"], async (server) => {
+      await server.initialize();
+      const { result } = await server.request(1, "tools/list");
+      assert.deepEqual(result.tools.map((t: Message) => t.name), [
+        "args",
+        "fails",
+        "flood",
+        "progress",
+        "result",
+        "sleepy",
+      ]);
+      server.call(2, "args", { a: "x y; rm -rf /", n: 1 });
+      assert.equal(text((await server.response(2)).result), 'argc=0 cwd=exec stdin={"a":"x y; rm -rf /","n":1}');
+      server.call(3, "fails");
+      assert.deepEqual((await server.response(3)).result, {
+        content: [{ type: "text", text: "disk full" }],
+        isError: true,
+      });
+      server.call(4, "result");
+      assert.deepEqual((await server.response(4)).result, {
+        content: [{ type: "text", text: "from a result" }],
+        structuredContent: { ok: true },
+      });
+    });
+  });
+
+  test("an executable's stderr becomes progress and log notifications", async () => {
+    await withServer(["testdata/exec"], async (server) => {
+      await server.initialize();
+      server.call(1, "progress", {}, { progressToken: "t" });
+      assert.equal(text((await server.response(1)).result), "done");
+      const notes = server.messages.filter((m) => m.method?.startsWith("notifications/")).map((m) => m.params);
+      assert.deepEqual(notes, [
+        { progressToken: "t", progress: 1, total: 2, message: "first half" },
+        { level: "info", logger: "progress", data: "plain line" },
+        { level: "error", logger: "progress", data: "bad news" },
+        { progressToken: "t", progress: 2, total: 2 },
+      ]);
+    });
+  });
+
+  test("output over the line cap is an error, and the server keeps serving", async () => {
+    await withServer(["testdata/exec", "--max-line-bytes", "1000000"], async (server) => {
+      await server.initialize();
+      server.call(1, "flood");
+      const { result } = await server.response(1);
+      assert.equal(result.isError, true);
+      assert.match(text(result), /more than 1000000 bytes/);
+      assert.deepEqual((await server.request(2, "ping")).result, {});
+    });
+  });
+
+  test("cancellation and timeout stop an executable with SIGTERM, then SIGKILL: no process is left", async () => {
+    await withServer(["testdata/exec", "--timeout", "1500"], async (server) => {
+      await server.initialize();
+      const pids = () =>
+        server.messages.filter((m) => m.method === "notifications/message").map((m) =>
+          Number(/pid (\d+)/.exec(m.params.data)![1])
+        );
+      server.call(1, "sleepy");
+      await server.until(() => pids().length === 1, "the pid of the first sleeper");
+      server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } });
+      server.call(2, "sleepy");
+      const timedOut = (await server.response(2, 10_000)).result;
+      assert.match(text(timedOut), /timed out after 1500 ms/);
+      await sleep(1500); // SIGTERM is ignored: SIGKILL follows after 1 s
+      for (const pid of pids()) assert.ok(!isAlive(pid), `tool process ${pid} is still running`);
+      assert.ok(!server.messages.some((m) => m.id === 1), "the cancelled call got no answer");
+    });
+  });
+
+  test("--watch picks up added, edited, removed and broken files and sends list_changed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-watch-"));
+    try {
+      writeFileSync(join(dir, "one.ts"), 'export default { run: () => "one v1" };');
+      await withServer([dir, "--watch"], async (server) => {
+        await server.initialize();
+        const changes = () => server.messages.filter((m) => m.method === "notifications/tools/list_changed").length;
+        const names = async (id: string) =>
+          (await server.request(id, "tools/list")).result.tools.map((t: Message) => t.name);
+        const answer = async (id: string, name: string) => {
+          server.call(id, name);
+          return text((await server.response(id)).result);
+        };
+        assert.equal(await answer("a", "one"), "one v1");
+
+        writeFileSync(join(dir, "two.ts"), 'export default { run: () => "two" };');
+        await server.until(() => changes() >= 1, "list_changed after adding a file");
+        assert.deepEqual(await names("b"), ["one", "two"]);
+
+        writeFileSync(join(dir, "one.ts"), 'export default { description: "edited", run: () => "one v2" };');
+        await server.until(() => changes() >= 2, "list_changed after editing a file");
+        assert.equal(await answer("c", "one"), "one v2");
+
+        writeFileSync(join(dir, "bad.ts"), "export default { run: ( };");
+        await server.until(() => server.stderr.includes("bad.ts"), "the broken file reported");
+        rmSync(join(dir, "two.ts"));
+        await server.until(() => changes() >= 3, "list_changed after removing a file");
+        assert.deepEqual(await names("d"), ["one"]);
+        assert.equal(await answer("e", "one"), "one v2");
+      });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+});
+
+describe("9. Plugins: --watch with resources and prompts", () => {
+  test("--watch sends resources and prompts list_changed only for the lists that changed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-watch-rp-"));
+    try {
+      writeFileSync(
+        join(dir, "docs.ts"),
+        'export const resources = [{ uri: "mem://a", name: "a", read: () => "a" }];\n' +
+          'export const prompts = [{ name: "p", get: () => "p" }];\n',
+      );
+      await withServer([dir, "--watch"], async (server) => {
+        const { result } = await server.initialize();
+        assert.deepEqual(result.capabilities.resources, { subscribe: false, listChanged: true });
+        assert.deepEqual(result.capabilities.prompts, { listChanged: true });
+        const count = (method: string) => server.messages.filter((m) => m.method === method).length;
+        writeFileSync(
+          join(dir, "docs.ts"),
+          'export const resources = [{ uri: "mem://a", name: "a", read: () => "a" }, { uri: "mem://b", name: "b", read: () => "b" }];\n' +
+            'export const prompts = [{ name: "p", get: () => "p" }];\n',
+        );
+        await server.until(() => count("notifications/resources/list_changed") === 1, "resources list_changed");
+        const { result: listed } = await server.request("r", "resources/list");
+        assert.deepEqual(listed.resources.map((r: Message) => r.uri), ["mem://a", "mem://b"]);
+        assert.equal(count("notifications/prompts/list_changed"), 0, "the prompts did not change");
+        assert.equal(count("notifications/tools/list_changed"), 0, "the tools did not change");
+      });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+});
+
+describe("9. Plugins: fault injection, load errors, fresh reloads", () => {
+  test("a plugin's process.exit, a thrown object without toString and errors from its timers are answered, and serving goes on", async () => {
+    await withServer(["testdata/faults"], async (server) => {
+      await server.initialize();
+      server.call(1, "exits");
+      assert.deepEqual((await server.response(1)).result, {
+        content: [{ type: "text", text: "Cannot exit while serving: a plugin called process.exit(3)" }],
+        isError: true,
+      });
+      server.call(2, "null_proto");
+      const thrown = (await server.response(2)).result;
+      assert.equal(thrown.isError, true);
+      assert.equal(text(thrown), "a thrown object with no message");
+      server.call(3, "late_throw");
+      assert.equal(text((await server.response(3)).result), "answered");
+      await server.until(() => server.stderr.includes("thrown from a timer"), "the timer's error reported");
+      assert.match(server.stderr, /mcp: a plugin threw outside any request: rejected and forgotten\n/);
+      assert.deepEqual((await server.request(4, "ping")).result, {});
+      server.call(5, "exits", { code: 0 });
+      assert.equal((await server.response(5)).result.isError, true);
+      assert.deepEqual((await server.request(6, "ping")).result, {}, "still serving");
+    });
+  });
+
+  test("a cancelled executable's process group gets SIGKILL after the grace, even once the tool itself has exited", async () => {
+    let grandchild = 0;
+    await withServer(["testdata/faults"], async (server) => {
+      await server.initialize();
+      server.call(1, "stubborn");
+      await server.until(() => server.messages.some((m) => m.method === "notifications/message"), "the grandchild");
+      grandchild = Number(
+        /grandchild=(\d+)/.exec(server.messages.find((m) => m.method === "notifications/message")!.params.data)![1],
+      );
+      assert.ok(isAlive(grandchild));
+      server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } });
+      const deadline = Date.now() + 5_000;
+      while (isAlive(grandchild) && Date.now() < deadline) await sleep(100);
+      assert.ok(!isAlive(grandchild), `grandchild ${grandchild} ignoring SIGTERM is still running`);
+      assert.deepEqual((await server.request(2, "ping")).result, {});
+    });
+    if (grandchild && isAlive(grandchild)) process.kill(grandchild, "SIGKILL");
+  });
+
+  test("a call to a tool whose file failed to load says why, with its line and column", async () => {
+    await withServer(["testdata/broken"], async (server) => {
+      await server.initialize();
+      server.call(1, "syntax");
+      const { error } = await server.response(1);
+      assert.equal(error.code, ErrorCode.InvalidParams);
+      // Node gives the line only.
+      assert.match(
+        error.data.loadError,
+        /^testdata\/broken\/syntax\.ts failed to load: SyntaxError: .+ at syntax\.ts:2(:31)?$/,
+      );
+      assert.match(error.message, /^Unknown tool: syntax; testdata\/broken\/syntax\.ts failed to load/);
+      server.call(2, "nosuch");
+      assert.equal((await server.response(2)).error.message, "Unknown tool: nosuch");
+    });
+    const run = await runCli(["call", [...RUNTIME, MCP, "serve", "testdata/broken"].map(quote).join(" "), "throws"]);
+    assert.equal(run.code, 2);
+    assert.match(
+      run.stderr,
+      /^mcp: the server has no tool named "throws": testdata\/broken\/throws\.ts failed to load: plugin exploded at import at throws\.ts:2:\d+\n$/,
+    );
+  });
+
+  test("--verbose shows the stack of a tool that throws", async () => {
+    await withServer(["testdata/tools", "--verbose"], async (server) => {
+      await server.initialize();
+      server.call(1, "fail", { message: "boom" });
+      assert.equal(text((await server.response(1)).result), "boom");
+      await server.until(() => /"fail" threw: Error: boom\n\s+at .*fail\.ts/.test(server.stderr), "the stack");
+    });
+  });
+
+  test("--watch reloads the helpers a tool imports, and a file that breaks keeps its last good version", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "mcp-graph-"));
+    const dir = join(parent, "tools");
+    mkdirSync(dir);
+    try {
+      writeFileSync(join(dir, "_helper.ts"), 'export const word = "v1";');
+      writeFileSync(join(dir, "one.ts"), 'import { word } from "./_helper.ts";\nexport default { run: () => word };');
+      await withServer([dir, "--watch"], async (server) => {
+        await server.initialize();
+        const reloads = () => server.stderr.split("reloaded").length - 1;
+        const answer = async (id: string) => {
+          server.call(id, "one");
+          return text((await server.response(id)).result);
+        };
+        assert.equal(await answer("a"), "v1");
+        writeFileSync(join(dir, "_helper.ts"), 'export const word = "v2";');
+        await server.until(() => reloads() >= 1, "a reload after editing the helper");
+        assert.equal(await answer("b"), "v2");
+        assert.match(server.stderr, /reloaded ".+": 1 tool\n/);
+
+        writeFileSync(join(dir, "one.ts"), "export default { run: ( };");
+        await server.until(() => /last good version/.test(server.stderr), "the broken edit reported");
+        assert.match(server.stderr, /Cannot load .+one\.ts: SyntaxError: .+; still serving its last good version/);
+        assert.equal(await answer("c"), "v2");
+        const { result } = await server.request("d", "tools/list");
+        assert.deepEqual(result.tools.map((t: Message) => t.name), ["one"]);
+        await server.end();
+      });
+      assert.deepEqual(readdirSync(parent), ["tools"], "no fresh copy is left beside DIR");
+    } finally {
+      rmSync(parent, { recursive: true });
+    }
+  });
+
+  test("serve FILE serves that one file; a file that is no plugin is a usage error naming its folder", async () => {
+    await withServer(["testdata/tools/add.ts"], async (server) => {
+      await server.initialize();
+      const { result } = await server.request(1, "tools/list");
+      assert.deepEqual(result.tools.map((t: Message) => t.name), ["add"]);
+    });
+    const run = await runCli(["serve", "testdata/tools/wc.json"]);
+    assert.equal(run.code, 2);
+    assert.equal(
+      run.stderr,
+      'mcp: Cannot serve "testdata/tools/wc.json": not a plugin file; give its folder: mcp.ts serve testdata/tools\n',
+    );
+  });
+
+  test("serve on a terminal says what it is and how to try it", async () => {
+    if (spawnSync("script", ["--version"]).status !== 0) return;
+    const command = [...RUNTIME, MCP, "serve", "testdata/tools"].map(quote).join(" ");
+    const child = spawn("script", ["-q", "-c", command, "/dev/null"], { cwd: HERE, stdio: ["pipe", "pipe", "pipe"] });
+    let output = "";
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => output += chunk);
+    try {
+      const deadline = Date.now() + 15_000;
+      while (!output.includes("Ctrl-D") && Date.now() < deadline) await sleep(50);
+      assert.match(output, /mcp: serving 7 tools from "testdata\/tools" on stdin\/stdout: .*Ctrl-D or Ctrl-C/);
+      assert.match(output, /mcp\.ts list ".+ serve testdata\/tools"/);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+
+  test("a module tool stuck in a loop ends serve --http within --timeout + 5 s, naming it; /health is never 200 meanwhile", async () => {
+    const server = await startListening(
+      [MCP, "serve", HERE + "testdata/stuck", "--http", "0", "--timeout", "1000"],
+      /serving (\S+)/,
+    );
+    try {
+      const ok = await fetch(server.url, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(INIT) });
+      assert.equal(ok.status, 200);
+      await ok.body?.cancel();
+      const started = Date.now();
+      const call = { jsonrpc: "2.0", id: 2, method: "tools/call", params: modern({ name: "spin" }) };
+      void fetch(server.url, {
+        method: "POST",
+        headers: {
+          ...JSON_HEADERS,
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": "spin",
+        },
+        body: JSON.stringify(call),
+      }).catch(() => {});
+      await server.printed(/spin: looping/); // the tool says when it has begun: no waiting for time
+      const health = await fetch(new URL("/health", server.url), { signal: AbortSignal.timeout(1_000) })
+        .then((response) => response.status, () => "no answer");
+      assert.notEqual(health, 200, "/health while stuck");
+      const { code, signal } = await server.exited;
+      assert.ok(code !== 0 || signal !== null, "a non-zero end");
+      assert.ok(Date.now() - started < 1_000 + 5_000, `ended after ${Date.now() - started} ms`);
+      assert.match(await server.printed(/has blocked/), /mcp: tool "spin" has blocked the server for \d+ s/);
+    } finally {
+      server.close();
+      await server.exited;
+    }
+  });
+});
 
 describe("10. Server transports: stdio", () => {
   test("serve() as a library on the process's stdout keeps its tools' console output off the protocol", () => {
@@ -920,99 +2108,6 @@ describe("10. Server transports: stdio", () => {
     assert.deepEqual(messages[1].result.content, [{ type: "text", text: "42" }]);
   });
 });
-
-// --- 10. Server transports: Streamable HTTP -------------------------------------------
-
-const URL_MCP = "http://127.0.0.1:8080/mcp";
-const JSON_HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
-
-/** A 2026-07-28 POST with its mirror headers; `headers` adds to or overrides them (null removes one). */
-function modernPost(
-  method: string,
-  params: Message = {},
-  headers: Record<string, string | null> = {},
-  id: unknown = 1,
-) {
-  const body = { jsonrpc: "2.0", id, method, params: modern(params) };
-  const all: Record<string, string | null> = {
-    ...JSON_HEADERS,
-    "mcp-protocol-version": "2026-07-28",
-    "mcp-method": method,
-    ...(params.name !== undefined ? { "mcp-name": String(params.name) } : {}),
-    ...(params.uri !== undefined ? { "mcp-name": String(params.uri) } : {}),
-    ...headers,
-  };
-  const sent = Object.fromEntries(Object.entries(all).filter(([, value]) => value !== null)) as Record<string, string>;
-  return new Request(URL_MCP, { method: "POST", headers: sent, body: JSON.stringify(body) });
-}
-
-function legacyPost(message: Message, headers: Record<string, string> = {}) {
-  return new Request(URL_MCP, {
-    method: "POST",
-    headers: { ...JSON_HEADERS, ...headers },
-    body: JSON.stringify(message),
-  });
-}
-
-/** The JSON-RPC messages of an SSE body, read until it ends or `count` arrived. */
-async function sseMessages(response: Response, count = Infinity): Promise<Message[]> {
-  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  const messages: Message[] = [];
-  while (messages.length < count) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    text += value;
-    let end;
-    while ((end = text.indexOf("\n\n")) >= 0) {
-      const data = text.slice(0, end).split("\n").filter((line) => line.startsWith("data: ")).map((line) =>
-        line.slice(6)
-      );
-      text = text.slice(end + 2);
-      if (data.length && data.join("") !== "") messages.push(JSON.parse(data.join("\n")));
-    }
-  }
-  void reader.cancel().catch(() => {});
-  return messages;
-}
-
-/** The JSON-RPC answer of a response, whether a JSON body or the last event of an SSE stream. */
-async function rpcAnswer(response: Response): Promise<Message> {
-  if (response.headers.get("content-type") !== "text/event-stream") return await response.json();
-  return (await sseMessages(response)).filter((m) => !("method" in m)).at(-1)!;
-}
-
-const HTTP_TOOLS = [
-  {
-    name: "add",
-    inputSchema: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } } },
-    run: ({ a, b }: Message) => a + b,
-  },
-  {
-    name: "regional",
-    inputSchema: {
-      type: "object",
-      properties: { region: { type: "string", "x-mcp-header": "Region" }, n: { type: "integer", "x-mcp-header": "N" } },
-    },
-    run: ({ region }: Message) => `in ${region}`,
-  },
-  {
-    name: "slow",
-    run: async (_: unknown, ctx: ToolContext) => {
-      ctx.progress(1, 2);
-      await new Promise((resolve, reject) => {
-        const timer = setTimeout(resolve, 100);
-        ctx.signal.addEventListener("abort", () => (clearTimeout(timer), reject(ctx.signal.reason)));
-      });
-      return "slow done";
-    },
-  },
-  {
-    name: "ask",
-    run: async (_: unknown, ctx: ToolContext) =>
-      `hi ${((await ctx.elicit({ message: "?" }, { key: "who" })).content as Message).name}`,
-  },
-];
 
 describe("10. Server transports: Streamable HTTP", () => {
   test("2026-07-28: a plain answer is JSON; notifications first make an SSE stream that the answer ends", async () => {
@@ -1803,271 +2898,229 @@ describe("10c. The HTTP front", () => {
   });
 });
 
-// --- 11.-13. Server configs, client transports, MCP client ------------------------------------------------------------------
-
-const quote = (word: string) => `'${word.replaceAll("'", "'\\''")}'`;
-/** The fake server as a <server> command line. */
-const FAKE = [...RUNTIME, HERE + "testdata/fake_server.ts"].map(quote).join(" ");
-/** Our own server as a <server> command line. */
-const SERVE = [...RUNTIME, MCP, "serve", HERE + "testdata/tools"].map(quote).join(" ");
-
-// --- Hostile peers: the fakes that attack the client, terminal sinks for main() ---------------------------------
-
-const HOSTILE = [...RUNTIME, HERE + "testdata/hostile_server.ts"].map(quote).join(" ");
-
-/** An in-process sink that says it is (or is not) a terminal and keeps what is written. */
-function sink(terminal: boolean) {
-  const sink = {
-    text: "",
-    isTTY: terminal,
-    columns: 200,
-    write(chunk: string | Uint8Array, callback?: () => void) {
-      sink.text += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk);
-      callback?.();
-      return true;
-    },
-  };
-  return sink;
-}
-
-/** Runs `main(argv)` in process with stdout and stderr that are terminals (or not). */
-async function mainWith(argv: string[], terminal: boolean) {
-  const stdout = sink(terminal);
-  const stderr = sink(terminal);
-  const code = await main(argv, { stdin: new PassThrough().end() as unknown as never, stdout, stderr });
-  return { code, stdout: stdout.text, stderr: stderr.text };
-}
-
-/** Starts testdata/hostile_http_server.ts in `mode`; the URLs it prints and its /_log. */
-async function hostileHttp(mode: string, env: Record<string, string> = {}) {
-  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), HERE + "testdata/hostile_http_server.ts"], {
-    env: { ...process.env, HOSTILE_MODE: mode, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stderr!.setEncoding("utf8").on("data", () => {});
-  const line = await new Promise<string>((resolve, reject) => {
-    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
-      output += text;
-      if (output.includes("\n")) resolve(output.split("\n")[0]);
-    });
-    child.on("exit", () => reject(new Error(`hostile_http_server ${mode} exited: ${output}`)));
-  });
-  const [url, other] = [...line.matchAll(/http:\S+/g)].map((match) => match[0]);
-  return {
-    url,
-    other,
-    log: async (): Promise<Message[]> => await (await fetch(new URL("/_log", url))).json(),
-    close: () => void child.kill("SIGTERM"),
-  };
-}
-
-interface CliRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  pid: number;
-}
-
-/** Runs `mcp.ts ARGS` to the end; kills it after `ms`. */
-function runCli(
-  args: string[],
-  options: {
-    stdin?: string;
-    cwd?: string;
-    env?: Record<string, string>;
-    ms?: number;
-    onStart?: (pid: number) => void;
-  } = {},
-): Promise<CliRun> {
-  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, ...args], {
-    cwd: options.cwd ?? HERE,
-    env: { ...process.env, ...options.env },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.setEncoding("utf8").on("data", (text: string) => stdout += text);
-  child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
-  child.stdin!.on("error", () => {});
-  child.stdin!.end(options.stdin ?? "");
-  options.onStart?.(child.pid!);
-  const timer = setTimeout(() => child.kill("SIGKILL"), options.ms ?? 20_000);
-  return new Promise((resolve) =>
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, pid: child.pid! });
-    })
-  );
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-describe("13. MCP client", () => {
-  test("splitCommand() follows POSIX quoting without expanding anything", () => {
-    assert.deepEqual(splitCommand(`deno run -A  mcp.ts serve ./tools`), [
-      "deno",
-      "run",
-      "-A",
-      "mcp.ts",
-      "serve",
-      "./tools",
-    ]);
-    assert.deepEqual(splitCommand(`a 'b c' "d \\"e\\" \\$f \\x" g\\ h ''`), ["a", "b c", 'd "e" $f \\x', "g h", ""]);
-    assert.deepEqual(splitCommand(`echo '$HOME' "*" ~`), ["echo", "$HOME", "*", "~"]);
-    assert.throws(() => splitCommand(`a 'b`), /unterminated '/);
-    assert.throws(() => splitCommand(`a "b`), /unterminated "/);
-  });
-
-  test("resolveServer() finds names in --config, then ./.mcp.json, and lists known names otherwise", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-config-"));
-    try {
-      const config = { mcpServers: { fake: { command: "node", args: ["x.js"], env: { A: "1" }, cwd: "sub" } } };
-      writeFileSync(join(dir, ".mcp.json"), JSON.stringify(config));
-      writeFileSync(join(dir, "other.json"), JSON.stringify({ mcpServers: { web: { url: "https://x" } } }));
-      const env = { PATH: "", XDG_CONFIG_HOME: dir };
-      assert.deepEqual(await resolveServer("fake", { cwd: dir, env }), {
-        command: "node",
-        args: ["x.js"],
-        env: { A: "1" },
-        cwd: join(dir, "sub"),
-        name: "fake",
-      });
-      await assert.rejects(
-        resolveServer("nope", { cwd: dir, env }),
-        /"nope" is not a command on PATH nor a server in .*; servers it knows: fake/,
+describe("10e. Bearer tokens: an OAuth protected resource", () => {
+  test("serve --http --auth-issuer: metadata, 401 with the challenge, forged and foreign tokens refused", async () => {
+    await withProtectedServer(async (as, server) => {
+      const resource = server.url;
+      const origin = new URL(resource).origin;
+      for (const path of ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]) {
+        const prm = await (await fetch(origin + path)).json();
+        assert.deepEqual(prm.authorization_servers, [as.url]);
+        assert.equal(prm.resource, resource);
+        assert.deepEqual(prm.scopes_supported, ["mcp:read"]);
+      }
+      const mint = async (claims: Message) =>
+        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json()).access_token;
+      const call = (token?: string) =>
+        fetch(resource, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": "whoami",
+            ...(token ? { authorization: `Bearer ${token}` } : {}),
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: modern({ name: "whoami" }) }),
+        });
+      const none = await call();
+      assert.equal(none.status, 401);
+      assert.equal(
+        none.headers.get("www-authenticate"),
+        `Bearer resource_metadata="${origin}/.well-known/oauth-protected-resource/mcp", scope="mcp:read"`,
       );
-      assert.deepEqual(await resolveServer("web", { cwd: dir, env, config: "other.json" }), {
-        type: "http",
-        url: "https://x/",
-        name: "web",
+      const refused = {
+        forged: await mint({ aud: resource, sign_with: "foreign" }),
+        "another audience": await mint({ aud: "http://elsewhere.example/mcp" }),
+        expired: await mint({ aud: resource, exp_in: -3600 }),
+        "not yet valid": await mint({ aud: resource, nbf_in: 3600 }),
+        "another issuer": await mint({ aud: resource, iss: "https://evil.example.com" }),
+        "no expiry": await mint({ aud: resource, exp_in: null }),
+        unsigned: await mint({ aud: resource, alg: "none" }),
+      };
+      for (const [why, token] of Object.entries(refused)) {
+        const response = await call(token);
+        assert.equal(response.status, 401, why);
+        assert.match(response.headers.get("www-authenticate")!, /error="invalid_token"/, why);
+        await response.body?.cancel();
+      }
+      const narrow = await call(await mint({ aud: resource, scope: "mcp:write" }));
+      assert.equal(narrow.status, 403);
+      assert.match(narrow.headers.get("www-authenticate")!, /error="insufficient_scope".*scope="mcp:read"/);
+      const good = await call(await mint({ aud: resource, scope: "mcp:read mcp:write", client_id: "app-1" }));
+      assert.equal(good.status, 200, good.headers.get("www-authenticate") ?? "");
+      const answer = await rpcAnswer(good);
+      assert.deepEqual(JSON.parse(answer.result.content[0].text), {
+        sub: "user-1",
+        scopes: ["mcp:read", "mcp:write"],
+        clientId: "app-1",
       });
-      assert.deepEqual(await resolveServer("node server.js", { cwd: dir, env }), {
-        command: "node",
-        args: ["server.js"],
+      // The audience is the server's own, whatever Host a request names (a token for another port is not ours).
+      const foreignAudience = await mint({ aud: "http://127.0.0.1:1/mcp", scope: "mcp:read" });
+      const spoofed = await new Promise<number>((resolve, reject) => {
+        const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: modern() });
+        const request = httpRequest(resource, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            host: "127.0.0.1:1",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/list",
+            authorization: `Bearer ${foreignAudience}`,
+          },
+        }, (response) => {
+          response.resume();
+          resolve(response.statusCode!);
+        });
+        request.on("error", reject);
+        request.end(body);
       });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+      assert.equal(spoofed, 401, "a Host header cannot choose the audience");
+      // A legacy session is its starter's: another token's holder does not find it.
+      const legacyCall = (token: string, message: Message, session?: string) =>
+        fetch(resource, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            authorization: `Bearer ${token}`,
+            ...(session ? { "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" } : {}),
+          },
+          body: JSON.stringify(message),
+        });
+      const alice = await mint({ aud: resource, scope: "mcp:read", sub: "alice" });
+      const bob = await mint({ aud: resource, scope: "mcp:read", sub: "bob" });
+      const started = await legacyCall(alice, INIT);
+      const session = started.headers.get("mcp-session-id")!;
+      await started.body?.cancel();
+      const list = { jsonrpc: "2.0", id: 2, method: "tools/list" };
+      const own = await legacyCall(alice, list, session);
+      assert.equal(own.status, 200);
+      await own.body?.cancel();
+      const other = await legacyCall(bob, list, session);
+      assert.equal(other.status, 404);
+      await other.body?.cancel();
+      // A new signing key: an unknown kid fetches the keys again (at most once a second).
+      await fetch(as.url + "/_rotate", { method: "POST" });
+      await sleep(1_100);
+      const rotated = await call(await mint({ aud: resource, scope: "mcp:read" }));
+      assert.equal(rotated.status, 200);
+      await rotated.body?.cancel();
+    }, { serveArgs: ["--auth-scopes", "mcp:read"] });
   });
 
-  test("claudeDesktopConfigPath() knows each OS", () => {
-    assert.equal(
-      claudeDesktopConfigPath({}, "darwin", "/Users/me"),
-      "/Users/me/Library/Application Support/Claude/claude_desktop_config.json",
-    );
-    assert.equal(
-      claudeDesktopConfigPath({}, "linux", "/home/me"),
-      "/home/me/.config/Claude/claude_desktop_config.json",
-    );
-    assert.match(
-      claudeDesktopConfigPath({ APPDATA: "C:\\AppData" }, "win32", "C:\\me"),
-      /Claude.claude_desktop_config\.json$/,
-    );
-  });
-
-  test("argsFromPairs() types values by the schema", () => {
-    const schema = TOOL_SCHEMA_FOR_PAIRS;
-    assert.deepEqual(
-      argsFromPairs(["zip=007", "n=5", "on=true", "list=[1,2]", 'obj={"k":1}', "free=12", "word=hi", "eq=a=b"], schema),
-      { zip: "007", n: 5, on: true, list: [1, 2], obj: { k: 1 }, free: 12, word: "hi", eq: "a=b" },
-    );
-    assert.throws(() => argsFromPairs(["n=1.5"], schema), /n must be an integer/);
-    assert.throws(() => argsFromPairs(["on=yes"], schema), /true or false/);
-    assert.throws(() => argsFromPairs(["list={}"], schema), /JSON array/);
-    assert.throws(() => argsFromPairs(["=x"], schema), /key=value/);
-  });
-
-  test("argsFromPairs() makes an array of a key given again when the schema says array, and refuses it otherwise", () => {
-    const schema = {
-      type: "object",
-      properties: { tags: { type: "array", items: { type: "integer" } }, text: { type: "string" } },
-    };
-    assert.deepEqual(argsFromPairs(["tags=1", "text=a", "tags=2"], schema), { tags: [1, 2], text: "a" });
-    assert.throws(() => argsFromPairs(["text=a", "text=b"], schema), /text is given 2 times but is not an array/);
-    assert.throws(() => argsFromPairs(["free=a", "free=b"], schema), /free is given 2 times/);
-  });
-
-  test("closestNames() suggests near misses first", () => {
-    assert.deepEqual(closestNames("ad", ["add", "echo", "read_file"]), ["add", "read_file"]);
-    assert.deepEqual(closestNames("reed_file", ["read_file", "write_file", "zzz"]), ["read_file"]);
-    assert.deepEqual(closestNames("file", ["read_file", "write_file", "add"]), ["read_file", "write_file"]);
-    assert.deepEqual(closestNames("qqqqqq", ["add"]), []);
-  });
-
-  test("connect() gives a library client: listTools over pages, callTool with progress, ping, close", async () => {
-    const client = await connect(FAKE, { env: { FAKE_MODE: "pages" } });
-    try {
-      assert.equal(client.protocolVersion, LATEST_PROTOCOL_VERSION);
-      const ms = await client.ping();
-      assert.ok(ms >= 0 && Math.abs(ms * 1000 - Math.round(ms * 1000)) < 1e-6, `ping() in ms, to the µs: ${ms}`);
-      assert.equal((await client.listTools()).length, 11);
-      const progress: unknown[] = [];
-      const result = await client.callTool("slow", { ms: 10 }, {
-        onProgress: (params) => progress.push(params.progress),
-      });
-      assert.deepEqual(result.content, [{ type: "text", text: "slow done" }]);
-      assert.deepEqual(progress, [1, 2, 3]);
-      assert.ok(await client.ping() >= 0);
-      await assert.rejects(client.callTool("nope"), (error: Error) => error instanceof NotFoundError);
-    } finally {
-      await client.close();
-    }
-    await assert.rejects(client.ping(), (error: Error) => error instanceof ServerError);
-  });
-
-  test("connect() reports each failure as its own error type", async () => {
-    await assert.rejects(connect(FAKE, { env: { FAKE_MODE: "crash-before" } }), (error: ServerError) => {
-      assert.ok(error instanceof ServerError);
-      assert.match(error.message, /exited with code 1 before answering server\/discover/);
-      assert.match(error.stderr, /cannot open the database/);
-      return true;
+  test("--max-sessions with OAuth: at most 100 legacy sessions per token subject, another subject's untouched", async () => {
+    await withProtectedServer(async (as, server) => {
+      const mint = async (sub: string) =>
+        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify({ aud: server.url, sub }) }))
+          .json())
+          .access_token;
+      const [alice, bob] = await Promise.all([mint("alice"), mint("bob")]);
+      const open = async (token: string) => {
+        const response = await fetch(server.url, {
+          method: "POST",
+          headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` },
+          body: JSON.stringify(INIT),
+        });
+        await response.body?.cancel();
+        assert.equal(response.status, 200);
+        return response.headers.get("mcp-session-id")!;
+      };
+      const use = async (token: string, session: string) => {
+        const response = await fetch(server.url, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            authorization: `Bearer ${token}`,
+            "mcp-session-id": session,
+            "mcp-protocol-version": "2025-11-25",
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
+        });
+        await response.body?.cancel();
+        return response.status;
+      };
+      const bobs = await open(bob);
+      const alices: string[] = [];
+      for (let i = 0; i < 101; i++) alices.push(await open(alice));
+      assert.equal(await use(alice, alices[0]), 404, "alice's oldest idle session made room for her 101st");
+      assert.equal(await use(alice, alices[100]), 200);
+      assert.equal(await use(bob, bobs), 200, "bob's session is not alice's to evict");
     });
-    await assert.rejects(
-      connect(FAKE, { env: { FAKE_MODE: "silent" }, timeout: 300 }),
-      (error: Error) => error instanceof TimeoutError,
-    );
-    const client = await connect(FAKE, { env: { FAKE_MODE: "hang" } });
-    try {
-      await assert.rejects(
-        client.callTool("echo", {}, { timeout: 200 }),
-        (error: Error) => error instanceof TimeoutError,
-      );
-      const controller = new AbortController();
-      setTimeout(() => controller.abort(new Error("user stop")), 100);
-      await assert.rejects(client.callTool("echo", {}, { signal: controller.signal }), /user stop/);
-    } finally {
-      await client.close();
-    }
-    await assert.rejects(connect("/no/such/command"), /Cannot start "\/no\/such\/command": command not found/);
+  });
+
+  test("tokens: aud compared exactly, times must be numbers, typ must be an access token's", async () => {
+    await withProtectedServer(async (as, server) => {
+      const mint = async (claims: Message) =>
+        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json()).access_token;
+      const call = (token: string) =>
+        fetch(server.url, {
+          method: "POST",
+          headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` },
+          body: JSON.stringify(INIT),
+        });
+      const refused = {
+        "aud with a trailing slash": await mint({ aud: server.url + "/" }),
+        "aud in other case": await mint({ aud: server.url.toUpperCase() }),
+        "nbf as a string": await mint({
+          aud: server.url,
+          claims: { nbf: String(Math.floor(Date.now() / 1000) + 3600) },
+        }),
+        "iat as a string": await mint({ aud: server.url, claims: { iat: "yesterday" } }),
+        "typ of an ID token": await mint({ aud: server.url, typ: "id_token+jwt" }),
+      };
+      for (const [why, token] of Object.entries(refused)) {
+        const response = await call(token);
+        assert.equal(response.status, 401, why);
+        await response.body?.cancel();
+      }
+      // A token's own (unverified) header words go into the challenge quoted, never breaking the header.
+      for (const header of [{ typ: 'dpop+"jwt' }, { alg: "RS256\nX-Injected: 1" }]) {
+        const response = await call(await mint({ aud: server.url, ...header }));
+        assert.equal(response.status, 401, JSON.stringify(header));
+        const challenge = response.headers.get("www-authenticate")!;
+        assert.match(
+          challenge,
+          /^Bearer error="invalid_token", error_description="(?:[^"\\]|\\.)*", resource_metadata="/,
+        );
+        assert.equal(response.headers.get("x-injected"), null);
+        await response.body?.cancel();
+      }
+      for (const typ of ["at+jwt", "application/at+jwt", "JWT", null]) {
+        const response = await call(await mint({ aud: server.url, typ }));
+        assert.equal(response.status, 200, `typ ${typ}`);
+        await response.body?.cancel();
+      }
+    });
   });
 });
 
-interface DenoForTests {
-  Command: new (command: string, options: object) => {
-    output(): Promise<{ code: number; stdout: Uint8Array; stderr: Uint8Array }>;
-  };
-}
-
-const TOOL_SCHEMA_FOR_PAIRS = {
-  type: "object",
-  properties: {
-    zip: { type: "string" },
-    n: { type: "integer" },
-    on: { type: "boolean" },
-    list: { type: "array" },
-    obj: { type: "object" },
-  },
-};
-
-// --- 14. Output -----------------------------------------------------------------------
+describe("10e. Bearer tokens: tokens signed with RS256 and EdDSA", () => {
+  test("tokens of each signing algorithm verify through the issuer's JWKS; a forged one does not", async () => {
+    for (const alg of ["RS256", "EdDSA"]) {
+      await withProtectedServer(async (as, server) => {
+        const mint = async (claims: Message) =>
+          (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json())
+            .access_token;
+        const call = async (token: string) => {
+          const response = await fetch(server.url, {
+            method: "POST",
+            headers: {
+              ...JSON_HEADERS,
+              "mcp-protocol-version": "2026-07-28",
+              "mcp-method": "tools/list",
+              authorization: `Bearer ${token}`,
+            },
+            body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: modern() }),
+          });
+          await response.body?.cancel();
+          return response.status;
+        };
+        assert.equal(await call(await mint({ aud: server.url })), 200, alg);
+        assert.equal(await call(await mint({ aud: server.url, sign_with: "foreign" })), 401, alg);
+      }, { asEnv: { FAKE_AUTH_ALG: alg } });
+    }
+  });
+});
 
 describe("11. Server configs", () => {
   test("expandVariables() takes ${VAR}, ${VAR:-default}, ${env:VAR}; an unset one is a usage error naming it", () => {
@@ -2234,97 +3287,6 @@ describe("11. Server configs", () => {
   });
 });
 
-describe("13. MCP client: the 2026-07-28 header rules", () => {
-  test("encodeHeaderValue() keeps plain ASCII and sends the rest as =?base64?…?=", () => {
-    assert.equal(encodeHeaderValue("us-west1"), "us-west1");
-    assert.equal(encodeHeaderValue("a b"), "a b");
-    assert.equal(encodeHeaderValue(""), "");
-    for (const value of [" lead", "trail ", "tab\there", "crlf\r\n", "né", "=?base64?abc?="]) {
-      assert.equal(encodeHeaderValue(value), `=?base64?${Buffer.from(value).toString("base64")}?=`, value);
-    }
-  });
-
-  test("invalidHeaderAnnotation() names what makes a tool's x-mcp-header invalid", () => {
-    const tool = (properties: Message) => ({ type: "object", properties });
-    assert.equal(invalidHeaderAnnotation(tool({ a: { type: "string", "x-mcp-header": "Region" } })), undefined);
-    assert.equal(
-      invalidHeaderAnnotation(
-        tool({ o: { type: "object", properties: { b: { type: "boolean", "x-mcp-header": "B" } } } }),
-      ),
-      undefined,
-    );
-    for (
-      const [properties, why] of [
-        [{ a: { type: "string", "x-mcp-header": "" } }, /not a valid header name/],
-        [{ a: { type: "number", "x-mcp-header": "N" } }, /of type "number"/],
-        [{ a: { type: "string", "x-mcp-header": "X" }, b: { type: "string", "x-mcp-header": "x" } }, /used twice/],
-        [{ a: { type: "string", "x-mcp-header": "a:b" } }, /not a valid header name/],
-        [{ a: { type: "array", items: { type: "string", "x-mcp-header": "I" } } }, /not reached through properties/],
-      ] as const
-    ) {
-      assert.match(invalidHeaderAnnotation(tool(properties)) ?? "", why);
-    }
-  });
-});
-
-// --- 12. Client transports and 13. the client over HTTP ------------------------------------------
-
-interface FakeHttp {
-  url: string;
-  /** Every request the fake received on its MCP endpoint (and other paths), in order. */
-  log(): Promise<{ method: string; path: string; headers: Record<string, string>; body: Message; time: number }[]>;
-  stderr(): string;
-  close(): void;
-}
-
-/** Starts testdata/fake_http_server.ts with FAKE_MODE=`mode`; resolves once it listens. */
-async function fakeHttp(mode: string, env: Record<string, string> = {}): Promise<FakeHttp> {
-  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), HERE + "testdata/fake_http_server.ts"], {
-    env: { ...process.env, FAKE_MODE: mode, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout!.setEncoding("utf8").on("data", (text: string) => {
-      out += text;
-      const match = /listening (\S+)/.exec(out);
-      if (match) resolve(match[1]);
-    });
-    child.on("exit", () => reject(new Error(`the fake HTTP server exited: ${stderr}`)));
-  });
-  return {
-    url,
-    log: async () => await (await fetch(url.replace(/\/mcp$/, "/_log"))).json(),
-    stderr: () => stderr,
-    close: () => void child.kill("SIGTERM"),
-  };
-}
-
-async function withFakeHttp(mode: string, body: (fake: FakeHttp) => Promise<void>, env?: Record<string, string>) {
-  const fake = await fakeHttp(mode, env);
-  try {
-    await body(fake);
-  } finally {
-    fake.close();
-  }
-}
-
-/** Whether a process has ended (a zombie waiting for init to reap it counts as ended), waiting up to 1 s. */
-async function isGone(pid: number): Promise<boolean> {
-  for (let i = 0; i < 20; i++) {
-    if (!isAlive(pid)) return true;
-    try {
-      if (/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"))) return true;
-    } catch {
-      // no /proc here: wait and ask again
-    }
-    await sleep(50);
-  }
-  return false;
-}
-
 describe("12. Client transports", () => {
   test("SseReader splits events at blank lines, over any chunking, and skips comments", () => {
     const body = ': keep-alive\r\n\r\nid: 7\r\nretry: 500\r\ndata: \r\n\r\nevent: message\ndata: {"a":\ndata: 1}\n\n' +
@@ -2396,7 +3358,424 @@ describe("12. Client transports", () => {
   });
 });
 
-describe("13. MCP client over HTTP and in both eras", () => {
+describe("13. OAuth: the client", () => {
+  test("login: discovery, registration, PKCE through the browser; the token kept 0600 and used after", async () => {
+    await withProtectedServer(async (as, server, store) => {
+      const env = { MCP_TS_CREDENTIALS: store, BROWSER };
+      const script = await runCli(["call", server.url, "whoami"], { env });
+      assert.equal(script.code, 4, script.stderr);
+      assert.equal(
+        script.stderr,
+        `mcp: the server at ${server.url} needs authorization; run: mcp.ts login ${server.url}\n`,
+      );
+      assert.deepEqual((await as.log()).filter((entry) => entry.kind !== "metadata"), [], "a script starts nothing");
+
+      const login = await runCli(["login", server.url], { env });
+      assert.equal(login.code, 0, login.stderr);
+      assert.match(
+        login.stderr,
+        /^mcp: to authorize mcp\.ts with http:\/\/127\.0\.0\.1:\d+, open: http:\S+\/authorize\?/m,
+      );
+      assert.match(login.stderr, /^mcp: logged in to /m);
+      if (process.platform !== "win32") {
+        assert.equal(statSync(store).mode & 0o777, 0o600);
+        assert.equal(statSync(dirname(store)).mode & 0o777, 0o700);
+      }
+      const kept = JSON.parse(readFileSync(store, "utf8"));
+      const [token] = Object.values(kept.tokens) as Message[];
+      assert.equal(token.resource, server.url);
+      assert.ok(token.expires_at > Date.now() / 1000);
+      const log = await as.log();
+      const register = log.find((entry) => entry.kind === "register")!;
+      assert.equal(register.body.application_type, "native");
+      assert.deepEqual(register.body.grant_types, ["authorization_code", "refresh_token"]);
+      const authorize = log.find((entry) => entry.kind === "authorize")!;
+      assert.equal(authorize.code_challenge_method, "S256");
+      assert.equal(authorize.resource, server.url);
+      assert.equal(authorize.scope, "mcp:read offline_access");
+      const exchange = log.find((entry) => entry.kind === "token")!;
+      assert.equal(exchange.pkceOk, true);
+      assert.equal(exchange.resource, server.url);
+
+      const [call, traced] = await Promise.all([
+        runCli(["call", server.url, "whoami"], { env }),
+        runCli(["list", server.url, "--trace", "--record", join(dirname(store), "c.ndjson")], { env }),
+      ]);
+      assert.equal(call.code, 0, call.stderr);
+      assert.equal(JSON.parse(call.stdout).sub, "user-1");
+      assert.equal((await as.log()).filter((entry) => entry.kind === "authorize").length, 1, "no second flow");
+      for (
+        const text of [
+          call.stdout,
+          call.stderr,
+          traced.stdout,
+          traced.stderr,
+          readFileSync(join(dirname(store), "c.ndjson"), "utf8"),
+        ]
+      ) {
+        assert.ok(!text.includes(token.access_token as string), "no token is printed or recorded");
+      }
+
+      const out = await runCli(["logout", server.url], { env });
+      assert.equal(out.code, 0, out.stderr);
+      assert.match(out.stderr, /forgot 1 token/);
+      assert.equal((await runCli(["call", server.url, "whoami"], { env })).code, 4);
+    }, { serveArgs: ["--auth-scopes", "mcp:read"] });
+  });
+
+  test("concurrent commands with an expiring token refresh it once, under the store's lock", async () => {
+    await withProtectedServer(async (as, server, store) => {
+      const env = { MCP_TS_CREDENTIALS: store, BROWSER };
+      assert.equal((await runCli(["login", server.url], { env })).code, 0);
+      await fetch(as.url + "/_reset", { method: "POST" });
+      // The token is made 25 s old, 5 s from its end: every command wants a fresh one, and one gets it.
+      const kept = JSON.parse(readFileSync(store, "utf8"));
+      for (const token of Object.values(kept.tokens) as Message[]) {
+        token.obtained_at -= 25;
+        token.expires_at -= 25;
+      }
+      writeFileSync(store, JSON.stringify(kept));
+      const runs = await Promise.all([1, 2, 3, 4, 5].map(() => runCli(["call", server.url, "whoami"], { env })));
+      for (const run of runs) assert.equal(run.code, 0, run.stderr);
+      const refreshes = (await as.log()).filter((entry) => entry.kind === "token");
+      assert.equal(
+        refreshes.filter((entry) => entry.grant_type === "refresh_token").length,
+        1,
+        JSON.stringify(refreshes),
+      );
+      assert.ok(!refreshes.some((entry) => entry.reuse), "no refresh token was used twice");
+    }, { asEnv: { FAKE_AUTH_TTL: "30" } });
+  });
+
+  test("--grant client_credentials: tokens for the client itself, with a secret or a private key, no browser", async () => {
+    const { publicKey, privateKey } = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, [
+      "sign",
+      "verify",
+    ]);
+    const jwk = await crypto.subtle.exportKey("jwk", publicKey);
+    const pkcs8 = Buffer.from(await crypto.subtle.exportKey("pkcs8", privateKey)).toString("base64");
+    const pem = `-----BEGIN PRIVATE KEY-----\n${pkcs8.match(/.{1,64}/g)!.join("\n")}\n-----END PRIVATE KEY-----\n`;
+    await withProtectedServer(async (as, server, store) => {
+      mkdirSync(dirname(store), { recursive: true });
+      const keyFile = join(dirname(store), "key.pem");
+      writeFileSync(keyFile, pem, { mode: 0o600 });
+      const env = { MCP_TS_CREDENTIALS: store };
+      const common = ["call", server.url, "whoami", "--grant", "client_credentials", "--client-id", "ci-bot"];
+      const secret = await runCli([...common, "--client-secret", "s3cret"], { env });
+      assert.equal(secret.code, 0, secret.stderr);
+      assert.equal(JSON.parse(secret.stdout).sub, "ci-bot");
+      rmSync(store);
+      const keyed = await runCli([...common, "--client-key", keyFile], { env });
+      assert.equal(keyed.code, 0, keyed.stderr);
+      const grants = (await as.log()).filter((entry) => entry.kind === "token");
+      assert.deepEqual(grants.map((entry) => [entry.grant_type, entry.clientAuth]), [
+        ["client_credentials", "basic"],
+        ["client_credentials", "private_key_jwt"],
+      ]);
+      assert.ok(!(await as.log()).some((entry) => entry.kind === "authorize"));
+    }, {
+      asEnv: {
+        FAKE_AUTH_CLIENT_ID: "ci-bot",
+        FAKE_AUTH_CLIENT_SECRET: "s3cret",
+        FAKE_AUTH_CLIENT_JWK: JSON.stringify(jwk),
+      },
+    });
+  });
+
+  test("what the client refuses: metadata of another issuer, no PKCE, a wrong iss; exit 4 naming it", async () => {
+    for (
+      const [mode, why] of [
+        ["wrong-issuer", /its issuer "https:\/\/attacker\.example\.com" is not/],
+        ["no-pkce", /does not advertise PKCE S256/],
+        ["iss-wrong", /came from "https:\/\/evil\.example\.com"/],
+        ["iss-slash", /came from "http:\/\/127\.0\.0\.1:\d+\/"/],
+        ["deny", /authorization was refused \(access_denied\)/],
+      ] as const
+    ) {
+      await withProtectedServer(async (as, server, store) => {
+        const run = await runCli(["login", server.url], { env: { MCP_TS_CREDENTIALS: store, BROWSER } });
+        assert.equal(run.code, 4, `${mode}: ${run.stderr}`);
+        assert.match(run.stderr, why, mode);
+        assert.ok(!(await as.log()).some((entry) => entry.kind === "token"), `${mode}: no token request`);
+      }, { asEnv: { FAKE_AUTH_MODE: mode } });
+    }
+  });
+
+  test("login: a callback with the wrong state gets 400 and the real one still logs in", async () => {
+    await withProtectedServer(async (_as, server, store) => {
+      const forged = join(tmpdir(), `mcp-forged-${process.pid}`);
+      const login = await runCli(["login", server.url], {
+        env: { MCP_TS_CREDENTIALS: store, BROWSER, BROWSER_FORGE: forged },
+      });
+      assert.equal(readFileSync(forged, "utf8"), "400");
+      rmSync(forged);
+      assert.equal(login.code, 0, login.stderr);
+      assert.match(login.stderr, /^mcp: logged in to /m);
+    });
+  });
+
+  test("a step-up in a later command asks for the granted scopes and the challenged ones", async () => {
+    // The same server (URL) first needs mcp:read, then, restarted, mcp:admin.
+    const port = await new Promise<number>((resolve) => {
+      const probe = createNetServer().listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => resolve(port));
+      });
+    });
+    const home = mkdtempSync(join(tmpdir(), "mcp-stepup-"));
+    const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/);
+    const serveWith = (scope: string) =>
+      startListening(
+        [
+          MCP,
+          "serve",
+          HERE + "testdata/auth",
+          "--http",
+          `127.0.0.1:${port}`,
+          "--auth-issuer",
+          as.url,
+          "--auth-scopes",
+          scope,
+        ],
+        /serving (\S+)/,
+      );
+    try {
+      const env = { MCP_TS_CREDENTIALS: join(home, "credentials.json"), BROWSER };
+      const reader = await serveWith("mcp:read");
+      const login = await runCli(["login", reader.url], { env });
+      reader.close();
+      await reader.exited; // its port is free again
+      assert.equal(login.code, 0, login.stderr);
+      const admin = await serveWith("mcp:admin");
+      try {
+        const call = await runCli(["call", admin.url, "whoami", "--login"], { env });
+        assert.equal(call.code, 0, call.stderr);
+      } finally {
+        admin.close();
+      }
+      const asked = (await as.log()).filter((entry) => entry.kind === "authorize").map((entry) => entry.scope);
+      assert.equal(asked.length, 2, JSON.stringify(asked));
+      assert.deepEqual(asked[0].split(" ").sort(), ["mcp:read", "offline_access"]);
+      assert.deepEqual(asked[1].split(" ").sort(), ["mcp:admin", "mcp:read", "offline_access"], "the union");
+    } finally {
+      as.close();
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test("a credentials directory or file others can read is tightened, with one warning", async () => {
+    if (process.platform === "win32") return;
+    const home = mkdtempSync(join(tmpdir(), "mcp-perms-"));
+    try {
+      const dir = join(home, "creds");
+      mkdirSync(dir, { mode: 0o755 });
+      const file = join(dir, "credentials.json");
+      writeFileSync(file, JSON.stringify({ tokens: {}, clients: {} }), { mode: 0o644 });
+      const fake = await hostileHttp("redirect-same");
+      try {
+        const run = await runCli(["call", fake.url, "echo", "text=hi"], { env: { MCP_TS_CREDENTIALS: file } });
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(statSync(dir).mode & 0o777, 0o700);
+        assert.equal(statSync(file).mode & 0o777, 0o600);
+        assert.equal(run.stderr.match(/was readable by others/g)?.length, 2, run.stderr);
+      } finally {
+        fake.close();
+      }
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test("login says it waits, on which port, and ends with exit 4 after --login-timeout, not a request timeout", async () => {
+    await withProtectedServer(async (_as, server, store) => {
+      const run = await runCli(
+        ["login", server.url, "--no-browser", "--login-timeout", "1500", "--timeout", "300"],
+        { env: { MCP_TS_CREDENTIALS: store } },
+      );
+      assert.equal(run.code, 4, run.stderr);
+      assert.match(
+        run.stderr,
+        /^mcp: waiting for the authorization at http:\/\/127\.0\.0\.1:\d+\/callback \(up to 1500 ms; Ctrl-C/m,
+      );
+      assert.match(run.stderr, /no authorization arrived within 1500 ms \(--login-timeout\)/);
+    });
+  });
+});
+
+describe("14. MCP client", () => {
+  test("splitCommand() follows POSIX quoting without expanding anything", () => {
+    assert.deepEqual(splitCommand(`deno run -A  mcp.ts serve ./tools`), [
+      "deno",
+      "run",
+      "-A",
+      "mcp.ts",
+      "serve",
+      "./tools",
+    ]);
+    assert.deepEqual(splitCommand(`a 'b c' "d \\"e\\" \\$f \\x" g\\ h ''`), ["a", "b c", 'd "e" $f \\x', "g h", ""]);
+    assert.deepEqual(splitCommand(`echo '$HOME' "*" ~`), ["echo", "$HOME", "*", "~"]);
+    assert.throws(() => splitCommand(`a 'b`), /unterminated '/);
+    assert.throws(() => splitCommand(`a "b`), /unterminated "/);
+  });
+
+  test("resolveServer() finds names in --config, then ./.mcp.json, and lists known names otherwise", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-config-"));
+    try {
+      const config = { mcpServers: { fake: { command: "node", args: ["x.js"], env: { A: "1" }, cwd: "sub" } } };
+      writeFileSync(join(dir, ".mcp.json"), JSON.stringify(config));
+      writeFileSync(join(dir, "other.json"), JSON.stringify({ mcpServers: { web: { url: "https://x" } } }));
+      const env = { PATH: "", XDG_CONFIG_HOME: dir };
+      assert.deepEqual(await resolveServer("fake", { cwd: dir, env }), {
+        command: "node",
+        args: ["x.js"],
+        env: { A: "1" },
+        cwd: join(dir, "sub"),
+        name: "fake",
+      });
+      await assert.rejects(
+        resolveServer("nope", { cwd: dir, env }),
+        /"nope" is not a command on PATH nor a server in .*; servers it knows: fake/,
+      );
+      assert.deepEqual(await resolveServer("web", { cwd: dir, env, config: "other.json" }), {
+        type: "http",
+        url: "https://x/",
+        name: "web",
+      });
+      assert.deepEqual(await resolveServer("node server.js", { cwd: dir, env }), {
+        command: "node",
+        args: ["server.js"],
+      });
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  test("claudeDesktopConfigPath() knows each OS", () => {
+    assert.equal(
+      claudeDesktopConfigPath({}, "darwin", "/Users/me"),
+      "/Users/me/Library/Application Support/Claude/claude_desktop_config.json",
+    );
+    assert.equal(
+      claudeDesktopConfigPath({}, "linux", "/home/me"),
+      "/home/me/.config/Claude/claude_desktop_config.json",
+    );
+    assert.match(
+      claudeDesktopConfigPath({ APPDATA: "C:\\AppData" }, "win32", "C:\\me"),
+      /Claude.claude_desktop_config\.json$/,
+    );
+  });
+
+  test("argsFromPairs() types values by the schema", () => {
+    const schema = TOOL_SCHEMA_FOR_PAIRS;
+    assert.deepEqual(
+      argsFromPairs(["zip=007", "n=5", "on=true", "list=[1,2]", 'obj={"k":1}', "free=12", "word=hi", "eq=a=b"], schema),
+      { zip: "007", n: 5, on: true, list: [1, 2], obj: { k: 1 }, free: 12, word: "hi", eq: "a=b" },
+    );
+    assert.throws(() => argsFromPairs(["n=1.5"], schema), /n must be an integer/);
+    assert.throws(() => argsFromPairs(["on=yes"], schema), /true or false/);
+    assert.throws(() => argsFromPairs(["list={}"], schema), /JSON array/);
+    assert.throws(() => argsFromPairs(["=x"], schema), /key=value/);
+  });
+
+  test("argsFromPairs() makes an array of a key given again when the schema says array, and refuses it otherwise", () => {
+    const schema = {
+      type: "object",
+      properties: { tags: { type: "array", items: { type: "integer" } }, text: { type: "string" } },
+    };
+    assert.deepEqual(argsFromPairs(["tags=1", "text=a", "tags=2"], schema), { tags: [1, 2], text: "a" });
+    assert.throws(() => argsFromPairs(["text=a", "text=b"], schema), /text is given 2 times but is not an array/);
+    assert.throws(() => argsFromPairs(["free=a", "free=b"], schema), /free is given 2 times/);
+  });
+
+  test("closestNames() suggests near misses first", () => {
+    assert.deepEqual(closestNames("ad", ["add", "echo", "read_file"]), ["add", "read_file"]);
+    assert.deepEqual(closestNames("reed_file", ["read_file", "write_file", "zzz"]), ["read_file"]);
+    assert.deepEqual(closestNames("file", ["read_file", "write_file", "add"]), ["read_file", "write_file"]);
+    assert.deepEqual(closestNames("qqqqqq", ["add"]), []);
+  });
+
+  test("connect() gives a library client: listTools over pages, callTool with progress, ping, close", async () => {
+    const client = await connect(FAKE, { env: { FAKE_MODE: "pages" } });
+    try {
+      assert.equal(client.protocolVersion, LATEST_PROTOCOL_VERSION);
+      const ms = await client.ping();
+      assert.ok(ms >= 0 && Math.abs(ms * 1000 - Math.round(ms * 1000)) < 1e-6, `ping() in ms, to the µs: ${ms}`);
+      assert.equal((await client.listTools()).length, 11);
+      const progress: unknown[] = [];
+      const result = await client.callTool("slow", { ms: 10 }, {
+        onProgress: (params) => progress.push(params.progress),
+      });
+      assert.deepEqual(result.content, [{ type: "text", text: "slow done" }]);
+      assert.deepEqual(progress, [1, 2, 3]);
+      assert.ok(await client.ping() >= 0);
+      await assert.rejects(client.callTool("nope"), (error: Error) => error instanceof NotFoundError);
+    } finally {
+      await client.close();
+    }
+    await assert.rejects(client.ping(), (error: Error) => error instanceof ServerError);
+  });
+
+  test("connect() reports each failure as its own error type", async () => {
+    await assert.rejects(connect(FAKE, { env: { FAKE_MODE: "crash-before" } }), (error: ServerError) => {
+      assert.ok(error instanceof ServerError);
+      assert.match(error.message, /exited with code 1 before answering server\/discover/);
+      assert.match(error.stderr, /cannot open the database/);
+      return true;
+    });
+    await assert.rejects(
+      connect(FAKE, { env: { FAKE_MODE: "silent" }, timeout: 300 }),
+      (error: Error) => error instanceof TimeoutError,
+    );
+    const client = await connect(FAKE, { env: { FAKE_MODE: "hang" } });
+    try {
+      await assert.rejects(
+        client.callTool("echo", {}, { timeout: 200 }),
+        (error: Error) => error instanceof TimeoutError,
+      );
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(new Error("user stop")), 100);
+      await assert.rejects(client.callTool("echo", {}, { signal: controller.signal }), /user stop/);
+    } finally {
+      await client.close();
+    }
+    await assert.rejects(connect("/no/such/command"), /Cannot start "\/no\/such\/command": command not found/);
+  });
+});
+
+describe("14. MCP client: the 2026-07-28 header rules", () => {
+  test("encodeHeaderValue() keeps plain ASCII and sends the rest as =?base64?…?=", () => {
+    assert.equal(encodeHeaderValue("us-west1"), "us-west1");
+    assert.equal(encodeHeaderValue("a b"), "a b");
+    assert.equal(encodeHeaderValue(""), "");
+    for (const value of [" lead", "trail ", "tab\there", "crlf\r\n", "né", "=?base64?abc?="]) {
+      assert.equal(encodeHeaderValue(value), `=?base64?${Buffer.from(value).toString("base64")}?=`, value);
+    }
+  });
+
+  test("invalidHeaderAnnotation() names what makes a tool's x-mcp-header invalid", () => {
+    const tool = (properties: Message) => ({ type: "object", properties });
+    assert.equal(invalidHeaderAnnotation(tool({ a: { type: "string", "x-mcp-header": "Region" } })), undefined);
+    assert.equal(
+      invalidHeaderAnnotation(
+        tool({ o: { type: "object", properties: { b: { type: "boolean", "x-mcp-header": "B" } } } }),
+      ),
+      undefined,
+    );
+    for (
+      const [properties, why] of [
+        [{ a: { type: "string", "x-mcp-header": "" } }, /not a valid header name/],
+        [{ a: { type: "number", "x-mcp-header": "N" } }, /of type "number"/],
+        [{ a: { type: "string", "x-mcp-header": "X" }, b: { type: "string", "x-mcp-header": "x" } }, /used twice/],
+        [{ a: { type: "string", "x-mcp-header": "a:b" } }, /not a valid header name/],
+        [{ a: { type: "array", items: { type: "string", "x-mcp-header": "I" } } }, /not reached through properties/],
+      ] as const
+    ) {
+      assert.match(invalidHeaderAnnotation(tool(properties)) ?? "", why);
+    }
+  });
+});
+
+describe("14. MCP client over HTTP and in both eras", () => {
   test("the probe: a legacy server's error costs one round trip; silence at most 1 s; dying, exit 3 or a retry", async () => {
     const starts = join(mkdtempSync(join(tmpdir(), "mcp-starts-")), "starts");
     const HOSTILE = [...RUNTIME, HERE + "testdata/hostile_server.ts"].map(quote).join(" ");
@@ -2790,547 +4169,7 @@ describe("13. MCP client over HTTP and in both eras", () => {
   });
 });
 
-// --- 10c. and 13. OAuth: the protected server and the client that logs in ------------------------
-
-interface Started {
-  url: string;
-  log(): Promise<Message[]>;
-  close(): void;
-  /** Resolves once its stdout and stderr so far match `pattern` (its text then). */
-  printed(pattern: RegExp): Promise<string>;
-  /** How it ended. */
-  exited: Promise<{ code: number | null; signal: string | null }>;
-}
-
-/** Starts a process that prints its URL (`pattern`'s first group) on stdout or stderr; resolves once it does. */
-async function startListening(args: string[], pattern: RegExp, env: Record<string, string> = {}): Promise<Started> {
-  const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), ...args], {
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  let heard = () => {};
-  const take = (text: string) => {
-    output += text;
-    heard();
-  };
-  child.stdout!.setEncoding("utf8").on("data", take);
-  child.stderr!.setEncoding("utf8").on("data", take);
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-    child.on("close", (code, signal) => {
-      resolve({ code, signal });
-      heard();
-    })
-  );
-  const printed = async (wanted: RegExp) => {
-    while (!wanted.test(output)) {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${args.join(" ")} exited: ${output}`);
-      await new Promise<void>((resolve) => heard = resolve);
-    }
-    return output;
-  };
-  const url = pattern.exec(await printed(pattern))![1];
-  return {
-    url,
-    log: async () => await (await fetch(new URL("/_log", url))).json(),
-    close: () => void child.kill("SIGTERM"),
-    printed,
-    exited,
-  };
-}
-
-/** The fake authorization server, and mcp.ts serve --http protected by it (testdata/auth: the whoami tool). */
-async function withProtectedServer(
-  body: (as: Started, server: Started, store: string) => Promise<void>,
-  options: { asEnv?: Record<string, string>; serveArgs?: string[] } = {},
-): Promise<void> {
-  const home = mkdtempSync(join(tmpdir(), "mcp-oauth-"));
-  const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/, options.asEnv);
-  let server: Started | undefined;
-  try {
-    server = await startListening(
-      [MCP, "serve", HERE + "testdata/auth", "--http", "0", "--auth-issuer", as.url, ...(options.serveArgs ?? [])],
-      /serving (\S+)/,
-    );
-    await body(as, server, join(home, "store", "credentials.json"));
-  } finally {
-    server?.close();
-    as.close();
-    rmSync(home, { recursive: true, force: true });
-  }
-}
-
-const BROWSER = [...RUNTIME, HERE + "testdata/browser.ts"].map(quote).join(" ");
-
-describe("10e. Server transports: an OAuth protected resource", () => {
-  test("serve --http --auth-issuer: metadata, 401 with the challenge, forged and foreign tokens refused", async () => {
-    await withProtectedServer(async (as, server) => {
-      const resource = server.url;
-      const origin = new URL(resource).origin;
-      for (const path of ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]) {
-        const prm = await (await fetch(origin + path)).json();
-        assert.deepEqual(prm.authorization_servers, [as.url]);
-        assert.equal(prm.resource, resource);
-        assert.deepEqual(prm.scopes_supported, ["mcp:read"]);
-      }
-      const mint = async (claims: Message) =>
-        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json()).access_token;
-      const call = (token?: string) =>
-        fetch(resource, {
-          method: "POST",
-          headers: {
-            ...JSON_HEADERS,
-            "mcp-protocol-version": "2026-07-28",
-            "mcp-method": "tools/call",
-            "mcp-name": "whoami",
-            ...(token ? { authorization: `Bearer ${token}` } : {}),
-          },
-          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: modern({ name: "whoami" }) }),
-        });
-      const none = await call();
-      assert.equal(none.status, 401);
-      assert.equal(
-        none.headers.get("www-authenticate"),
-        `Bearer resource_metadata="${origin}/.well-known/oauth-protected-resource/mcp", scope="mcp:read"`,
-      );
-      const refused = {
-        forged: await mint({ aud: resource, sign_with: "foreign" }),
-        "another audience": await mint({ aud: "http://elsewhere.example/mcp" }),
-        expired: await mint({ aud: resource, exp_in: -3600 }),
-        "not yet valid": await mint({ aud: resource, nbf_in: 3600 }),
-        "another issuer": await mint({ aud: resource, iss: "https://evil.example.com" }),
-        "no expiry": await mint({ aud: resource, exp_in: null }),
-        unsigned: await mint({ aud: resource, alg: "none" }),
-      };
-      for (const [why, token] of Object.entries(refused)) {
-        const response = await call(token);
-        assert.equal(response.status, 401, why);
-        assert.match(response.headers.get("www-authenticate")!, /error="invalid_token"/, why);
-        await response.body?.cancel();
-      }
-      const narrow = await call(await mint({ aud: resource, scope: "mcp:write" }));
-      assert.equal(narrow.status, 403);
-      assert.match(narrow.headers.get("www-authenticate")!, /error="insufficient_scope".*scope="mcp:read"/);
-      const good = await call(await mint({ aud: resource, scope: "mcp:read mcp:write", client_id: "app-1" }));
-      assert.equal(good.status, 200, good.headers.get("www-authenticate") ?? "");
-      const answer = await rpcAnswer(good);
-      assert.deepEqual(JSON.parse(answer.result.content[0].text), {
-        sub: "user-1",
-        scopes: ["mcp:read", "mcp:write"],
-        clientId: "app-1",
-      });
-      // The audience is the server's own, whatever Host a request names (a token for another port is not ours).
-      const foreignAudience = await mint({ aud: "http://127.0.0.1:1/mcp", scope: "mcp:read" });
-      const spoofed = await new Promise<number>((resolve, reject) => {
-        const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: modern() });
-        const request = httpRequest(resource, {
-          method: "POST",
-          headers: {
-            ...JSON_HEADERS,
-            host: "127.0.0.1:1",
-            "mcp-protocol-version": "2026-07-28",
-            "mcp-method": "tools/list",
-            authorization: `Bearer ${foreignAudience}`,
-          },
-        }, (response) => {
-          response.resume();
-          resolve(response.statusCode!);
-        });
-        request.on("error", reject);
-        request.end(body);
-      });
-      assert.equal(spoofed, 401, "a Host header cannot choose the audience");
-      // A legacy session is its starter's: another token's holder does not find it.
-      const legacyCall = (token: string, message: Message, session?: string) =>
-        fetch(resource, {
-          method: "POST",
-          headers: {
-            ...JSON_HEADERS,
-            authorization: `Bearer ${token}`,
-            ...(session ? { "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" } : {}),
-          },
-          body: JSON.stringify(message),
-        });
-      const alice = await mint({ aud: resource, scope: "mcp:read", sub: "alice" });
-      const bob = await mint({ aud: resource, scope: "mcp:read", sub: "bob" });
-      const started = await legacyCall(alice, INIT);
-      const session = started.headers.get("mcp-session-id")!;
-      await started.body?.cancel();
-      const list = { jsonrpc: "2.0", id: 2, method: "tools/list" };
-      const own = await legacyCall(alice, list, session);
-      assert.equal(own.status, 200);
-      await own.body?.cancel();
-      const other = await legacyCall(bob, list, session);
-      assert.equal(other.status, 404);
-      await other.body?.cancel();
-      // A new signing key: an unknown kid fetches the keys again (at most once a second).
-      await fetch(as.url + "/_rotate", { method: "POST" });
-      await sleep(1_100);
-      const rotated = await call(await mint({ aud: resource, scope: "mcp:read" }));
-      assert.equal(rotated.status, 200);
-      await rotated.body?.cancel();
-    }, { serveArgs: ["--auth-scopes", "mcp:read"] });
-  });
-
-  test("--max-sessions with OAuth: at most 100 legacy sessions per token subject, another subject's untouched", async () => {
-    await withProtectedServer(async (as, server) => {
-      const mint = async (sub: string) =>
-        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify({ aud: server.url, sub }) }))
-          .json())
-          .access_token;
-      const [alice, bob] = await Promise.all([mint("alice"), mint("bob")]);
-      const open = async (token: string) => {
-        const response = await fetch(server.url, {
-          method: "POST",
-          headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` },
-          body: JSON.stringify(INIT),
-        });
-        await response.body?.cancel();
-        assert.equal(response.status, 200);
-        return response.headers.get("mcp-session-id")!;
-      };
-      const use = async (token: string, session: string) => {
-        const response = await fetch(server.url, {
-          method: "POST",
-          headers: {
-            ...JSON_HEADERS,
-            authorization: `Bearer ${token}`,
-            "mcp-session-id": session,
-            "mcp-protocol-version": "2025-11-25",
-          },
-          body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
-        });
-        await response.body?.cancel();
-        return response.status;
-      };
-      const bobs = await open(bob);
-      const alices: string[] = [];
-      for (let i = 0; i < 101; i++) alices.push(await open(alice));
-      assert.equal(await use(alice, alices[0]), 404, "alice's oldest idle session made room for her 101st");
-      assert.equal(await use(alice, alices[100]), 200);
-      assert.equal(await use(bob, bobs), 200, "bob's session is not alice's to evict");
-    });
-  });
-
-  test("tokens: aud compared exactly, times must be numbers, typ must be an access token's", async () => {
-    await withProtectedServer(async (as, server) => {
-      const mint = async (claims: Message) =>
-        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json()).access_token;
-      const call = (token: string) =>
-        fetch(server.url, {
-          method: "POST",
-          headers: { ...JSON_HEADERS, authorization: `Bearer ${token}` },
-          body: JSON.stringify(INIT),
-        });
-      const refused = {
-        "aud with a trailing slash": await mint({ aud: server.url + "/" }),
-        "aud in other case": await mint({ aud: server.url.toUpperCase() }),
-        "nbf as a string": await mint({
-          aud: server.url,
-          claims: { nbf: String(Math.floor(Date.now() / 1000) + 3600) },
-        }),
-        "iat as a string": await mint({ aud: server.url, claims: { iat: "yesterday" } }),
-        "typ of an ID token": await mint({ aud: server.url, typ: "id_token+jwt" }),
-      };
-      for (const [why, token] of Object.entries(refused)) {
-        const response = await call(token);
-        assert.equal(response.status, 401, why);
-        await response.body?.cancel();
-      }
-      // A token's own (unverified) header words go into the challenge quoted, never breaking the header.
-      for (const header of [{ typ: 'dpop+"jwt' }, { alg: "RS256\nX-Injected: 1" }]) {
-        const response = await call(await mint({ aud: server.url, ...header }));
-        assert.equal(response.status, 401, JSON.stringify(header));
-        const challenge = response.headers.get("www-authenticate")!;
-        assert.match(
-          challenge,
-          /^Bearer error="invalid_token", error_description="(?:[^"\\]|\\.)*", resource_metadata="/,
-        );
-        assert.equal(response.headers.get("x-injected"), null);
-        await response.body?.cancel();
-      }
-      for (const typ of ["at+jwt", "application/at+jwt", "JWT", null]) {
-        const response = await call(await mint({ aud: server.url, typ }));
-        assert.equal(response.status, 200, `typ ${typ}`);
-        await response.body?.cancel();
-      }
-    });
-  });
-});
-
-describe("10e. Server transports: tokens signed with RS256 and EdDSA", () => {
-  test("tokens of each signing algorithm verify through the issuer's JWKS; a forged one does not", async () => {
-    for (const alg of ["RS256", "EdDSA"]) {
-      await withProtectedServer(async (as, server) => {
-        const mint = async (claims: Message) =>
-          (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json())
-            .access_token;
-        const call = async (token: string) => {
-          const response = await fetch(server.url, {
-            method: "POST",
-            headers: {
-              ...JSON_HEADERS,
-              "mcp-protocol-version": "2026-07-28",
-              "mcp-method": "tools/list",
-              authorization: `Bearer ${token}`,
-            },
-            body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: modern() }),
-          });
-          await response.body?.cancel();
-          return response.status;
-        };
-        assert.equal(await call(await mint({ aud: server.url })), 200, alg);
-        assert.equal(await call(await mint({ aud: server.url, sign_with: "foreign" })), 401, alg);
-      }, { asEnv: { FAKE_AUTH_ALG: alg } });
-    }
-  });
-});
-
-describe("13. OAuth: the client", () => {
-  test("login: discovery, registration, PKCE through the browser; the token kept 0600 and used after", async () => {
-    await withProtectedServer(async (as, server, store) => {
-      const env = { MCP_TS_CREDENTIALS: store, BROWSER };
-      const script = await runCli(["call", server.url, "whoami"], { env });
-      assert.equal(script.code, 4, script.stderr);
-      assert.equal(
-        script.stderr,
-        `mcp: the server at ${server.url} needs authorization; run: mcp.ts login ${server.url}\n`,
-      );
-      assert.deepEqual((await as.log()).filter((entry) => entry.kind !== "metadata"), [], "a script starts nothing");
-
-      const login = await runCli(["login", server.url], { env });
-      assert.equal(login.code, 0, login.stderr);
-      assert.match(
-        login.stderr,
-        /^mcp: to authorize mcp\.ts with http:\/\/127\.0\.0\.1:\d+, open: http:\S+\/authorize\?/m,
-      );
-      assert.match(login.stderr, /^mcp: logged in to /m);
-      if (process.platform !== "win32") {
-        assert.equal(statSync(store).mode & 0o777, 0o600);
-        assert.equal(statSync(dirname(store)).mode & 0o777, 0o700);
-      }
-      const kept = JSON.parse(readFileSync(store, "utf8"));
-      const [token] = Object.values(kept.tokens) as Message[];
-      assert.equal(token.resource, server.url);
-      assert.ok(token.expires_at > Date.now() / 1000);
-      const log = await as.log();
-      const register = log.find((entry) => entry.kind === "register")!;
-      assert.equal(register.body.application_type, "native");
-      assert.deepEqual(register.body.grant_types, ["authorization_code", "refresh_token"]);
-      const authorize = log.find((entry) => entry.kind === "authorize")!;
-      assert.equal(authorize.code_challenge_method, "S256");
-      assert.equal(authorize.resource, server.url);
-      assert.equal(authorize.scope, "mcp:read offline_access");
-      const exchange = log.find((entry) => entry.kind === "token")!;
-      assert.equal(exchange.pkceOk, true);
-      assert.equal(exchange.resource, server.url);
-
-      const [call, traced] = await Promise.all([
-        runCli(["call", server.url, "whoami"], { env }),
-        runCli(["list", server.url, "--trace", "--record", join(dirname(store), "c.ndjson")], { env }),
-      ]);
-      assert.equal(call.code, 0, call.stderr);
-      assert.equal(JSON.parse(call.stdout).sub, "user-1");
-      assert.equal((await as.log()).filter((entry) => entry.kind === "authorize").length, 1, "no second flow");
-      for (
-        const text of [
-          call.stdout,
-          call.stderr,
-          traced.stdout,
-          traced.stderr,
-          readFileSync(join(dirname(store), "c.ndjson"), "utf8"),
-        ]
-      ) {
-        assert.ok(!text.includes(token.access_token as string), "no token is printed or recorded");
-      }
-
-      const out = await runCli(["logout", server.url], { env });
-      assert.equal(out.code, 0, out.stderr);
-      assert.match(out.stderr, /forgot 1 token/);
-      assert.equal((await runCli(["call", server.url, "whoami"], { env })).code, 4);
-    }, { serveArgs: ["--auth-scopes", "mcp:read"] });
-  });
-
-  test("concurrent commands with an expiring token refresh it once, under the store's lock", async () => {
-    await withProtectedServer(async (as, server, store) => {
-      const env = { MCP_TS_CREDENTIALS: store, BROWSER };
-      assert.equal((await runCli(["login", server.url], { env })).code, 0);
-      await fetch(as.url + "/_reset", { method: "POST" });
-      // The token is made 25 s old, 5 s from its end: every command wants a fresh one, and one gets it.
-      const kept = JSON.parse(readFileSync(store, "utf8"));
-      for (const token of Object.values(kept.tokens) as Message[]) {
-        token.obtained_at -= 25;
-        token.expires_at -= 25;
-      }
-      writeFileSync(store, JSON.stringify(kept));
-      const runs = await Promise.all([1, 2, 3, 4, 5].map(() => runCli(["call", server.url, "whoami"], { env })));
-      for (const run of runs) assert.equal(run.code, 0, run.stderr);
-      const refreshes = (await as.log()).filter((entry) => entry.kind === "token");
-      assert.equal(
-        refreshes.filter((entry) => entry.grant_type === "refresh_token").length,
-        1,
-        JSON.stringify(refreshes),
-      );
-      assert.ok(!refreshes.some((entry) => entry.reuse), "no refresh token was used twice");
-    }, { asEnv: { FAKE_AUTH_TTL: "30" } });
-  });
-
-  test("--grant client_credentials: tokens for the client itself, with a secret or a private key, no browser", async () => {
-    const { publicKey, privateKey } = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, [
-      "sign",
-      "verify",
-    ]);
-    const jwk = await crypto.subtle.exportKey("jwk", publicKey);
-    const pkcs8 = Buffer.from(await crypto.subtle.exportKey("pkcs8", privateKey)).toString("base64");
-    const pem = `-----BEGIN PRIVATE KEY-----\n${pkcs8.match(/.{1,64}/g)!.join("\n")}\n-----END PRIVATE KEY-----\n`;
-    await withProtectedServer(async (as, server, store) => {
-      mkdirSync(dirname(store), { recursive: true });
-      const keyFile = join(dirname(store), "key.pem");
-      writeFileSync(keyFile, pem, { mode: 0o600 });
-      const env = { MCP_TS_CREDENTIALS: store };
-      const common = ["call", server.url, "whoami", "--grant", "client_credentials", "--client-id", "ci-bot"];
-      const secret = await runCli([...common, "--client-secret", "s3cret"], { env });
-      assert.equal(secret.code, 0, secret.stderr);
-      assert.equal(JSON.parse(secret.stdout).sub, "ci-bot");
-      rmSync(store);
-      const keyed = await runCli([...common, "--client-key", keyFile], { env });
-      assert.equal(keyed.code, 0, keyed.stderr);
-      const grants = (await as.log()).filter((entry) => entry.kind === "token");
-      assert.deepEqual(grants.map((entry) => [entry.grant_type, entry.clientAuth]), [
-        ["client_credentials", "basic"],
-        ["client_credentials", "private_key_jwt"],
-      ]);
-      assert.ok(!(await as.log()).some((entry) => entry.kind === "authorize"));
-    }, {
-      asEnv: {
-        FAKE_AUTH_CLIENT_ID: "ci-bot",
-        FAKE_AUTH_CLIENT_SECRET: "s3cret",
-        FAKE_AUTH_CLIENT_JWK: JSON.stringify(jwk),
-      },
-    });
-  });
-
-  test("what the client refuses: metadata of another issuer, no PKCE, a wrong iss; exit 4 naming it", async () => {
-    for (
-      const [mode, why] of [
-        ["wrong-issuer", /its issuer "https:\/\/attacker\.example\.com" is not/],
-        ["no-pkce", /does not advertise PKCE S256/],
-        ["iss-wrong", /came from "https:\/\/evil\.example\.com"/],
-        ["iss-slash", /came from "http:\/\/127\.0\.0\.1:\d+\/"/],
-        ["deny", /authorization was refused \(access_denied\)/],
-      ] as const
-    ) {
-      await withProtectedServer(async (as, server, store) => {
-        const run = await runCli(["login", server.url], { env: { MCP_TS_CREDENTIALS: store, BROWSER } });
-        assert.equal(run.code, 4, `${mode}: ${run.stderr}`);
-        assert.match(run.stderr, why, mode);
-        assert.ok(!(await as.log()).some((entry) => entry.kind === "token"), `${mode}: no token request`);
-      }, { asEnv: { FAKE_AUTH_MODE: mode } });
-    }
-  });
-
-  test("login: a callback with the wrong state gets 400 and the real one still logs in", async () => {
-    await withProtectedServer(async (_as, server, store) => {
-      const forged = join(tmpdir(), `mcp-forged-${process.pid}`);
-      const login = await runCli(["login", server.url], {
-        env: { MCP_TS_CREDENTIALS: store, BROWSER, BROWSER_FORGE: forged },
-      });
-      assert.equal(readFileSync(forged, "utf8"), "400");
-      rmSync(forged);
-      assert.equal(login.code, 0, login.stderr);
-      assert.match(login.stderr, /^mcp: logged in to /m);
-    });
-  });
-
-  test("a step-up in a later command asks for the granted scopes and the challenged ones", async () => {
-    // The same server (URL) first needs mcp:read, then, restarted, mcp:admin.
-    const port = await new Promise<number>((resolve) => {
-      const probe = createNetServer().listen(0, "127.0.0.1", () => {
-        const { port } = probe.address() as { port: number };
-        probe.close(() => resolve(port));
-      });
-    });
-    const home = mkdtempSync(join(tmpdir(), "mcp-stepup-"));
-    const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/);
-    const serveWith = (scope: string) =>
-      startListening(
-        [
-          MCP,
-          "serve",
-          HERE + "testdata/auth",
-          "--http",
-          `127.0.0.1:${port}`,
-          "--auth-issuer",
-          as.url,
-          "--auth-scopes",
-          scope,
-        ],
-        /serving (\S+)/,
-      );
-    try {
-      const env = { MCP_TS_CREDENTIALS: join(home, "credentials.json"), BROWSER };
-      const reader = await serveWith("mcp:read");
-      const login = await runCli(["login", reader.url], { env });
-      reader.close();
-      await reader.exited; // its port is free again
-      assert.equal(login.code, 0, login.stderr);
-      const admin = await serveWith("mcp:admin");
-      try {
-        const call = await runCli(["call", admin.url, "whoami", "--login"], { env });
-        assert.equal(call.code, 0, call.stderr);
-      } finally {
-        admin.close();
-      }
-      const asked = (await as.log()).filter((entry) => entry.kind === "authorize").map((entry) => entry.scope);
-      assert.equal(asked.length, 2, JSON.stringify(asked));
-      assert.deepEqual(asked[0].split(" ").sort(), ["mcp:read", "offline_access"]);
-      assert.deepEqual(asked[1].split(" ").sort(), ["mcp:admin", "mcp:read", "offline_access"], "the union");
-    } finally {
-      as.close();
-      rmSync(home, { recursive: true, force: true });
-    }
-  });
-
-  test("a credentials directory or file others can read is tightened, with one warning", async () => {
-    if (process.platform === "win32") return;
-    const home = mkdtempSync(join(tmpdir(), "mcp-perms-"));
-    try {
-      const dir = join(home, "creds");
-      mkdirSync(dir, { mode: 0o755 });
-      const file = join(dir, "credentials.json");
-      writeFileSync(file, JSON.stringify({ tokens: {}, clients: {} }), { mode: 0o644 });
-      const fake = await hostileHttp("redirect-same");
-      try {
-        const run = await runCli(["call", fake.url, "echo", "text=hi"], { env: { MCP_TS_CREDENTIALS: file } });
-        assert.equal(run.code, 0, run.stderr);
-        assert.equal(statSync(dir).mode & 0o777, 0o700);
-        assert.equal(statSync(file).mode & 0o777, 0o600);
-        assert.equal(run.stderr.match(/was readable by others/g)?.length, 2, run.stderr);
-      } finally {
-        fake.close();
-      }
-    } finally {
-      rmSync(home, { recursive: true, force: true });
-    }
-  });
-
-  test("login says it waits, on which port, and ends with exit 4 after --login-timeout, not a request timeout", async () => {
-    await withProtectedServer(async (_as, server, store) => {
-      const run = await runCli(
-        ["login", server.url, "--no-browser", "--login-timeout", "1500", "--timeout", "300"],
-        { env: { MCP_TS_CREDENTIALS: store } },
-      );
-      assert.equal(run.code, 4, run.stderr);
-      assert.match(
-        run.stderr,
-        /^mcp: waiting for the authorization at http:\/\/127\.0\.0\.1:\d+\/callback \(up to 1500 ms; Ctrl-C/m,
-      );
-      assert.match(run.stderr, /no authorization arrived within 1500 ms \(--login-timeout\)/);
-    });
-  });
-});
-
-describe("15. Gateway", () => {
+describe("15a. Gateway", () => {
   test("gatewayName(): only [A-Za-z0-9_-], at most 64 characters, a long one cut with a stable hash", () => {
     assert.equal(gatewayName("gh", "create_issue", true), "gh__create_issue");
     assert.equal(gatewayName("gh", "create.issue", false), "create_issue");
@@ -3556,7 +4395,7 @@ describe("15. Gateway", () => {
   });
 });
 
-describe("15. Proxy and replay", () => {
+describe("15b. Proxy and replay", () => {
   // One scripted session, in raw NDJSON: every message the client receives, in order.
   const session = async (server: ServerProcess) => {
     await server.initialize();
@@ -3772,7 +4611,7 @@ describe("15. Proxy and replay", () => {
   });
 });
 
-describe("14. Output", () => {
+describe("16. Output", () => {
   test("renderCallResult() on a terminal sums up binary items, and never prints structured content that repeats them", () => {
     const png = btoa("x".repeat(27_340));
     const image = { type: "image", data: png, mimeType: "image/png" };
@@ -3933,9 +4772,7 @@ describe("14. Output", () => {
   });
 });
 
-// --- 15. CLI ------------------------------------------------------------------------------
-
-describe("15. CLI", () => {
+describe("17. CLI", () => {
   test("call ↔ serve end to end: JSON, key=value, stdin and @file ARGS", async () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-args-"));
     try {
@@ -4606,825 +5443,7 @@ describe("15. CLI", () => {
   });
 });
 
-// --- 8. MCP server: resources, prompts, completion ---------------------------------------
-
-/** An in-process server with a message log; `ask` sends a request and returns its answer. */
-function inProcess(options: ConstructorParameters<typeof McpServer>[0]) {
-  const sent: Message[] = [];
-  const server = new McpServer(options, (line) => sent.push(JSON.parse(line)));
-  let nextId = 0;
-  const ask = async (method: string, params: unknown = {}) => {
-    const id = `q${++nextId}`;
-    server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
-    for (let i = 0; i < 100 && !sent.some((m) => m.id === id); i++) await sleep(5);
-    return sent.find((m) => m.id === id)!;
-  };
-  server.receive(JSON.stringify(INIT));
-  return { server, sent, ask };
-}
-
-/** The 2026-07-28 envelope for a request's params. */
-function modern(params: Message = {}, meta: Message = {}): Message {
-  return {
-    ...params,
-    _meta: {
-      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-      "io.modelcontextprotocol/clientCapabilities": { elicitation: {}, sampling: {}, roots: {} },
-      ...meta,
-    },
-  };
-}
-
-/** An in-process server spoken to only in the 2026-07-28 era (no initialize). */
-function stateless(options: ConstructorParameters<typeof McpServer>[0]) {
-  const sent: Message[] = [];
-  const server = new McpServer(options, (line) => sent.push(JSON.parse(line)));
-  let nextId = 0;
-  const ask = async (method: string, params: Message = {}, meta: Message = {}) => {
-    const id = ++nextId;
-    server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params: modern(params, meta) }));
-    for (let i = 0; i < 200 && !sent.some((m) => m.id === id && !("method" in m)); i++) await sleep(5);
-    return sent.find((m) => m.id === id && !("method" in m))!;
-  };
-  return { server, sent, ask };
-}
-
-const SERVER_INFO = { "io.modelcontextprotocol/serverInfo": { name: "mcp.ts", version: VERSION } };
-
-describe("8. MCP server: the 2026-07-28 era", () => {
-  test("server/discover, resultType, cache hints and serverInfo on every result", async () => {
-    const { server, ask } = stateless({ instructions: "Be kind.", tools: [{ name: "hi", run: () => "hello" }] });
-    try {
-      assert.deepEqual((await ask("server/discover")).result, {
-        supportedVersions: ["2026-07-28"],
-        capabilities: { tools: { listChanged: false }, logging: {} },
-        instructions: "Be kind.",
-        resultType: "complete",
-        ttlMs: 300000,
-        cacheScope: "public",
-        _meta: SERVER_INFO,
-      });
-      const listed = (await ask("tools/list")).result;
-      assert.deepEqual([listed.resultType, listed.ttlMs, listed.cacheScope, listed._meta], [
-        "complete",
-        300000,
-        "public",
-        SERVER_INFO,
-      ]);
-      assert.deepEqual((await ask("tools/call", { name: "hi" })).result, {
-        content: [{ type: "text", text: "hello" }],
-        resultType: "complete",
-        _meta: SERVER_INFO,
-      });
-    } finally {
-      server.close();
-    }
-  });
-
-  test("the envelope is checked on every request: -32602, -32022, and -32601 for methods of the old era", async () => {
-    const { server, ask } = stateless({ tools: [{ name: "hi", run: () => "hello" }] });
-    try {
-      const missing = await ask("tools/list", {}, { "io.modelcontextprotocol/clientCapabilities": undefined });
-      assert.equal(missing.error.code, -32602);
-      assert.match(missing.error.message, /clientCapabilities/);
-      const version = await ask("tools/list", {}, { "io.modelcontextprotocol/protocolVersion": "v999.0.0" });
-      assert.deepEqual(version.error, {
-        code: -32022,
-        message: "Unsupported protocol version",
-        data: { supported: ["2026-07-28"], requested: "v999.0.0" },
-      });
-      const level = await ask("tools/list", {}, { "io.modelcontextprotocol/logLevel": "loud" });
-      assert.equal(level.error.code, -32602);
-      for (const method of ["initialize", "ping", "logging/setLevel", "resources/subscribe", "unknown/method"]) {
-        assert.equal((await ask(method)).error.code, -32601, method);
-      }
-    } finally {
-      server.close();
-    }
-  });
-
-  test("log messages only for a request that asks with logLevel; resources not found are -32602", async () => {
-    const tool = {
-      name: "chatty",
-      run: (_: unknown, ctx: ToolContext) => {
-        ctx.log("info", "hello");
-        ctx.log("debug", "details");
-        return "done";
-      },
-    };
-    const resources = [{ uri: "mem://a", name: "a", read: () => "a" }];
-    const { server, sent, ask } = stateless({ tools: [tool], resources });
-    try {
-      await ask("tools/call", { name: "chatty" });
-      assert.equal(sent.filter((m) => m.method === "notifications/message").length, 0);
-      await ask("tools/call", { name: "chatty" }, { "io.modelcontextprotocol/logLevel": "info" });
-      assert.deepEqual(sent.filter((m) => m.method === "notifications/message").map((m) => m.params.data), ["hello"]);
-      const read = await ask("resources/read", { uri: "mem://nope" });
-      assert.equal(read.error.code, -32602);
-      assert.equal((await ask("resources/read", { uri: "mem://a" })).result.ttlMs, 0);
-    } finally {
-      server.close();
-    }
-  });
-
-  test("input-required: a question ends the call, the retry with the answers runs it again", async () => {
-    const runs: string[] = [];
-    const tool = {
-      name: "greet",
-      run: async (_: unknown, ctx: ToolContext) => {
-        runs.push("run");
-        const [who, roots] = await Promise.all([
-          ctx.elicit({ message: "Who?", requestedSchema: { type: "object" } }, { key: "who" }),
-          ctx.roots({ key: "where" }),
-        ]);
-        const more = await ctx.sample({ messages: [], maxTokens: 5 }); // key sample-1
-        return `hi ${(who.content as Message).name} in ${roots[0].uri}, ${(more.content as Message).text}`;
-      },
-    };
-    const { server, ask } = stateless({ tools: [tool], stateKey: "test key" });
-    try {
-      const first = (await ask("tools/call", { name: "greet" })).result;
-      assert.equal(first.resultType, "input_required");
-      assert.deepEqual(Object.keys(first.inputRequests), ["who", "where"], "asked together");
-      assert.equal(first.inputRequests.who.method, "elicitation/create");
-      assert.equal(first.inputRequests.where.method, "roots/list");
-      assert.equal(first.ttlMs, undefined, "no cache hints on input_required");
-      const answers = {
-        who: { action: "accept", content: { name: "Ada" } },
-        where: { roots: [{ uri: "file:///home/ada" }] },
-        extra: { ignored: true },
-      };
-      const second = (await ask("tools/call", {
-        name: "greet",
-        inputResponses: answers,
-        requestState: first.requestState,
-      })).result;
-      assert.equal(second.resultType, "input_required", "a new question");
-      assert.deepEqual(Object.keys(second.inputRequests), ["sample-1"]);
-      const third = (await ask("tools/call", {
-        name: "greet",
-        inputResponses: { "sample-1": { role: "assistant", content: { type: "text", text: "welcome" } } },
-        requestState: second.requestState, // carries who and where
-      })).result;
-      assert.deepEqual(third.content, [{ type: "text", text: "hi Ada in file:///home/ada, welcome" }]);
-      assert.equal(runs.length, 3);
-
-      const wrong =
-        (await ask("tools/call", { name: "greet", inputResponses: { who: 12345, where: { roots: [] } } })).result;
-      assert.deepEqual(Object.keys(wrong.inputRequests), ["who"], "an answer of the wrong shape is asked again");
-      assert.equal((await ask("tools/call", { name: "greet", inputResponses: null })).error.code, -32602);
-      const [body, mac] = second.requestState.split(".");
-      const tampered = await ask("tools/call", { name: "greet", requestState: `${body}x.${mac}` });
-      assert.equal(tampered.error.code, -32602);
-      const elsewhere = await stateless({ tools: [tool], stateKey: "another key" }).ask("tools/call", {
-        name: "greet",
-        requestState: second.requestState,
-      });
-      assert.equal(elsewhere.error.code, -32602, "a state signed under another key");
-      const shared = stateless({ tools: [tool], stateKey: "test key" });
-      const resumed = await shared.ask("tools/call", {
-        name: "greet",
-        inputResponses: { "sample-1": { role: "assistant", content: { type: "text", text: "again" } } },
-        requestState: second.requestState,
-      });
-      assert.equal(resumed.result.content[0].text, "hi Ada in file:///home/ada, again", "another instance, one key");
-      shared.server.close();
-    } finally {
-      server.close();
-    }
-  });
-
-  test("a question needing an undeclared capability is -32021 naming it", async () => {
-    const tool = { name: "needs_sampling", run: (_: unknown, ctx: ToolContext) => ctx.sample({ messages: [] }) };
-    const { server, ask } = stateless({ tools: [tool] });
-    try {
-      const answer = await ask("tools/call", { name: "needs_sampling" }, {
-        "io.modelcontextprotocol/clientCapabilities": {},
-      });
-      assert.equal(answer.error.code, -32021);
-      assert.deepEqual(answer.error.data, { requiredCapabilities: { sampling: {} } });
-    } finally {
-      server.close();
-    }
-  });
-
-  test("subscriptions/listen: acknowledged first, stamped, only the kinds asked for, until cancelled", async () => {
-    const { server, sent } = stateless({ listChanged: true, tools: [{ name: "a", run: () => "a" }] });
-    try {
-      server.receive(JSON.stringify({
-        jsonrpc: "2.0",
-        id: "sub",
-        method: "subscriptions/listen",
-        params: modern({ notifications: { toolsListChanged: true, resourceSubscriptions: ["mem://none"] } }),
-      }));
-      const stamp = { "io.modelcontextprotocol/subscriptionId": "sub" };
-      assert.deepEqual(sent[0], {
-        jsonrpc: "2.0",
-        method: "notifications/subscriptions/acknowledged",
-        params: { _meta: stamp, notifications: { toolsListChanged: true } },
-      });
-      server.setTools([{ name: "b", run: () => "b" }]);
-      server.setCatalog({ ...server.core.catalog, prompts: [] });
-      assert.deepEqual(sent.slice(1), [
-        { jsonrpc: "2.0", method: "notifications/tools/list_changed", params: { _meta: stamp } },
-      ]);
-      server.receive(
-        JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "sub" } }),
-      );
-      server.setTools([{ name: "c", run: () => "c" }]);
-      await sleep(10);
-      assert.equal(sent.length, 2, "nothing after the cancel, not even a response");
-    } finally {
-      server.close();
-    }
-  });
-
-  test("over stdio: discover, a call with progress, an input-required round trip, cancelling a listen", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-modern-"));
-    try {
-      writeFileSync(
-        join(dir, "ask.ts"),
-        `export default { run: async (_a: unknown, ctx: any) => {
-          ctx.progress(1, 2);
-          const answer = await ctx.elicit({ message: "name?", requestedSchema: { type: "object" } }, { key: "name" });
-          return "hello " + answer.content.name;
-        } };`,
-      );
-      await withServer([dir, "--watch"], async (server) => {
-        const discover = await server.request(1, "server/discover", modern());
-        assert.deepEqual(discover.result.supportedVersions, ["2026-07-28"]);
-        server.send({
-          jsonrpc: "2.0",
-          id: 2,
-          method: "tools/call",
-          params: modern({ name: "ask" }, { progressToken: "p" }),
-        });
-        const first = (await server.response(2)).result;
-        assert.equal(first.resultType, "input_required");
-        assert.ok(server.messages.some((m) => m.method === "notifications/progress" && m.params.progressToken === "p"));
-        const retry = await server.request(
-          3,
-          "tools/call",
-          modern({
-            name: "ask",
-            inputResponses: { name: { action: "accept", content: { name: "Ada" } } },
-            requestState: first.requestState,
-          }),
-        );
-        assert.equal(retry.result.content[0].text, "hello Ada");
-        server.send({
-          jsonrpc: "2.0",
-          id: 4,
-          method: "subscriptions/listen",
-          params: modern({ notifications: { toolsListChanged: true } }),
-        });
-        await server.until(
-          () => server.messages.some((m) => m.method === "notifications/subscriptions/acknowledged"),
-          "ack",
-        );
-        writeFileSync(join(dir, "two.ts"), 'export default { run: () => "two" };');
-        await server.until(
-          () => server.messages.some((m) => m.method === "notifications/tools/list_changed"),
-          "list_changed on the listen stream",
-        );
-        const changed = server.messages.find((m) => m.method === "notifications/tools/list_changed")!;
-        assert.deepEqual(changed.params, { _meta: { "io.modelcontextprotocol/subscriptionId": 4 } });
-        server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 4 } });
-        assert.deepEqual((await server.request(5, "tools/list", modern())).result.tools.length, 2);
-        assert.ok(!server.messages.some((m) => m.id === 4), "a cancelled listen gets no response");
-      });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
-  });
-
-  test("initialize pins the legacy era: an envelope after it is plain _meta", async () => {
-    const { server, sent, ask } = inProcess({ tools: [{ name: "hi", run: () => "hello" }] });
-    try {
-      await sleep(10);
-      const pinged = await ask("ping", modern());
-      assert.deepEqual(pinged.result, {});
-      assert.ok(sent.every((m) => m.result?.resultType === undefined));
-    } finally {
-      server.close();
-    }
-  });
-
-  test("requestState is bound to the arguments, the principal and 10 minutes; any other use is -32602", async () => {
-    const tool = {
-      name: "rm",
-      inputSchema: { type: "object", properties: { path: { type: "string" } } },
-      run: async ({ path }: Message, ctx: ToolContext) => {
-        const answer = await ctx.elicit({ message: `remove ${path}?`, requestedSchema: { type: "object" } });
-        return `${answer.action} ${path}`;
-      },
-    };
-    const { server, ask } = stateless({ tools: [tool], stateKey: "k" });
-    try {
-      const first = (await ask("tools/call", { name: "rm", arguments: { path: "/tmp/harmless" } })).result;
-      const yes = { "elicit-1": { action: "accept", content: {} } };
-      const state = first.requestState;
-      const payload = JSON.parse(Buffer.from(state.split(".")[0], "base64url").toString());
-      assert.ok(payload.x - Date.now() <= 10 * 60_000, "expires within 10 minutes");
-      const other = await ask("tools/call", {
-        name: "rm",
-        arguments: { path: "/etc/passwd" },
-        inputResponses: yes,
-        requestState: state,
-      });
-      assert.equal(other.error?.code, -32602, "other arguments");
-      const reordered = await ask("tools/call", {
-        name: "rm",
-        arguments: { path: "/tmp/harmless" },
-        inputResponses: yes,
-        requestState: state,
-      });
-      assert.equal(reordered.result.content[0].text, "accept /tmp/harmless");
-      server.auth = { sub: "mallory", scopes: [], clientId: "x", claims: {} };
-      const stolen = await ask("tools/call", {
-        name: "rm",
-        arguments: { path: "/tmp/harmless" },
-        inputResponses: yes,
-        requestState: state,
-      });
-      assert.equal(stolen.error?.code, -32602, "another principal");
-    } finally {
-      server.close();
-    }
-  });
-});
-
-describe("8. MCP server: resources, prompts, completion", () => {
-  test("capabilities name only what DIR provides", async () => {
-    const caps = async (dir: string, extra: string[] = []) => {
-      let capabilities: Message = {};
-      await withServer([dir, ...extra], async (server) => {
-        capabilities = (await server.initialize()).result.capabilities;
-      });
-      return capabilities;
-    };
-    assert.deepEqual(await caps("testdata/tools"), { tools: { listChanged: false }, logging: {} });
-    assert.deepEqual(await caps("testdata/conformance"), {
-      tools: { listChanged: false },
-      resources: { subscribe: true, listChanged: false },
-      prompts: { listChanged: false },
-      completions: {},
-      logging: {},
-    });
-    assert.deepEqual((await caps("testdata/tools", ["--watch"])).tools, { listChanged: true });
-  });
-
-  test("resources: list, templates, read text, binary and templated, not found", async () => {
-    const { ask } = inProcess({
-      resources: [
-        { uri: "mem://a", name: "a", mimeType: "text/plain", read: () => "text of a" },
-        { uri: "mem://b", name: "b", read: () => new Uint8Array([0, 1, 255]) },
-        { uri: "mem://c", name: "c", read: () => ({ k: 1 }) },
-        {
-          uriTemplate: "mem://users/{id}/posts{?page}",
-          name: "posts",
-          read: (uri: string, p: Record<string, string>) => `${p.id}:${p.page}:${uri}`,
-        },
-      ],
-    });
-    assert.deepEqual((await ask("resources/list")).result.resources.map((r: Message) => r.uri), [
-      "mem://a",
-      "mem://b",
-      "mem://c",
-    ]);
-    assert.deepEqual((await ask("resources/templates/list")).result.resourceTemplates, [
-      { uriTemplate: "mem://users/{id}/posts{?page}", name: "posts" },
-    ]);
-    assert.deepEqual((await ask("resources/read", { uri: "mem://a" })).result, {
-      contents: [{ uri: "mem://a", text: "text of a", mimeType: "text/plain" }],
-    });
-    assert.deepEqual((await ask("resources/read", { uri: "mem://b" })).result.contents[0], {
-      uri: "mem://b",
-      blob: "AAH/",
-      mimeType: "application/octet-stream",
-    });
-    assert.deepEqual((await ask("resources/read", { uri: "mem://c" })).result.contents[0].mimeType, "application/json");
-    assert.equal(
-      (await ask("resources/read", { uri: "mem://users/42/posts?page=2" })).result.contents[0].text,
-      "42:2:mem://users/42/posts?page=2",
-    );
-    const missing = await ask("resources/read", { uri: "mem://zzz" });
-    assert.equal(missing.error.code, -32002);
-    assert.equal((await ask("prompts/list")).error.code, ErrorCode.MethodNotFound, "no prompts, no prompts/list");
-  });
-
-  test("resources/subscribe sends notifications/resources/updated until unsubscribe", async () => {
-    let fire = () => {};
-    let stopped = 0;
-    const { ask, sent } = inProcess({
-      resources: [{
-        uri: "mem://w",
-        name: "w",
-        read: () => "w",
-        watch: (_uri: string, onUpdate: () => void) => {
-          fire = onUpdate;
-          return () => stopped++;
-        },
-      }, { uri: "mem://still", name: "still", read: () => "" }],
-    });
-    assert.deepEqual((await ask("resources/subscribe", { uri: "mem://w" })).result, {});
-    fire();
-    fire();
-    assert.equal(sent.filter((m) => m.method === "notifications/resources/updated").length, 2);
-    assert.deepEqual(sent.find((m) => m.method === "notifications/resources/updated")!.params, { uri: "mem://w" });
-    assert.deepEqual((await ask("resources/unsubscribe", { uri: "mem://w" })).result, {});
-    fire();
-    assert.equal(sent.filter((m) => m.method === "notifications/resources/updated").length, 2);
-    assert.equal(stopped, 1);
-    assert.equal((await ask("resources/subscribe", { uri: "mem://still" })).error.code, ErrorCode.InvalidParams);
-  });
-
-  test("prompts: list, get with arguments, missing and unknown ones", async () => {
-    const { ask } = inProcess({
-      prompts: [
-        { name: "hi", description: "Greets", get: () => "hello" },
-        {
-          name: "pair",
-          arguments: [{ name: "a", required: true }, { name: "b" }],
-          get: ({ a, b }) => [{ role: "user", content: { type: "text", text: `${a}-${b}` } }],
-          complete: (name: string, value: string) => [`${name}:${value}1`, `${name}:${value}2`],
-        },
-      ],
-    });
-    assert.deepEqual((await ask("prompts/list")).result.prompts.map((p: Message) => p.name), ["hi", "pair"]);
-    assert.deepEqual((await ask("prompts/get", { name: "hi" })).result, {
-      description: "Greets",
-      messages: [{ role: "user", content: { type: "text", text: "hello" } }],
-    });
-    assert.equal(
-      (await ask("prompts/get", { name: "pair", arguments: { a: "x", b: "y" } })).result.messages[0].content.text,
-      "x-y",
-    );
-    assert.match((await ask("prompts/get", { name: "pair" })).error.message, /needs a/);
-    assert.equal((await ask("prompts/get", { name: "nope" })).error.code, ErrorCode.InvalidParams);
-    assert.equal((await ask("prompts/get", { name: "pair", arguments: { a: 1 } })).error.code, ErrorCode.InvalidParams);
-    assert.deepEqual(
-      (await ask("completion/complete", {
-        ref: { type: "ref/prompt", name: "pair" },
-        argument: { name: "a", value: "v" },
-      }))
-        .result,
-      { completion: { values: ["a:v1", "a:v2"], total: 2, hasMore: false } },
-    );
-  });
-
-  test("ctx.sample reaches a client that declared sampling, and follows the call's cancellation", async () => {
-    const tool = defineTool({
-      name: "ask",
-      run: async (_args: unknown, ctx: { sample(p: object): Promise<Message> }) => {
-        const answer = await ctx.sample({ messages: [], maxTokens: 5 });
-        return answer.content.text;
-      },
-    });
-    const sent: Message[] = [];
-    const server = new McpServer({ tools: [tool] }, (line) => sent.push(JSON.parse(line)));
-    server.receive(JSON.stringify({ ...INIT, params: { ...INIT.params, capabilities: { sampling: {} } } }));
-    server.receive('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}');
-    await sleep(10);
-    const request = sent.find((m) => m.method === "sampling/createMessage")!;
-    server.receive(
-      JSON.stringify({ jsonrpc: "2.0", id: request.id, result: { content: { type: "text", text: "sampled" } } }),
-    );
-    await sleep(10);
-    assert.deepEqual(sent.find((m) => m.id === 1 && !m.method)!.result.content, [{ type: "text", text: "sampled" }]);
-    server.receive('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}');
-    await sleep(10);
-    server.receive('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}');
-    await sleep(10);
-    const second = sent.filter((m) => m.method === "sampling/createMessage")[1];
-    assert.ok(
-      sent.some((m) => m.method === "notifications/cancelled" && m.params.requestId === second.id),
-      "the sampling request was cancelled with the call",
-    );
-    assert.ok(!sent.some((m) => m.id === 2 && !m.method));
-  });
-});
-
-// --- 9. Plugins: executable tools and --watch ----------------------------------------------
-
-describe("9. Plugins: executable tools and --watch", () => {
-  test("an executable gets its arguments on stdin only, runs in DIR, and its stdout is the answer", async () => {
-    await withServer(["testdata/exec"], async (server) => {
-      await server.initialize();
-      const { result } = await server.request(1, "tools/list");
-      assert.deepEqual(result.tools.map((t: Message) => t.name), [
-        "args",
-        "fails",
-        "flood",
-        "progress",
-        "result",
-        "sleepy",
-      ]);
-      server.call(2, "args", { a: "x y; rm -rf /", n: 1 });
-      assert.equal(text((await server.response(2)).result), 'argc=0 cwd=exec stdin={"a":"x y; rm -rf /","n":1}');
-      server.call(3, "fails");
-      assert.deepEqual((await server.response(3)).result, {
-        content: [{ type: "text", text: "disk full" }],
-        isError: true,
-      });
-      server.call(4, "result");
-      assert.deepEqual((await server.response(4)).result, {
-        content: [{ type: "text", text: "from a result" }],
-        structuredContent: { ok: true },
-      });
-    });
-  });
-
-  test("an executable's stderr becomes progress and log notifications", async () => {
-    await withServer(["testdata/exec"], async (server) => {
-      await server.initialize();
-      server.call(1, "progress", {}, { progressToken: "t" });
-      assert.equal(text((await server.response(1)).result), "done");
-      const notes = server.messages.filter((m) => m.method?.startsWith("notifications/")).map((m) => m.params);
-      assert.deepEqual(notes, [
-        { progressToken: "t", progress: 1, total: 2, message: "first half" },
-        { level: "info", logger: "progress", data: "plain line" },
-        { level: "error", logger: "progress", data: "bad news" },
-        { progressToken: "t", progress: 2, total: 2 },
-      ]);
-    });
-  });
-
-  test("output over the line cap is an error, and the server keeps serving", async () => {
-    await withServer(["testdata/exec", "--max-line-bytes", "1000000"], async (server) => {
-      await server.initialize();
-      server.call(1, "flood");
-      const { result } = await server.response(1);
-      assert.equal(result.isError, true);
-      assert.match(text(result), /more than 1000000 bytes/);
-      assert.deepEqual((await server.request(2, "ping")).result, {});
-    });
-  });
-
-  test("cancellation and timeout stop an executable with SIGTERM, then SIGKILL: no process is left", async () => {
-    await withServer(["testdata/exec", "--timeout", "1500"], async (server) => {
-      await server.initialize();
-      const pids = () =>
-        server.messages.filter((m) => m.method === "notifications/message").map((m) =>
-          Number(/pid (\d+)/.exec(m.params.data)![1])
-        );
-      server.call(1, "sleepy");
-      await server.until(() => pids().length === 1, "the pid of the first sleeper");
-      server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } });
-      server.call(2, "sleepy");
-      const timedOut = (await server.response(2, 10_000)).result;
-      assert.match(text(timedOut), /timed out after 1500 ms/);
-      await sleep(1500); // SIGTERM is ignored: SIGKILL follows after 1 s
-      for (const pid of pids()) assert.ok(!isAlive(pid), `tool process ${pid} is still running`);
-      assert.ok(!server.messages.some((m) => m.id === 1), "the cancelled call got no answer");
-    });
-  });
-
-  test("--watch picks up added, edited, removed and broken files and sends list_changed", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-watch-"));
-    try {
-      writeFileSync(join(dir, "one.ts"), 'export default { run: () => "one v1" };');
-      await withServer([dir, "--watch"], async (server) => {
-        await server.initialize();
-        const changes = () => server.messages.filter((m) => m.method === "notifications/tools/list_changed").length;
-        const names = async (id: string) =>
-          (await server.request(id, "tools/list")).result.tools.map((t: Message) => t.name);
-        const answer = async (id: string, name: string) => {
-          server.call(id, name);
-          return text((await server.response(id)).result);
-        };
-        assert.equal(await answer("a", "one"), "one v1");
-
-        writeFileSync(join(dir, "two.ts"), 'export default { run: () => "two" };');
-        await server.until(() => changes() >= 1, "list_changed after adding a file");
-        assert.deepEqual(await names("b"), ["one", "two"]);
-
-        writeFileSync(join(dir, "one.ts"), 'export default { description: "edited", run: () => "one v2" };');
-        await server.until(() => changes() >= 2, "list_changed after editing a file");
-        assert.equal(await answer("c", "one"), "one v2");
-
-        writeFileSync(join(dir, "bad.ts"), "export default { run: ( };");
-        await server.until(() => server.stderr.includes("bad.ts"), "the broken file reported");
-        rmSync(join(dir, "two.ts"));
-        await server.until(() => changes() >= 3, "list_changed after removing a file");
-        assert.deepEqual(await names("d"), ["one"]);
-        assert.equal(await answer("e", "one"), "one v2");
-      });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
-  });
-});
-
-describe("9. Plugins: --watch with resources and prompts", () => {
-  test("--watch sends resources and prompts list_changed only for the lists that changed", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-watch-rp-"));
-    try {
-      writeFileSync(
-        join(dir, "docs.ts"),
-        'export const resources = [{ uri: "mem://a", name: "a", read: () => "a" }];\n' +
-          'export const prompts = [{ name: "p", get: () => "p" }];\n',
-      );
-      await withServer([dir, "--watch"], async (server) => {
-        const { result } = await server.initialize();
-        assert.deepEqual(result.capabilities.resources, { subscribe: false, listChanged: true });
-        assert.deepEqual(result.capabilities.prompts, { listChanged: true });
-        const count = (method: string) => server.messages.filter((m) => m.method === method).length;
-        writeFileSync(
-          join(dir, "docs.ts"),
-          'export const resources = [{ uri: "mem://a", name: "a", read: () => "a" }, { uri: "mem://b", name: "b", read: () => "b" }];\n' +
-            'export const prompts = [{ name: "p", get: () => "p" }];\n',
-        );
-        await server.until(() => count("notifications/resources/list_changed") === 1, "resources list_changed");
-        const { result: listed } = await server.request("r", "resources/list");
-        assert.deepEqual(listed.resources.map((r: Message) => r.uri), ["mem://a", "mem://b"]);
-        assert.equal(count("notifications/prompts/list_changed"), 0, "the prompts did not change");
-        assert.equal(count("notifications/tools/list_changed"), 0, "the tools did not change");
-      });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
-  });
-});
-
-describe("9. Plugins: fault injection, load errors, fresh reloads", () => {
-  test("a plugin's process.exit, a thrown object without toString and errors from its timers are answered, and serving goes on", async () => {
-    await withServer(["testdata/faults"], async (server) => {
-      await server.initialize();
-      server.call(1, "exits");
-      assert.deepEqual((await server.response(1)).result, {
-        content: [{ type: "text", text: "Cannot exit while serving: a plugin called process.exit(3)" }],
-        isError: true,
-      });
-      server.call(2, "null_proto");
-      const thrown = (await server.response(2)).result;
-      assert.equal(thrown.isError, true);
-      assert.equal(text(thrown), "a thrown object with no message");
-      server.call(3, "late_throw");
-      assert.equal(text((await server.response(3)).result), "answered");
-      await server.until(() => server.stderr.includes("thrown from a timer"), "the timer's error reported");
-      assert.match(server.stderr, /mcp: a plugin threw outside any request: rejected and forgotten\n/);
-      assert.deepEqual((await server.request(4, "ping")).result, {});
-      server.call(5, "exits", { code: 0 });
-      assert.equal((await server.response(5)).result.isError, true);
-      assert.deepEqual((await server.request(6, "ping")).result, {}, "still serving");
-    });
-  });
-
-  test("a cancelled executable's process group gets SIGKILL after the grace, even once the tool itself has exited", async () => {
-    let grandchild = 0;
-    await withServer(["testdata/faults"], async (server) => {
-      await server.initialize();
-      server.call(1, "stubborn");
-      await server.until(() => server.messages.some((m) => m.method === "notifications/message"), "the grandchild");
-      grandchild = Number(
-        /grandchild=(\d+)/.exec(server.messages.find((m) => m.method === "notifications/message")!.params.data)![1],
-      );
-      assert.ok(isAlive(grandchild));
-      server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } });
-      const deadline = Date.now() + 5_000;
-      while (isAlive(grandchild) && Date.now() < deadline) await sleep(100);
-      assert.ok(!isAlive(grandchild), `grandchild ${grandchild} ignoring SIGTERM is still running`);
-      assert.deepEqual((await server.request(2, "ping")).result, {});
-    });
-    if (grandchild && isAlive(grandchild)) process.kill(grandchild, "SIGKILL");
-  });
-
-  test("a call to a tool whose file failed to load says why, with its line and column", async () => {
-    await withServer(["testdata/broken"], async (server) => {
-      await server.initialize();
-      server.call(1, "syntax");
-      const { error } = await server.response(1);
-      assert.equal(error.code, ErrorCode.InvalidParams);
-      // Node gives the line only.
-      assert.match(
-        error.data.loadError,
-        /^testdata\/broken\/syntax\.ts failed to load: SyntaxError: .+ at syntax\.ts:2(:31)?$/,
-      );
-      assert.match(error.message, /^Unknown tool: syntax; testdata\/broken\/syntax\.ts failed to load/);
-      server.call(2, "nosuch");
-      assert.equal((await server.response(2)).error.message, "Unknown tool: nosuch");
-    });
-    const run = await runCli(["call", [...RUNTIME, MCP, "serve", "testdata/broken"].map(quote).join(" "), "throws"]);
-    assert.equal(run.code, 2);
-    assert.match(
-      run.stderr,
-      /^mcp: the server has no tool named "throws": testdata\/broken\/throws\.ts failed to load: plugin exploded at import at throws\.ts:2:\d+\n$/,
-    );
-  });
-
-  test("--verbose shows the stack of a tool that throws", async () => {
-    await withServer(["testdata/tools", "--verbose"], async (server) => {
-      await server.initialize();
-      server.call(1, "fail", { message: "boom" });
-      assert.equal(text((await server.response(1)).result), "boom");
-      await server.until(() => /"fail" threw: Error: boom\n\s+at .*fail\.ts/.test(server.stderr), "the stack");
-    });
-  });
-
-  test("--watch reloads the helpers a tool imports, and a file that breaks keeps its last good version", async () => {
-    const parent = mkdtempSync(join(tmpdir(), "mcp-graph-"));
-    const dir = join(parent, "tools");
-    mkdirSync(dir);
-    try {
-      writeFileSync(join(dir, "_helper.ts"), 'export const word = "v1";');
-      writeFileSync(join(dir, "one.ts"), 'import { word } from "./_helper.ts";\nexport default { run: () => word };');
-      await withServer([dir, "--watch"], async (server) => {
-        await server.initialize();
-        const reloads = () => server.stderr.split("reloaded").length - 1;
-        const answer = async (id: string) => {
-          server.call(id, "one");
-          return text((await server.response(id)).result);
-        };
-        assert.equal(await answer("a"), "v1");
-        writeFileSync(join(dir, "_helper.ts"), 'export const word = "v2";');
-        await server.until(() => reloads() >= 1, "a reload after editing the helper");
-        assert.equal(await answer("b"), "v2");
-        assert.match(server.stderr, /reloaded ".+": 1 tool\n/);
-
-        writeFileSync(join(dir, "one.ts"), "export default { run: ( };");
-        await server.until(() => /last good version/.test(server.stderr), "the broken edit reported");
-        assert.match(server.stderr, /Cannot load .+one\.ts: SyntaxError: .+; still serving its last good version/);
-        assert.equal(await answer("c"), "v2");
-        const { result } = await server.request("d", "tools/list");
-        assert.deepEqual(result.tools.map((t: Message) => t.name), ["one"]);
-        await server.end();
-      });
-      assert.deepEqual(readdirSync(parent), ["tools"], "no fresh copy is left beside DIR");
-    } finally {
-      rmSync(parent, { recursive: true });
-    }
-  });
-
-  test("serve FILE serves that one file; a file that is no plugin is a usage error naming its folder", async () => {
-    await withServer(["testdata/tools/add.ts"], async (server) => {
-      await server.initialize();
-      const { result } = await server.request(1, "tools/list");
-      assert.deepEqual(result.tools.map((t: Message) => t.name), ["add"]);
-    });
-    const run = await runCli(["serve", "testdata/tools/wc.json"]);
-    assert.equal(run.code, 2);
-    assert.equal(
-      run.stderr,
-      'mcp: Cannot serve "testdata/tools/wc.json": not a plugin file; give its folder: mcp.ts serve testdata/tools\n',
-    );
-  });
-
-  test("serve on a terminal says what it is and how to try it", async () => {
-    if (spawnSync("script", ["--version"]).status !== 0) return;
-    const command = [...RUNTIME, MCP, "serve", "testdata/tools"].map(quote).join(" ");
-    const child = spawn("script", ["-q", "-c", command, "/dev/null"], { cwd: HERE, stdio: ["pipe", "pipe", "pipe"] });
-    let output = "";
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => output += chunk);
-    try {
-      const deadline = Date.now() + 15_000;
-      while (!output.includes("Ctrl-D") && Date.now() < deadline) await sleep(50);
-      assert.match(output, /mcp: serving 7 tools from "testdata\/tools" on stdin\/stdout: .*Ctrl-D or Ctrl-C/);
-      assert.match(output, /mcp\.ts list ".+ serve testdata\/tools"/);
-    } finally {
-      child.kill("SIGKILL");
-    }
-  });
-
-  test("a module tool stuck in a loop ends serve --http within --timeout + 5 s, naming it; /health is never 200 meanwhile", async () => {
-    const server = await startListening(
-      [MCP, "serve", HERE + "testdata/stuck", "--http", "0", "--timeout", "1000"],
-      /serving (\S+)/,
-    );
-    try {
-      const ok = await fetch(server.url, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(INIT) });
-      assert.equal(ok.status, 200);
-      await ok.body?.cancel();
-      const started = Date.now();
-      const call = { jsonrpc: "2.0", id: 2, method: "tools/call", params: modern({ name: "spin" }) };
-      void fetch(server.url, {
-        method: "POST",
-        headers: {
-          ...JSON_HEADERS,
-          "mcp-protocol-version": "2026-07-28",
-          "mcp-method": "tools/call",
-          "mcp-name": "spin",
-        },
-        body: JSON.stringify(call),
-      }).catch(() => {});
-      await server.printed(/spin: looping/); // the tool says when it has begun: no waiting for time
-      const health = await fetch(new URL("/health", server.url), { signal: AbortSignal.timeout(1_000) })
-        .then((response) => response.status, () => "no answer");
-      assert.notEqual(health, 200, "/health while stuck");
-      const { code, signal } = await server.exited;
-      assert.ok(code !== 0 || signal !== null, "a non-zero end");
-      assert.ok(Date.now() - started < 1_000 + 5_000, `ended after ${Date.now() - started} ms`);
-      assert.match(await server.printed(/has blocked/), /mcp: tool "spin" has blocked the server for \d+ s/);
-    } finally {
-      server.close();
-      await server.exited;
-    }
-  });
-});
-
-// --- 15. CLI: resources and prompts ------------------------------------------------------------
-
-describe("15. CLI: resources and prompts", () => {
+describe("17. CLI: resources and prompts", () => {
   const CONFORMANCE = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance"].map(quote).join(" ");
 
   test("resources lists resources and templates; read prints text, raw binary, or JSON", async () => {
