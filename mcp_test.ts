@@ -3948,13 +3948,34 @@ describe("14. MCP client over HTTP and in both eras", () => {
   });
 
   test("a 400 -32020 re-lists the tools and retries once; a -32022 naming our version retries once", async () => {
+    // What the client POSTed, as method names in order.
+    const posted = async (fake: FakeHttp) =>
+      (await fake.log()).filter((entry) => entry.method === "POST").map((entry) => entry.body.method);
     for (const mode of ["header-mismatch-once", "version-retry"]) {
       await withFakeHttp(mode, async (fake) => {
         const run = await runCli(["call", fake.url, "add", '{"a":2,"b":2}']);
         assert.equal(run.code, 0, `${mode}: ${run.stderr}`);
         assert.equal(run.stdout, "4\n");
+        const methods = await posted(fake);
+        const calls = methods.filter((method) => method === "tools/call").length;
+        if (mode === "header-mismatch-once") {
+          assert.equal(calls, 2, `the call, and once again: ${methods}`);
+          const [first, second] = [methods.indexOf("tools/call"), methods.lastIndexOf("tools/call")];
+          assert.ok(methods.slice(first, second).includes("tools/list"), `the tools re-listed between: ${methods}`);
+        } else {
+          assert.equal(calls, 1, `${methods}`);
+          assert.equal(methods[0], methods[1], `the refused first request sent again, once: ${methods}`);
+          assert.notEqual(methods[1], methods[2], `${methods}`);
+        }
       });
     }
+    await withFakeHttp("header-mismatch-always", async (fake) => {
+      const run = await runCli(["call", fake.url, "add", '{"a":2,"b":2}']);
+      assert.equal(run.code, 3, run.stderr);
+      assert.match(run.stderr, /-32020|[Hh]eader mismatch/);
+      const methods = await posted(fake);
+      assert.equal(methods.filter((method) => method === "tools/call").length, 2, `once, not more: ${methods}`);
+    });
   });
 
   test("old servers: the 2024-11-05 HTTP+SSE transport after a refused POST; a config's type sse", async () => {
@@ -4980,6 +5001,10 @@ describe("17. CLI", () => {
       const ok = await runCli(["call", FAKE, "echo", "text=up", "--retries", "2", ...env, "-e", `FAKE_STATE=${dir}/a`]);
       assert.equal(ok.code, 0, ok.stderr);
       assert.equal(ok.stdout, "up\n");
+      assert.equal(readFileSync(`${dir}/a`, "utf8"), "3", "two failed starts and the one that worked");
+      const [first, second, third] = readFileSync(`${dir}/a.times`, "utf8").trim().split("\n").map(Number);
+      assert.ok(second - first >= 200, `200 ms before the first retry: ${second - first}`);
+      assert.ok(third - second >= 400, `then twice that: ${third - second}`);
       const fails = await runCli(["call", FAKE, "echo", "--retries", "1", ...env, "-e", `FAKE_STATE=${dir}/b`]);
       assert.equal(fails.code, 3);
       assert.equal(readFileSync(`${dir}/b`, "utf8"), "2", "one try and one retry");

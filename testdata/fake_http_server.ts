@@ -26,6 +26,7 @@
 //                         implies modern unless dual is given
 //   header-mismatch-once  the first modern tools/call gets 400 -32020, as if the client's tool list were stale;
 //                         implies modern unless dual is given
+//   header-mismatch-always  every modern tools/call gets it (a client must not retry forever); implies modern
 //   version-retry         modern, but the very first POST, whatever it is, gets 400 -32022
 //   old-sse               only the 2024-11-05 HTTP+SSE transport: POST /mcp → 405; GET /mcp streams an "endpoint"
 //                         event naming /messages?sessionId=ID; POSTs there get 202 and answers go on the GET stream
@@ -78,6 +79,7 @@ type Out = {
 };
 
 const KNOWN = "sse expire sse-retry get-stream server-requests modern dual sse-modern header-mismatch-once " +
+  "header-mismatch-always " +
   "version-retry old-sse slow error500 garbage unauthorized silent-discover";
 const modes = new Set((process.env.FAKE_MODE ?? "").split(",").map((mode) => mode.trim()).filter(Boolean));
 const has = (mode: string) => modes.has(mode);
@@ -92,7 +94,7 @@ const LEGACY = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 const PV = "io.modelcontextprotocol/protocolVersion";
 const CAPS = "io.modelcontextprotocol/clientCapabilities";
 // sse-modern and header-mismatch-once imply modern, unless dual.
-const servesLegacy = !has("modern") && !has("version-retry") &&
+const servesLegacy = !has("modern") && !has("version-retry") && !has("header-mismatch-always") &&
   (has("dual") || !has("sse-modern") && !has("header-mismatch-once"));
 const servesModern = !servesLegacy || has("dual");
 const SSE = { "content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no" };
@@ -521,7 +523,7 @@ function modernPost(ctx: Ctx, message: Message) {
     return mismatch(`Mcp-Name header '${nameHeader}' but body '${name}'`);
   }
   if (message.method === "tools/call") {
-    if (has("header-mismatch-once") && !mismatched) {
+    if ((has("header-mismatch-once") && !mismatched) || has("header-mismatch-always")) {
       mismatched = true;
       return mismatch("Mcp-Param headers do not match the tool's schema (header-mismatch-once)");
     }

@@ -17,14 +17,15 @@
 //   stuck-cursor     tools/list whose nextCursor never advances
 //   old-version      answers initialize with 2024-11-05
 //   bad-version      answers initialize with 1999-01-01
-//   flaky            crashes before initialize while FAKE_STATE (a file) counts fewer than FAKE_FAILS starts
+//   flaky            crashes before initialize while FAKE_STATE (a file) counts fewer than FAKE_FAILS starts;
+//                    FAKE_STATE.times gets each start's time (ms), a line each
 //   crash-call-once  dies on its first tools/call, unless FAKE_STATE (a file) says it already did
 //   sdk-unknown      answers a call to an unknown tool with an isError result "Tool X not found", as the SDK does
 //   silent-probe     never answers server/discover (a legacy server that ignores what it does not know)
 //   die-on-probe     exits 1 on server/discover (a legacy server that crashes on what it does not know)
 //
 // Every message received is noted on stderr ("fake: got <method>"), which the client shows when it fails.
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import process from "node:process";
 import { readMessages } from "./ndjson_stdin.ts";
 
@@ -43,6 +44,7 @@ if (mode === "flaky") {
   const state = process.env.FAKE_STATE!;
   const starts = existsSync(state) ? Number(readFileSync(state, "utf8")) : 0;
   writeFileSync(state, String(starts + 1));
+  appendFileSync(`${state}.times`, `${Date.now()}\n`); // when each start began: the backoff between them
   if (starts < Number(process.env.FAKE_FAILS ?? "1")) {
     note(`flaky start ${starts + 1}: failing`);
     process.exit(1);
