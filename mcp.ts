@@ -38,7 +38,8 @@
 //  16. Output              what the client commands print (pure); text made safe for a terminal
 //  17. CLI                 argv → exit code: 17a help texts, 17b the process's I/O and flags, 17c serve,
 //                          17d the client's flags and answers, 17e the client commands, 17f login,
-//                          gateway, proxy, replay, servers, 17g main; `if (import.meta.main)` is last
+//                          gateway, proxy, replay, servers, 17g the command table and main;
+//                          `if (import.meta.main)` is last
 
 // No built-in is imported here for its code: each costs start-up time (node:fs
 // ~45 ms on Deno), so each is imported where it is used.
@@ -538,6 +539,37 @@ function utf8Length(text: string): number {
 }
 
 /**
+ * Splits chunks of text into lines (a trailing \r dropped), as a process's stderr
+ * is read: `finish` hands on the unfinished last one. A line longer than
+ * `maxChars` keeps only its end, so memory stays bounded.
+ * @internal
+ */
+export class LineSplitter {
+  #partial = "";
+  #decoder = new TextDecoder();
+  #maxChars: number;
+  #line: (line: string) => void;
+
+  constructor(maxChars: number, line: (line: string) => void) {
+    this.#maxChars = maxChars;
+    this.#line = line;
+  }
+
+  push(chunk: Uint8Array): void {
+    const lines = (this.#partial + this.#decoder.decode(chunk, { stream: true })).split("\n");
+    this.#partial = lines.pop()!;
+    if (this.#partial.length > this.#maxChars) this.#partial = this.#partial.slice(-this.#maxChars);
+    for (const line of lines) this.#line(line.endsWith("\r") ? line.slice(0, -1) : line);
+  }
+
+  finish(): void {
+    const rest = this.#partial + this.#decoder.decode();
+    this.#partial = "";
+    if (rest) this.#line(rest);
+  }
+}
+
+/**
  * Queues outgoing message texts and writes them in one chunk per turn of the
  * event loop, framed as the peer expects. One write per input chunk instead of
  * one per message is most of what makes a server fast.
@@ -1025,9 +1057,10 @@ export class JsonRpcPeer {
 //    "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
 //             "io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"}}}
 //
-// One object per era says which methods it lacks, builds the view of the client
-// a request is served for, and encodes results and errors. Servers ask the era;
-// nothing else branches on it. Pure: no I/O.
+// One object per era says which methods it lacks, how a session opens, how a
+// question reaches the client and a request is cancelled, and encodes results and
+// errors. The server and the client ask the era; nothing branches on its name.
+// Pure: no I/O.
 
 /** Versions of the stateless era this file speaks. */
 export const MODERN_PROTOCOL_VERSIONS = ["2026-07-28"] as const;
@@ -1058,11 +1091,25 @@ export interface ServerFacts {
   cacheScope: "public" | "private";
 }
 
-/** One protocol era, as the server uses it. */
+/** One protocol era, as the server and the client use it. */
 export interface Era {
-  readonly modern: boolean;
+  /** What `McpClient.era` says: "legacy" (the initialize handshake) or "modern" (2026-07-28). */
+  readonly name: "legacy" | "modern";
   /** Methods of the other era, answered -32601 in this one. */
   readonly removed: ReadonlySet<string>;
+  /** The request a client opens with: initialize, or server/discover. */
+  readonly opening: string;
+  /** Requests carry the `_meta` envelope (and over HTTP its mirror headers). */
+  readonly envelope: boolean;
+  /**
+   * A server asks the client within the call's own result (input_required, mrtr.mdx), never by a
+   * request of its own; the call's retry brings the answers.
+   */
+  readonly asksInResult: boolean;
+  /** What a question the client has no capability for ends in. */
+  missingCapability(capability: string, method: string): Error;
+  /** A cancelled request is ended by closing its stream (`transport` "http"), not by notifications/cancelled. */
+  cancelsByClosing(transport: string): boolean;
   /** The error for a resource the server does not have. */
   resourceNotFound(uri: unknown): RpcError;
   /** What a result looks like on the wire in this era. */
@@ -1081,8 +1128,14 @@ const CACHEABLE_METHODS = new Set([
 
 /** The handshake era, 2024-11-05 … 2025-11-25. */
 export const LEGACY_ERA: Era = {
-  modern: false,
+  name: "legacy",
   removed: new Set(["server/discover", "subscriptions/listen"]),
+  opening: "initialize",
+  envelope: false,
+  asksInResult: false,
+  missingCapability: (capability, method) =>
+    new Error(`Cannot send ${method}: the client did not declare the "${capability}" capability`),
+  cancelsByClosing: () => false,
   // -32002 is resource-not-found up to 2025-11-25 (server/resources.mdx).
   resourceNotFound: (uri) => new RpcError(-32002, `Resource not found: ${uri}`, { uri }),
   encode: (_method, result) => result,
@@ -1090,7 +1143,7 @@ export const LEGACY_ERA: Era = {
 
 /** The stateless era, 2026-07-28. */
 export const MODERN_ERA: Era = {
-  modern: true,
+  name: "modern",
   removed: new Set([
     "initialize",
     "ping",
@@ -1098,6 +1151,16 @@ export const MODERN_ERA: Era = {
     "resources/subscribe",
     "resources/unsubscribe",
   ]),
+  opening: "server/discover",
+  envelope: true,
+  asksInResult: true,
+  // basic/index.mdx (2026-07-28): a needed capability the client did not declare is -32021.
+  missingCapability: (capability) =>
+    new RpcError(ErrorCode.MissingRequiredClientCapability, `Missing required client capability: ${capability}`, {
+      requiredCapabilities: { [capability]: {} },
+    }),
+  // cancellation.mdx: over HTTP in 2026-07-28, closing the request's stream is the cancellation.
+  cancelsByClosing: (transport) => transport === "http",
   // basic/index.mdx (2026-07-28): -32002 is not used any more; not found is -32602.
   resourceNotFound: (uri) => new RpcError(ErrorCode.InvalidParams, `Resource not found: ${uri}`, { uri }),
   encode(method, result, facts) {
@@ -2586,7 +2649,7 @@ export class McpServer {
     job: Job<T>,
     input?: T,
   ): unknown {
-    if (!era.modern) return this.#track(id, params, era, client, undefined, job, input);
+    if (!era.asksInResult) return this.#track(id, params, era, client, undefined, job, input);
     if (params.inputResponses !== undefined && !isObject(params.inputResponses)) {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: inputResponses must be an object");
     }
@@ -2719,20 +2782,10 @@ export class McpServer {
   #ask(work: Work, capability: string, method: string, params: JsonObject, key?: string): Promise<unknown> {
     const refuse = (why: string) => Promise.reject(new Error(`Cannot send ${method}: ${why}`));
     if (!isObject(work.client.capabilities[capability])) {
-      if (work.era.modern) {
-        // basic/index.mdx (2026-07-28): a needed capability the client did not declare is -32021.
-        return Promise.reject(
-          new RpcError(
-            ErrorCode.MissingRequiredClientCapability,
-            `Missing required client capability: ${capability}`,
-            { requiredCapabilities: { [capability]: {} } },
-          ),
-        );
-      }
-      return refuse(`the client did not declare the "${capability}" capability`);
+      return Promise.reject(work.era.missingCapability(capability, method));
     }
     if (work.done) return refuse("the request has ended");
-    if (!work.era.modern) {
+    if (!work.era.asksInResult) {
       if (this.noClientRequests) return refuse(this.noClientRequests);
       work.controller ??= new AbortController();
       return this.#peer.request(method, params, work.controller.signal, true, { requestId: work.id });
@@ -3394,6 +3447,35 @@ interface ChildEvents {
   exit(code: number | null, signal: string | null): void;
 }
 
+/** One rung of a stop ladder: wait up to `ms` for the child to exit, then send `signal` (none: give up). */
+type StopStep = readonly [ms: number, signal: "SIGTERM" | "SIGKILL" | undefined];
+
+/**
+ * Stops a child the way every caller here does: each step waits for it to exit,
+ * at most `ms`, then signals it (its group, where it has one). `wholeGroup`: the
+ * steps go on after the child itself has exited, for what it left in its group.
+ */
+async function stopLadder(
+  child: { kill(signal: "SIGTERM" | "SIGKILL"): void },
+  exited: Promise<unknown>,
+  steps: readonly StopStep[],
+  options: { wholeGroup?: boolean } = {},
+): Promise<void> {
+  let gone = false;
+  void exited.then(() => gone = true);
+  for (const [ms, signal] of steps) {
+    if (ms > 0) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const waited = new Promise<void>((resolve) => timer = setTimeout(resolve, ms));
+      (timer as { unref?: () => void }).unref?.();
+      await (options.wholeGroup ? waited : Promise.race([exited, waited]));
+      clearTimeout(timer);
+    }
+    if ((gone && !options.wholeGroup) || signal === undefined) return;
+    child.kill(signal);
+  }
+}
+
 // Bun.spawn's subprocess, as far as mcp.ts uses it.
 interface BunSubprocess {
   pid: number;
@@ -4033,87 +4115,77 @@ async function runExecutable(
   ctx: ToolContext,
   maxBytes: number,
 ): Promise<JsonObject> {
-  const { spawn } = await import("node:child_process");
   ctx.signal.throwIfAborted();
-  return await new Promise((resolve, reject) => {
-    const child = spawn(file, [], {
-      cwd,
-      stdio: ["pipe", "pipe", "pipe"],
-      // Its own process group, so a cancelled script's children go with it.
-      detached: sys.platform() !== "win32",
-    });
-    const stdout: Uint8Array[] = [];
-    let stdoutBytes = 0;
-    let overflow = false;
-    let stderrTail = "";
-    let partial = "";
-    let killTimer: ReturnType<typeof setTimeout> | undefined;
-    const stop = () => {
-      if (killTimer) return;
-      killGroup(child, "SIGTERM");
-      // To the whole group even when the tool itself has exited by then: a child
-      // that ignores SIGTERM must not outlive it. Kept after "close" for that reason.
-      killTimer = setTimeout(() => killGroup(child, "SIGKILL"), EXEC_KILL_GRACE_MS);
-      (killTimer as { unref?: () => void }).unref?.();
-    };
-    const onLine = (line: string) => {
-      const progress = /^@progress\s+(\d+(?:\.\d+)?)(?:\/(\d+(?:\.\d+)?))?\s*(.*)$/.exec(line);
-      if (progress) {
-        ctx.progress(Number(progress[1]), progress[2] ? Number(progress[2]) : undefined, progress[3] || undefined);
-        return;
-      }
-      const levelled = /^@(debug|info|notice|warning|error|critical|alert|emergency)\s+(.*)$/.exec(line);
-      ctx.log(levelled ? levelled[1] as LogLevel : "info", levelled ? levelled[2] : line);
-      stderrTail = keepTail(stderrTail, (levelled ? levelled[2] : line) + "\n", EXEC_STDERR_TAIL_BYTES);
-    };
-    const decoder = new TextDecoder();
-    child.stdout!.on("data", (chunk: Uint8Array) => {
-      if (overflow) return;
-      stdoutBytes += chunk.length;
-      if (stdoutBytes > maxBytes) {
-        overflow = true; // drop what came, stop the tool: a bounded server beats a complete answer
-        stdout.length = 0;
-        stop();
-      } else {
-        stdout.push(chunk);
-      }
-    });
-    child.stderr!.on("data", (chunk: Uint8Array) => {
-      const lines = (partial + decoder.decode(chunk, { stream: true })).split("\n");
-      partial = lines.pop()!;
-      if (partial.length > EXEC_STDERR_TAIL_BYTES) partial = partial.slice(-EXEC_STDERR_TAIL_BYTES);
-      for (const line of lines) onLine(line.replace(/\r$/, ""));
-    });
-    child.stdin!.on("error", () => {}); // a tool that does not read its stdin
-    ctx.signal.addEventListener("abort", stop, { once: true });
-    child.on("error", (error) => {
-      ctx.signal.removeEventListener("abort", stop);
-      reject(new Error(`Cannot run ${file}: ${errorMessage(error)}`));
-    });
-    child.on("close", (code, signal) => {
-      ctx.signal.removeEventListener("abort", stop);
-      if (partial) onLine(partial);
-      if (ctx.signal.aborted) return reject(ctx.signal.reason);
-      if (overflow) return resolve(errorResult(`the tool printed more than ${maxBytes} bytes; its output was dropped`));
-      const text = new TextDecoder().decode(concatBytes(stdout, stdoutBytes));
-      if (code !== 0) {
-        const why = stderrTail.trim() || text.trim() ||
-          `exited ${code === null ? `on ${signal}` : `with code ${code}`}`;
-        return resolve(errorResult(why));
-      }
-      // A stdout that is one CallToolResult object is taken as it is.
-      if (text.trimStart().startsWith("{")) {
-        try {
-          const parsed = JSON.parse(text);
-          if (isObject(parsed) && Array.isArray(parsed.content)) return resolve(parsed);
-        } catch {
-          // plain text that happens to start with a brace
-        }
-      }
-      resolve({ content: [{ type: "text", text: text.endsWith("\n") ? text.slice(0, -1) : text }] });
-    });
-    child.stdin!.end(JSON.stringify(args) + "\n");
+  const stdout: Uint8Array[] = [];
+  let stdoutBytes = 0;
+  let overflow = false;
+  let stderrTail = "";
+  let ended!: (status: { code: number | null; signal: string | null }) => void;
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => ended = resolve);
+  const stderr = new LineSplitter(EXEC_STDERR_TAIL_BYTES, (line) => {
+    const progress = /^@progress\s+(\d+(?:\.\d+)?)(?:\/(\d+(?:\.\d+)?))?\s*(.*)$/.exec(line);
+    if (progress) {
+      ctx.progress(Number(progress[1]), progress[2] ? Number(progress[2]) : undefined, progress[3] || undefined);
+      return;
+    }
+    const levelled = /^@(debug|info|notice|warning|error|critical|alert|emergency)\s+(.*)$/.exec(line);
+    ctx.log(levelled ? levelled[1] as LogLevel : "info", levelled ? levelled[2] : line);
+    stderrTail = keepTail(stderrTail, (levelled ? levelled[2] : line) + "\n", EXEC_STDERR_TAIL_BYTES);
   });
+  let child: ChildHandle | undefined;
+  let stopping: Promise<void> | undefined;
+  let stopAsked = false; // before the spawn returned
+  // SIGTERM to its process group, SIGKILL a grace later to the whole group even when the tool itself has
+  // exited by then: a child that ignores SIGTERM must not outlive it.
+  const stop = () => {
+    if (!child) return void (stopAsked = true);
+    stopping ??= stopLadder(child, exited, [[0, "SIGTERM"], [EXEC_KILL_GRACE_MS, "SIGKILL"]], { wholeGroup: true });
+  };
+  try {
+    // Its own process group (spawnChild's), so a cancelled script's children go with it.
+    child = await spawnChild(file, [], { cwd, env: sys.env() as Record<string, string> }, {
+      stdout(chunk) {
+        if (overflow) return;
+        stdoutBytes += chunk.length;
+        if (stdoutBytes > maxBytes) {
+          overflow = true; // drop what came, stop the tool: a bounded server beats a complete answer
+          stdout.length = 0;
+          stop();
+        } else {
+          stdout.push(chunk);
+        }
+      },
+      stderr: (chunk) => stderr.push(chunk),
+      exit: (code, signal) => ended({ code, signal }),
+    });
+  } catch (error) {
+    throw new Error(`Cannot run ${file}: ${errorMessage(error)}`);
+  }
+  if (stopAsked) stop();
+  ctx.signal.addEventListener("abort", stop, { once: true });
+  child.write(JSON.stringify(args) + "\n");
+  child.end();
+  const { code, signal } = await exited;
+  ctx.signal.removeEventListener("abort", stop);
+  stderr.finish();
+  if (ctx.signal.aborted) throw ctx.signal.reason;
+  if (overflow) return errorResult(`the tool printed more than ${maxBytes} bytes; its output was dropped`);
+  const text = new TextDecoder().decode(concatBytes(stdout, stdoutBytes));
+  if (code !== 0) {
+    return errorResult(
+      stderrTail.trim() || text.trim() || `exited ${code === null ? `on ${signal}` : `with code ${code}`}`,
+    );
+  }
+  // A stdout that is one CallToolResult object is taken as it is.
+  if (text.trimStart().startsWith("{")) {
+    try {
+      const parsed = JSON.parse(text);
+      if (isObject(parsed) && Array.isArray(parsed.content)) return parsed;
+    } catch {
+      // plain text that happens to start with a brace
+    }
+  }
+  return { content: [{ type: "text", text: text.endsWith("\n") ? text.slice(0, -1) : text }] };
 }
 
 /**
@@ -6146,18 +6218,11 @@ export class StdioTransport implements ClientTransport {
     child.end();
     // A server that let a request time out has had its chance: a moment to read
     // the cancellation and its closed stdin, not the whole first step.
-    let wait = this.#unresponsive ? UNRESPONSIVE_STEP_MS : SHUTDOWN_STEP_MS;
-    for (const signal of ["SIGTERM", "SIGKILL", undefined] as const) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const exited = await Promise.race([
-        this.#exited.then(() => true),
-        new Promise<boolean>((resolve) => timer = setTimeout(() => resolve(false), wait)),
-      ]);
-      wait = SHUTDOWN_STEP_MS;
-      clearTimeout(timer);
-      if (exited || signal === undefined) return;
-      child.kill(signal);
-    }
+    const first = this.#unresponsive ? UNRESPONSIVE_STEP_MS : SHUTDOWN_STEP_MS;
+    await stopLadder(child, this.#exited, [[first, "SIGTERM"], [SHUTDOWN_STEP_MS, "SIGKILL"], [
+      SHUTDOWN_STEP_MS,
+      undefined,
+    ]]);
   }
 }
 
@@ -7747,8 +7812,11 @@ export interface ConnectOptions {
 export class McpClient {
   /** Where the server is. */
   readonly spec: ServerSpec;
+  #era: Era = LEGACY_ERA;
   /** "legacy" (the initialize handshake) or "modern" (2026-07-28, stateless). */
-  era: "legacy" | "modern" = "legacy";
+  get era(): "legacy" | "modern" {
+    return this.#era.name;
+  }
   /** What the server said of itself: the initialize result, or its discover result in that shape. */
   initializeResult: JsonObject = {};
   /** The server/discover result, in the modern era. */
@@ -7828,8 +7896,7 @@ export class McpClient {
         options.onInvalidLine?.(text);
       },
       cancel: (id, reason) => {
-        // cancellation.mdx: notifications/cancelled, except over HTTP in 2026-07-28: closing the stream is it.
-        if (this.era === "legacy" || transport.kind === "stdio") {
+        if (!this.#era.cancelsByClosing(transport.kind)) {
           peer.notify("notifications/cancelled", { requestId: id, reason });
         }
         transport.abandon(id);
@@ -7857,7 +7924,7 @@ export class McpClient {
       failed: (id, error) => id === undefined ? peer.failPending(error) : peer.fail(id, error),
       closed: (error) => {
         if (!this.#started) {
-          error.message += ` before answering ${this.era === "modern" ? "server/discover" : "initialize"}`;
+          error.message += ` before answering ${this.#era.opening}`;
           error.retryable = true;
         }
         const lost = this.#started && !this.#failure && !this.#closing;
@@ -7938,7 +8005,7 @@ export class McpClient {
   }
 
   #becomeModern(version: string, result: JsonObject): void {
-    this.era = "modern";
+    this.#era = MODERN_ERA;
     this.discoverResult = result;
     const meta = isObject(result._meta) ? result._meta : {};
     const info: JsonObject = {
@@ -7977,7 +8044,7 @@ export class McpClient {
           `(it speaks ${[...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS].join(", ")})`,
       );
     }
-    this.era = "legacy";
+    this.#era = LEGACY_ERA;
     this.initializeResult = result;
     const transport = this.#transport;
     if (transport instanceof HttpTransport) {
@@ -8063,7 +8130,7 @@ export class McpClient {
     const retried = new Set<string>(); // each recovery at most once per request
     try {
       for (let round = 0;; round++) {
-        const version = options.probe ?? (this.era === "modern" ? this.protocolVersion : undefined);
+        const version = options.probe ?? (this.#era.envelope ? this.protocolVersion : undefined);
         const [sent, context] = this.#envelope(method, params, version);
         let result: unknown;
         let id: RequestId | undefined;
@@ -8175,7 +8242,7 @@ export class McpClient {
   /** Every tool of the server, following nextCursor to the end. */
   async listTools(options: RequestOptions = {}): Promise<JsonObject[]> {
     let tools = await this.#listAll("tools/list", "tools", options);
-    if (this.era === "modern" && this.#transport.kind === "http") {
+    if (this.#era.envelope && this.#transport.kind === "http") {
       // tools.mdx (2026-07-28): an HTTP client MUST drop a tool whose x-mcp-header annotations are invalid.
       this.#dropped = new Map();
       tools = tools.filter((tool) => {
@@ -8261,7 +8328,7 @@ export class McpClient {
     args: JsonObject,
     options: RequestOptions & { meta?: JsonObject },
   ): Promise<JsonObject> {
-    if (this.era === "modern" && this.#transport.kind === "http" && !this.#tools) {
+    if (this.#era.envelope && this.#transport.kind === "http" && !this.#tools) {
       await this.listTools(options).catch(noop); // the Mcp-Param-* headers need the tool's schema
     }
     const dropped = this.#dropped?.get(name);
@@ -8367,7 +8434,7 @@ export class McpClient {
   /** Pings the server; resolves with the round-trip time in ms. In 2026-07-28 (no ping) it times server/discover. */
   async ping(options: RequestOptions = {}): Promise<number> {
     const started = performance.now();
-    if (this.era === "modern") await this.request("server/discover", {}, options);
+    if (this.#era.removed.has("ping")) await this.request("server/discover", {}, options);
     else await this.request("ping", undefined, options);
     return Math.round((performance.now() - started) * 1000) / 1000; // µs: the timer's noise below that
   }
@@ -10189,18 +10256,33 @@ function positiveInteger(flag: string, text: string | undefined, fallback: numbe
 }
 
 /** A command's flags: `--name value`, `--name=value`, booleans, `-x` short forms, repeatable ones. */
-type FlagSpecs = Record<string, { type: "string" | "boolean"; short?: string; multiple?: boolean }>;
+type FlagSpecs = Record<
+  string,
+  { readonly type: "string" | "boolean"; readonly short?: string; readonly multiple?: boolean }
+>;
+
+/** What parseFlags reads for `specs`, typed from them: a string, a list of strings, or true, per flag given. */
+type FlagValues<S extends FlagSpecs> = {
+  [K in keyof S]?: S[K] extends { multiple: true } ? string[] : S[K]["type"] extends "string" ? string : boolean;
+};
+
+/** What a command's runner is given: its flags, its positionals, and its arguments as typed (for hints). */
+interface Parsed<S extends FlagSpecs> {
+  values: FlagValues<S>;
+  positionals: string[];
+  args: string[];
+}
 
 /**
  * Parses flags and positionals, strictly: an unknown flag is a usage error. Our
  * own rather than node:util's parseArgs, which costs ~9 ms of start-up on Bun.
  * A lone `-` is a positional (stdin), and `--` ends the flags.
  */
-function parseFlags(
+function parseFlags<const S extends FlagSpecs>(
   args: string[],
-  specs: FlagSpecs,
+  specs: S,
   command: string,
-): { values: Record<string, string | boolean | string[] | undefined>; positionals: string[] } {
+): { values: FlagValues<S>; positionals: string[] } {
   const values: Record<string, string | boolean | string[] | undefined> = {};
   const positionals: string[] = [];
   const fail = (message: string) => new UsageError(`${message} (see: mcp.ts help ${command})`);
@@ -10231,10 +10313,39 @@ function parseFlags(
     if (spec.multiple) values[name] = [...(values[name] as string[] | undefined ?? []), String(value)];
     else values[name] = value;
   }
-  return { values, positionals };
+  return { values: values as FlagValues<S>, positionals };
+}
+
+// SIGINT and SIGTERM both stop a server command: one handler for the two; returns what unwires them.
+function onStopSignals(handler: () => void): () => void {
+  const stopSigint = sys.onSignal("SIGINT", handler);
+  const stopSigterm = sys.onSignal("SIGTERM", handler);
+  return () => {
+    stopSigint();
+    stopSigterm();
+  };
 }
 
 // --- 17c. serve, and the flags of every HTTP listener ---
+
+// The flags of every HTTP listener (serve, gateway, proxy, replay); serve and gateway add the OAuth and session ones.
+const LISTEN_FLAGS = {
+  http: { type: "string" },
+  path: { type: "string" },
+  token: { type: "string" },
+  "allow-origin": { type: "string", multiple: true },
+  "allow-unauthenticated": { type: "boolean" },
+} as const;
+
+const HTTP_FLAGS = {
+  ...LISTEN_FLAGS,
+  "auth-issuer": { type: "string" },
+  "auth-scopes": { type: "string" },
+  "auth-audience": { type: "string" },
+  stateless: { type: "boolean" },
+  "session-ttl": { type: "string" },
+  "max-sessions": { type: "string" },
+} as const;
 
 // How to run this file again: for hints that show a command to copy.
 function selfCommand(): string {
@@ -10247,45 +10358,28 @@ function selfCommand(): string {
   return `${npx ? npx + runtime.replace(/^\S+/, "") : runtime} ${script}`;
 }
 
-async function runServe(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags(args, {
-    name: { type: "string" },
-    "server-version": { type: "string" },
-    instructions: { type: "string" },
-    timeout: { type: "string" },
-    "max-line-bytes": { type: "string" },
-    "page-size": { type: "string" },
-    trace: { type: "boolean" },
-    verbose: { type: "boolean", short: "v" },
-    watch: { type: "boolean" },
-    http: { type: "string" },
-    path: { type: "string" },
-    token: { type: "string" },
-    "allow-origin": { type: "string", multiple: true },
-    "allow-unauthenticated": { type: "boolean" },
-    "auth-issuer": { type: "string" },
-    "auth-scopes": { type: "string" },
-    "auth-audience": { type: "string" },
-    stateless: { type: "boolean" },
-    "session-ttl": { type: "string" },
-    "max-sessions": { type: "string" },
-    help: { type: "boolean", short: "h" },
-  }, "serve");
-  if (values.help) {
-    io.stdout.write(HELP.serve);
-    return 0;
-  }
-  if (positionals.length > 1) {
-    throw new UsageError(`serve takes one directory, got ${positionals.length} arguments (see: mcp.ts help serve)`);
-  }
+const SERVE_FLAGS = {
+  name: { type: "string" },
+  "server-version": { type: "string" },
+  instructions: { type: "string" },
+  timeout: { type: "string" },
+  "max-line-bytes": { type: "string" },
+  "page-size": { type: "string" },
+  trace: { type: "boolean" },
+  verbose: { type: "boolean", short: "v" },
+  watch: { type: "boolean" },
+  ...HTTP_FLAGS,
+} as const;
+
+async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io: CliIo): Promise<number> {
   const target = positionals[0] ?? "./tools";
-  const timeout = positiveInteger("--timeout", values.timeout as string | undefined, DEFAULT_TOOL_TIMEOUT_MS, true);
+  const timeout = positiveInteger("--timeout", values.timeout, DEFAULT_TOOL_TIMEOUT_MS, true);
   const maxLineBytes = positiveInteger(
     "--max-line-bytes",
-    values["max-line-bytes"] as string | undefined,
+    values["max-line-bytes"],
     DEFAULT_MAX_LINE_BYTES,
   );
-  const pageSize = positiveInteger("--page-size", values["page-size"] as string | undefined, DEFAULT_PAGE_SIZE);
+  const pageSize = positiveInteger("--page-size", values["page-size"], DEFAULT_PAGE_SIZE);
   const verbose = values.verbose === true || values.trace === true;
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   const env = sys.env();
@@ -10378,9 +10472,9 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
       resources: [...resources, ...templates],
       prompts,
       failed: loaded.errors,
-      name: values.name as string | undefined,
-      version: values["server-version"] as string | undefined,
-      instructions: values.instructions as string | undefined,
+      name: values.name,
+      version: values["server-version"],
+      instructions: values.instructions,
       timeout,
       pageSize,
       listChanged: watch,
@@ -10400,8 +10494,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
       // SIGINT/SIGTERM: stop accepting, let calls in flight finish within the grace period, close the streams.
       await new Promise<void>((resolve) => {
         const stop = async () => {
-          stopSigint();
-          stopSigterm();
+          unwire();
           const closed = listener.close();
           const deadline = Date.now() + SHUTDOWN_GRACE_MS;
           while (handler.pending > 0 && Date.now() < deadline) await new Promise((wait) => setTimeout(wait, 20));
@@ -10410,8 +10503,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
           await listener.close(true);
           resolve();
         };
-        const stopSigint = sys.onSignal("SIGINT", () => void stop());
-        const stopSigterm = sys.onSignal("SIGTERM", () => void stop());
+        const unwire = onStopSignals(() => void stop());
         log(`serving ${listenerUrl(listener, http.handler.path)}`);
         setTimeout(() => dog.start(), 50); // off the start-up path
       });
@@ -10425,7 +10517,7 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
       input: io.stdin,
       output: redirected.protocol,
       maxLineBytes,
-      trace: values.trace as boolean | undefined,
+      trace: values.trace,
       log: values.trace ? (line) => void io.stderr.write(line + "\n") : log,
     });
     if (!io.stdin) {
@@ -10441,14 +10533,11 @@ async function runServe(args: string[], io: CliIo): Promise<number> {
     }
     const stopWatching = watch ? await watchCatalog((catalog) => handle.server.setCatalog(watched(catalog))) : noop;
     (setTimeout(() => dog.start(), 50) as { unref?: () => void }).unref?.(); // off the start-up path
-    const onSignal = () => void handle.shutdown();
-    const stopSigint = sys.onSignal("SIGINT", onSignal);
-    const stopSigterm = sys.onSignal("SIGTERM", onSignal);
+    const unwire = onStopSignals(() => void handle.shutdown());
     await handle.done;
     dog.stop();
     stopWatching();
-    stopSigint();
-    stopSigterm();
+    unwire();
     // Stray plugin timers must not keep a finished server alive. The output is
     // flushed by now, so exiting cannot cut it off; executable tools get their
     // SIGTERM-to-SIGKILL grace first.
@@ -10474,7 +10563,7 @@ function describeCatalog(catalog: Catalog): string {
 
 // `serve --http [HOST:]PORT` and its companions, checked: where to listen and the handler's options.
 function httpServeOptions(
-  values: Record<string, string | boolean | string[] | undefined>,
+  values: FlagValues<typeof HTTP_FLAGS>,
   env: Record<string, string | undefined>,
 ): { listen: { hostname: string; port: number }; handler: HandlerOptions & { path: string } } {
   const address = String(values.http);
@@ -10483,7 +10572,7 @@ function httpServeOptions(
     throw new UsageError(`--http takes [HOST:]PORT, e.g. 8080 or 127.0.0.1:0, got "${address}"`);
   }
   const hostname = (match[1] ?? "127.0.0.1").replace(/^\[(.*)\]$/, "$1");
-  const path = (values.path as string | undefined) ?? "/mcp";
+  const path = (values.path) ?? "/mcp";
   if (!path.startsWith("/")) throw new UsageError(`--path must start with "/", got "${path}"`);
   let auth: ResourceServerOptions | undefined;
   if (values["auth-issuer"] !== undefined) {
@@ -10500,7 +10589,7 @@ function httpServeOptions(
   } else if (values["auth-audience"] !== undefined || values["auth-scopes"] !== undefined) {
     throw new UsageError("--auth-audience and --auth-scopes go with --auth-issuer URL");
   }
-  const token = (values.token as string | undefined) ?? env.MCP_TS_TOKEN;
+  const token = (values.token) ?? env.MCP_TS_TOKEN;
   if (token === "") throw new UsageError("--token needs a value (or unset MCP_TS_TOKEN)");
   if (token !== undefined && auth) throw new UsageError("--token and --auth-issuer exclude each other: choose one");
   const loopback = /^(localhost|127(\.\d+){3}|::1)$/i.test(hostname);
@@ -10520,21 +10609,21 @@ function httpServeOptions(
   const bound = hostname.includes(":") ? `[${hostname}]` : hostname;
   const sessionTtl = values["session-ttl"] === undefined
     ? undefined
-    : positiveInteger("--session-ttl", values["session-ttl"] as string, DEFAULT_SESSION_TTL_MS);
+    : positiveInteger("--session-ttl", values["session-ttl"], DEFAULT_SESSION_TTL_MS);
   return {
     listen: { hostname, port: Number(match[2]) },
     handler: {
       path,
       token,
       auth,
-      allowOrigins: values["allow-origin"] as string[] | undefined,
+      allowOrigins: values["allow-origin"],
       // DNS rebinding: on loopback the Host must name us; bound to all interfaces, the credential check guards.
       allowedHosts: wildcard ? ["*"] : [...LOOPBACK_HOSTS, bound.toLowerCase()],
       stateless: values.stateless === true,
       sessionTtl,
       maxSessions: values["max-sessions"] === undefined
         ? undefined
-        : positiveInteger("--max-sessions", values["max-sessions"] as string, DEFAULT_MAX_SESSIONS),
+        : positiveInteger("--max-sessions", values["max-sessions"], DEFAULT_MAX_SESSIONS),
     },
   };
 }
@@ -10696,7 +10785,7 @@ async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
  * and the answers to give. Only what was given is declared.
  */
 async function clientAnswers(
-  values: Record<string, string | boolean | string[] | undefined>,
+  values: FlagValues<typeof CLIENT_FLAGS>,
   io: CliIo,
 ): Promise<{ capabilities: JsonObject; onRequest: (method: string, params: JsonObject) => unknown }> {
   const capabilities: JsonObject = {};
@@ -10705,7 +10794,7 @@ async function clientAnswers(
     return { uri: fileUrl(path), name: basenameOf(path.replace(/[\\/]+$/, "")) || path };
   });
   if (roots.length > 0) capabilities.roots = {};
-  const elicit = values.elicit as string | undefined;
+  const elicit = values.elicit;
   if (elicit !== undefined && !["accept", "decline", "cancel"].includes(elicit)) {
     throw new UsageError(`--elicit takes accept, decline or cancel, got "${elicit}"`);
   }
@@ -10713,7 +10802,7 @@ async function clientAnswers(
   if (values["elicit-json"] !== undefined) {
     if (elicit !== "accept") throw new UsageError("--elicit-json goes with --elicit accept");
     try {
-      given = JSON.parse(values["elicit-json"] as string);
+      given = JSON.parse(values["elicit-json"]);
     } catch (error) {
       throw new UsageError(`Cannot read --elicit-json: not JSON (${errorMessage(error)})`);
     }
@@ -10722,7 +10811,7 @@ async function clientAnswers(
   // A person can answer a form when both ends of the terminal are theirs (asked only then: it costs on Bun).
   const interactive = elicit === undefined && io.stderr.isTTY === true && !io.stdin && (await sys.stdinIsTerminal());
   if (elicit !== undefined || interactive) capabilities.elicitation = {};
-  const sampler = values["sample-command"] as string | undefined;
+  const sampler = values["sample-command"];
   const sampleWords = sampler === undefined ? undefined : splitCommand(sampler);
   if (sampleWords !== undefined) {
     if (sampleWords.length === 0) throw new UsageError("--sample-command needs a command");
@@ -11143,53 +11232,30 @@ async function unquotedServerHint(command: string, args: string[]): Promise<stri
 }
 
 // How many words each command takes after <server>.
-const CLIENT_ARITY: Record<string, [number, number]> = {
-  login: [0, 0],
-  call: [1, Infinity],
-  prompt: [1, Infinity],
-  read: [1, 1],
-  list: [0, 1],
-  info: [0, 0],
-  ping: [0, 0],
-  batch: [0, 0],
-  resources: [0, 0],
-  prompts: [0, 0],
-  request: [1, 2],
-};
+// A usage error of a client command whose <server> is a command line left unquoted says so instead.
+async function withQuoteHint(command: string, args: string[], error: unknown): Promise<unknown> {
+  const hint = error instanceof UsageError ? await unquotedServerHint(command, args) : undefined;
+  return hint ? new UsageError(`the server command must be one argument: quote it, as in ${hint}`) : error;
+}
 
-async function runClient(command: string, args: string[], io: CliIo): Promise<number> {
-  let values: Record<string, string | boolean | string[] | undefined>;
-  let target: string;
-  let rest: string[];
+async function runClient(
+  command: string,
+  { values, positionals, args }: Parsed<typeof CLIENT_FLAGS>,
+  io: CliIo,
+): Promise<number> {
+  const [target, ...rest] = positionals;
   let callArgs: CallArgs | undefined;
   try {
-    let positionals: string[];
-    ({ values, positionals } = parseFlags(args, CLIENT_FLAGS, command));
-    if (values.help) {
-      io.stdout.write(HELP[command]);
-      return 0;
-    }
-    [target, ...rest] = positionals;
-    if (target === undefined) throw new UsageError(`${command} needs a <server> (see: mcp.ts help ${command})`);
-    const [least, most] = CLIENT_ARITY[command];
-    if (rest.length < least || rest.length > most) {
-      const usage = HELP[command].split("\n")[0].replace(/^Usage: mcp\.ts \w+ /, "").replace(/ \[options\].*$/, "");
-      throw new UsageError(
-        `${command} takes ${usage}, got ${positionals.length} arguments (see: mcp.ts help ${command})`,
-      );
-    }
     // Bad ARGS are a usage error before anything is spawned.
     if (command === "call" || command === "prompt") callArgs = await readCallArgs(rest.slice(1), io);
   } catch (error) {
-    const hint = error instanceof UsageError ? await unquotedServerHint(command, args) : undefined;
-    if (hint) throw new UsageError(`the server command must be one argument: quote it, as in ${hint}`);
-    throw error;
+    throw await withQuoteHint(command, args, error);
   }
   const verbose = values.verbose === true;
   const json = values.json === true;
-  const output = values.output as string | undefined;
+  const output = values.output;
   const { env, headers } = connectionFlags(values);
-  const protocol = values.protocol as string | undefined;
+  const protocol = values.protocol;
   const versions = [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS] as string[];
   if (protocol !== undefined && protocol !== "auto" && protocol !== "legacy" && !versions.includes(protocol)) {
     throw new UsageError(
@@ -11201,10 +11267,10 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   if (output !== undefined && command !== "call" && command !== "read") {
     throw new UsageError(`-o/--output goes with call and read, not ${command}`);
   }
-  const concurrency = positiveInteger("--concurrency", values.concurrency as string | undefined, 1);
+  const concurrency = positiveInteger("--concurrency", values.concurrency, 1);
   const name = rest[0];
   const requestParams = command === "request" ? jsonObjectArg(rest[1] ?? "{}", `the params of ${name}`) : undefined;
-  const meta = values.meta === undefined ? undefined : jsonObjectArg(values.meta as string, "--meta");
+  const meta = values.meta === undefined ? undefined : jsonObjectArg(values.meta, "--meta");
   if (meta && command !== "call") throw new UsageError(`--meta goes with call, not ${command}`);
 
   const interrupt = new AbortController();
@@ -11215,11 +11281,11 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
   // (--json and batch print JSON: on a terminal its DEL and C1 characters are \u escapes, the same value.)
   const raw = { stdin: io.stdin, stdout: terminalSafe(io.stdout, true), stderr: terminalSafe(io.stderr, true) };
   io = json ? raw : { stdin: io.stdin, stdout: terminalSafe(io.stdout), stderr: terminalSafe(io.stderr) };
-  const recorder = values.record === undefined ? undefined : await openRecording(values.record as string, target);
+  const recorder = values.record === undefined ? undefined : await openRecording(values.record, target);
   const options: ConnectOptions = {
     env,
-    cwd: values.cwd as string | undefined,
-    config: values.config as string | undefined,
+    cwd: values.cwd,
+    config: values.config,
     headers,
     oauth,
     protocol,
@@ -11229,12 +11295,12 @@ async function runClient(command: string, args: string[], io: CliIo): Promise<nu
     // Tools left out of a list matter where lists are shown.
     onWarning: command === "list" || verbose ? (message) => progress.note(`mcp: warning: ${message}\n`) : undefined,
     onMessage: recorder?.write,
-    timeout: positiveInteger("--timeout", values.timeout as string | undefined, DEFAULT_REQUEST_TIMEOUT_MS),
-    maxTime: positiveInteger("--max-time", values["max-time"] as string | undefined, DEFAULT_MAX_TIME_MS),
-    retries: positiveInteger("--retries", values.retries as string | undefined, 0, true),
+    timeout: positiveInteger("--timeout", values.timeout, DEFAULT_REQUEST_TIMEOUT_MS),
+    maxTime: positiveInteger("--max-time", values["max-time"], DEFAULT_MAX_TIME_MS),
+    retries: positiveInteger("--retries", values.retries, 0, true),
     maxLineBytes: positiveInteger(
       "--max-line-bytes",
-      values["max-line-bytes"] as string | undefined,
+      values["max-line-bytes"],
       DEFAULT_CLIENT_MAX_LINE_BYTES,
     ),
     signal: interrupt.signal,
@@ -11541,23 +11607,23 @@ async function runBatch(client: McpClient, io: CliIo, concurrency: number, maxLi
 async function oauthOptions(
   command: string,
   target: string,
-  values: Record<string, string | boolean | string[] | undefined>,
+  values: FlagValues<typeof CLIENT_FLAGS>,
   io: CliIo,
 ): Promise<OAuthOptions> {
   const env = sys.env();
-  const grant = values.grant as string | undefined;
+  const grant = values.grant;
   if (grant !== undefined && grant !== "client_credentials" && grant !== "authorization_code") {
     throw new UsageError(`--grant takes client_credentials (or authorization_code), got "${grant}"`);
   }
   let clientKey: string | undefined;
   if (values["client-key"] !== undefined) {
     try {
-      clientKey = await (await files()).readText(values["client-key"] as string);
+      clientKey = await (await files()).readText(values["client-key"]);
     } catch (error) {
       throw new UsageError(`Cannot read --client-key ${values["client-key"]}: ${errorMessage(error)}`);
     }
   }
-  const clientSecret = (values["client-secret"] as string | undefined) ?? env.MCP_TS_CLIENT_SECRET;
+  const clientSecret = (values["client-secret"]) ?? env.MCP_TS_CLIENT_SECRET;
   if (grant === "client_credentials" && (values["client-id"] === undefined || (!clientSecret && !clientKey))) {
     throw new UsageError(
       "--grant client_credentials needs --client-id, and --client-secret (or MCP_TS_CLIENT_SECRET) or --client-key",
@@ -11565,17 +11631,17 @@ async function oauthOptions(
   }
   const port = values["callback-port"] === undefined
     ? undefined
-    : positiveInteger("--callback-port", values["callback-port"] as string, DEFAULT_CALLBACK_PORT);
+    : positiveInteger("--callback-port", values["callback-port"], DEFAULT_CALLBACK_PORT);
   const options: OAuthOptions = {
-    clientId: values["client-id"] as string | undefined,
+    clientId: values["client-id"],
     clientSecret,
     clientKey,
-    clientMetadataUrl: values["client-metadata-url"] as string | undefined,
-    scope: values.scope as string | undefined,
+    clientMetadataUrl: values["client-metadata-url"],
+    scope: values.scope,
     callbackPort: port,
     loginTimeout: values["login-timeout"] === undefined
       ? undefined
-      : positiveInteger("--login-timeout", values["login-timeout"] as string, AUTH_WAIT_MS),
+      : positiveInteger("--login-timeout", values["login-timeout"], AUTH_WAIT_MS),
     grant: grant as OAuthOptions["grant"],
     openBrowser: values["no-browser"] !== true,
     fresh: command === "login",
@@ -11607,7 +11673,7 @@ async function openFrameLog(file: string): Promise<(direction: "<" | ">", text: 
 
 // -e KEY=VALUE and -H "Name: Value" of a client command, checked. A header's value is never shown, not even in an error.
 function connectionFlags(
-  values: Record<string, string | boolean | string[] | undefined>,
+  values: FlagValues<typeof CLIENT_FLAGS>,
 ): { env: Record<string, string>; headers: Record<string, string> } {
   const env: Record<string, string> = {};
   for (const pair of (values.env ?? []) as string[]) {
@@ -11646,40 +11712,27 @@ async function listenRaw(
   return { downstream: made.downstream, listener };
 }
 
+const GATEWAY_FLAGS = {
+  ...CLIENT_FLAGS,
+  name: { type: "string" },
+  "server-version": { type: "string" },
+  instructions: { type: "string" },
+  ...HTTP_FLAGS,
+  prefix: { type: "string" },
+  tools: { type: "string", multiple: true },
+  "cache-ttl": { type: "string" },
+  "cache-size": { type: "string" },
+} as const;
+
 /** `gateway [<upstream>...]`: one MCP server in front of many (config names, NAME=<server>, or every configured one). */
-async function runGateway(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags(args, {
-    ...CLIENT_FLAGS,
-    name: { type: "string" },
-    "server-version": { type: "string" },
-    instructions: { type: "string" },
-    http: { type: "string" },
-    path: { type: "string" },
-    token: { type: "string" },
-    "allow-origin": { type: "string", multiple: true },
-    "allow-unauthenticated": { type: "boolean" },
-    "auth-issuer": { type: "string" },
-    "auth-scopes": { type: "string" },
-    "auth-audience": { type: "string" },
-    stateless: { type: "boolean" },
-    "session-ttl": { type: "string" },
-    "max-sessions": { type: "string" },
-    prefix: { type: "string" },
-    tools: { type: "string", multiple: true },
-    "cache-ttl": { type: "string" },
-    "cache-size": { type: "string" },
-  }, "gateway");
-  if (values.help) {
-    io.stdout.write(HELP.gateway);
-    return 0;
-  }
-  const prefix = (values.prefix as string | undefined) ?? "always";
+async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>, io: CliIo): Promise<number> {
+  const prefix = (values.prefix) ?? "always";
   if (prefix !== "always" && prefix !== "collisions") {
     throw new UsageError(`--prefix takes always or collisions, got "${prefix}"`);
   }
   const env = sys.env();
   const { env: extra, headers } = connectionFlags(values);
-  const config = values.config as string | undefined;
+  const config = values.config;
   const upstreams: GatewayUpstream[] = [];
   if (positionals.length === 0) {
     const seen = new Set<string>();
@@ -11710,18 +11763,17 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
   // From now until every upstream is stopped, a signal asks for an orderly stop: it must not kill us half-way.
   let stopped!: () => void;
   const stopping = new Promise<void>((resolve) => stopped = resolve);
-  const stopSigint = sys.onSignal("SIGINT", () => stopped());
-  const stopSigterm = sys.onSignal("SIGTERM", () => stopped());
+  const unwire = onStopSignals(() => stopped());
   const gateway = new Gateway(upstreams, {
     env: extra,
     headers,
     config,
     prefix,
-    tools: values.tools as string[] | undefined,
-    cacheTtl: positiveInteger("--cache-ttl", values["cache-ttl"] as string | undefined, 0, true),
-    cacheSize: positiveInteger("--cache-size", values["cache-size"] as string | undefined, 256),
-    timeout: positiveInteger("--timeout", values.timeout as string | undefined, DEFAULT_REQUEST_TIMEOUT_MS),
-    maxTime: positiveInteger("--max-time", values["max-time"] as string | undefined, DEFAULT_MAX_TIME_MS),
+    tools: values.tools,
+    cacheTtl: positiveInteger("--cache-ttl", values["cache-ttl"], 0, true),
+    cacheSize: positiveInteger("--cache-size", values["cache-size"], 256),
+    timeout: positiveInteger("--timeout", values.timeout, DEFAULT_REQUEST_TIMEOUT_MS),
+    maxTime: positiveInteger("--max-time", values["max-time"], DEFAULT_MAX_TIME_MS),
     oauth: await oauthOptions("gateway", "", values, io),
     log,
     shared: http !== undefined,
@@ -11732,9 +11784,9 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
     tools: first.tools,
     resources: [...first.resources, ...first.templates],
     prompts: first.prompts,
-    name: (values.name as string | undefined) ?? "mcp.ts gateway",
-    version: values["server-version"] as string | undefined,
-    instructions: values.instructions as string | undefined,
+    name: (values.name) ?? "mcp.ts gateway",
+    version: values["server-version"],
+    instructions: values.instructions,
     timeout: 0, // an upstream's call takes as long as the client lets it (its own --timeout, --max-time)
     listChanged: true,
   };
@@ -11760,39 +11812,30 @@ async function runGateway(args: string[], io: CliIo): Promise<number> {
     }
   } finally {
     await gateway.close();
-    stopSigint();
-    stopSigterm();
+    unwire();
   }
   setTimeout(() => sys.exit(), SHUTDOWN_GRACE_MS).unref?.();
   return 0;
 }
 
+const PROXY_FLAGS = {
+  ...CLIENT_FLAGS,
+  ...LISTEN_FLAGS,
+  log: { type: "string" },
+} as const;
+
 /** `proxy <server>`: a transparent MCP server in front of `<server>`, on stdio or --http. */
-async function runProxy(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags(args, {
-    ...CLIENT_FLAGS,
-    http: { type: "string" },
-    path: { type: "string" },
-    token: { type: "string" },
-    "allow-origin": { type: "string", multiple: true },
-    "allow-unauthenticated": { type: "boolean" },
-    log: { type: "string" },
-  }, "proxy");
-  if (values.help) {
-    io.stdout.write(HELP.proxy);
-    return 0;
-  }
-  if (positionals.length !== 1) throw new UsageError("proxy takes one <server> (see: mcp.ts help proxy)");
+async function runProxy({ values, positionals }: Parsed<typeof PROXY_FLAGS>, io: CliIo): Promise<number> {
   const target = positionals[0];
   const env = sys.env();
   const { env: extra, headers } = connectionFlags(values);
   const upstream = await resolveServer(target, {
-    config: values.config as string | undefined,
+    config: values.config,
     env: { ...env, ...extra },
   });
   const http = values.http === undefined ? undefined : httpServeOptions(values, env);
-  const frameLog = values.log === undefined ? undefined : await openFrameLog(values.log as string);
-  const recorder = values.record === undefined ? undefined : await openRecording(values.record as string, target);
+  const frameLog = values.log === undefined ? undefined : await openFrameLog(values.log);
+  const recorder = values.record === undefined ? undefined : await openRecording(values.record, target);
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   const oauth = await oauthOptions("proxy", target, values, io);
   const served = http ? await listenRaw(http, (url) => log(`serving ${url} (proxying ${target})`)) : undefined;
@@ -11800,12 +11843,12 @@ async function runProxy(args: string[], io: CliIo): Promise<number> {
   const listener = served?.listener;
   const handle = proxy(upstream, {
     env: extra,
-    cwd: values.cwd as string | undefined,
+    cwd: values.cwd,
     headers,
     oauth,
     maxLineBytes: positiveInteger(
       "--max-line-bytes",
-      values["max-line-bytes"] as string | undefined,
+      values["max-line-bytes"],
       DEFAULT_CLIENT_MAX_LINE_BYTES,
     ),
     // --trace: every frame in and out, as serve prints them (what the client sent "<", what it got ">").
@@ -11819,11 +11862,9 @@ async function runProxy(args: string[], io: CliIo): Promise<number> {
     onTrace: values.trace ? (line) => log(line) : undefined,
     log,
   }, downstream);
-  const stopSigint = sys.onSignal("SIGINT", () => handle.stop());
-  const stopSigterm = sys.onSignal("SIGTERM", () => handle.stop());
+  const unwire = onStopSignals(() => handle.stop());
   const code = await handle.done;
-  stopSigint();
-  stopSigterm();
+  unwire();
   recorder?.close();
   await listener?.close(true);
   // Connections a client left open must not keep a finished proxy alive (the output is out by now).
@@ -11831,23 +11872,14 @@ async function runProxy(args: string[], io: CliIo): Promise<number> {
   return code;
 }
 
+const REPLAY_FLAGS = {
+  ...LISTEN_FLAGS,
+  strict: { type: "boolean" },
+  log: { type: "string" },
+} as const;
+
 /** `replay <cassette>`: a recorded session served as a mock MCP server, on stdio or --http. */
-async function runReplay(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags(args, {
-    http: { type: "string" },
-    path: { type: "string" },
-    token: { type: "string" },
-    "allow-origin": { type: "string", multiple: true },
-    "allow-unauthenticated": { type: "boolean" },
-    strict: { type: "boolean" },
-    log: { type: "string" },
-    help: { type: "boolean", short: "h" },
-  }, "replay");
-  if (values.help) {
-    io.stdout.write(HELP.replay);
-    return 0;
-  }
-  if (positionals.length !== 1) throw new UsageError("replay takes one cassette file (see: mcp.ts help replay)");
+async function runReplay({ values, positionals }: Parsed<typeof REPLAY_FLAGS>, io: CliIo): Promise<number> {
   let text: string;
   try {
     text = await (await files()).readText(positionals[0]);
@@ -11856,7 +11888,7 @@ async function runReplay(args: string[], io: CliIo): Promise<number> {
   }
   const { entries } = readCassette(text, positionals[0]);
   const player = new CassettePlayer(entries, { strict: values.strict === true });
-  const frameLog = values.log === undefined ? undefined : await openFrameLog(values.log as string);
+  const frameLog = values.log === undefined ? undefined : await openFrameLog(values.log);
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   if (values.http !== undefined) {
     const http = httpServeOptions(values, sys.env());
@@ -11866,9 +11898,7 @@ async function runReplay(args: string[], io: CliIo): Promise<number> {
     );
     void replay(player, downstream, frameLog);
     await new Promise<void>((resolve) => {
-      const stop = () => resolve();
-      sys.onSignal("SIGINT", stop);
-      sys.onSignal("SIGTERM", stop);
+      onStopSignals(() => resolve());
     });
     await listener.close(true);
     setTimeout(() => sys.exit(), SHUTDOWN_GRACE_MS).unref?.();
@@ -11878,24 +11908,19 @@ async function runReplay(args: string[], io: CliIo): Promise<number> {
   return 0;
 }
 
+const LOGOUT_FLAGS = {
+  all: { type: "boolean" },
+  config: { type: "string" },
+} as const;
+
 /** `logout [<server>] [--all]`: forgets stored tokens (and client registrations with --all). */
-async function runLogout(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags(args, {
-    all: { type: "boolean" },
-    config: { type: "string" },
-    help: { type: "boolean", short: "h" },
-  }, "logout");
-  if (values.help) {
-    io.stdout.write(HELP.logout);
-    return 0;
-  }
-  if (positionals.length > 1) throw new UsageError("logout takes at most one <server> (see: mcp.ts help logout)");
+async function runLogout({ values, positionals }: Parsed<typeof LOGOUT_FLAGS>, io: CliIo): Promise<number> {
   if (positionals.length === 0 && values.all !== true) {
     throw new UsageError("logout needs a <server>, or --all to forget every token (see: mcp.ts help logout)");
   }
   let server: string | undefined;
   if (positionals[0] !== undefined) {
-    const spec = await resolveServer(positionals[0], { config: values.config as string | undefined });
+    const spec = await resolveServer(positionals[0], { config: values.config });
     if (!isHttpSpec(spec)) throw new UsageError(`"${positionals[0]}" is a command: only HTTP servers have tokens`);
     server = canonicalResource(spec.url);
   }
@@ -11905,23 +11930,18 @@ async function runLogout(args: string[], io: CliIo): Promise<number> {
   return 0;
 }
 
+const SERVERS_FLAGS = {
+  config: { type: "string" },
+  json: { type: "boolean" },
+  check: { type: "boolean" },
+  timeout: { type: "string" },
+} as const;
+
 /** `servers`: every name the config files define, where, and how it is reached. */
-async function runServers(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseFlags(args, {
-    config: { type: "string" },
-    json: { type: "boolean" },
-    check: { type: "boolean" },
-    timeout: { type: "string" },
-    help: { type: "boolean", short: "h" },
-  }, "servers");
-  if (values.help) {
-    io.stdout.write(HELP.servers);
-    return 0;
-  }
-  if (positionals.length > 0) throw new UsageError("servers takes no arguments (see: mcp.ts help servers)");
-  const servers = await listConfiguredServers({ config: values.config as string | undefined });
+async function runServers({ values }: Parsed<typeof SERVERS_FLAGS>, io: CliIo): Promise<number> {
+  const servers = await listConfiguredServers({ config: values.config });
   if (values.check) {
-    const timeout = positiveInteger("--timeout", values.timeout as string | undefined, SERVERS_CHECK_TIMEOUT_MS);
+    const timeout = positiveInteger("--timeout", values.timeout, SERVERS_CHECK_TIMEOUT_MS);
     return await checkServers(servers.filter((server) => !server.shadowed), values, timeout, io);
   }
   if (values.json) {
@@ -11954,7 +11974,7 @@ const SERVERS_CHECK_CONCURRENCY = 4;
 // `servers --check`: each configured server connected to, listed and closed; a line each, in config order.
 async function checkServers(
   servers: ConfiguredServer[],
-  values: Record<string, unknown>,
+  values: { config?: string; json?: boolean },
   timeout: number,
   io: CliIo,
 ): Promise<number> {
@@ -11963,7 +11983,7 @@ async function checkServers(
     const started = performance.now();
     let client: McpClient | undefined;
     try {
-      const spec = await resolveServer(server.name, { config: values.config as string | undefined });
+      const spec = await resolveServer(server.name, { config: values.config });
       client = await connect(spec, { timeout, maxTime: timeout });
       const offers = isObject(client.initializeResult.capabilities) ? client.initializeResult.capabilities : {};
       const tools = isObject(offers.tools) ? (await client.listTools()).length : 0;
@@ -12005,7 +12025,7 @@ async function checkServers(
   return results.every((result) => result.ok) ? 0 : 3;
 }
 
-// --- 17g. main ---
+// --- 17g. The command table (COMMANDS), main ---
 
 /** Runs the CLI with `argv` (without the runtime and script) and returns the exit code. */
 export async function main(argv: string[], io?: CliIo): Promise<number> {
@@ -12025,42 +12045,101 @@ export async function main(argv: string[], io?: CliIo): Promise<number> {
   }
 }
 
-async function run(argv: string[], cli: CliIo): Promise<number> {
-  const [command, ...rest] = argv;
+/** One command of the CLI: its flags, how many positionals it takes, and what runs it. */
+interface Command {
+  flags: FlagSpecs;
+  /** At least and at most this many positionals. */
+  args: readonly [number, number];
+  /** Its first positional is a <server>: missing, it is asked for; a usage error may be an unquoted command line. */
+  server: boolean;
+  run(input: Parsed<FlagSpecs>, io: CliIo): Promise<number>;
+}
+
+const HELP_FLAG = { help: { type: "boolean", short: "h" } } as const;
+
+// A table entry, typed where it is written: `run` gets the values of exactly these flags.
+function command<const S extends FlagSpecs>(entry: {
+  flags: S;
+  args: readonly [number, number];
+  server?: boolean;
+  run(input: Parsed<S & typeof HELP_FLAG>, io: CliIo): Promise<number>;
+}): Command {
+  return { server: false, ...entry, flags: { ...entry.flags, ...HELP_FLAG } } as unknown as Command;
+}
+
+// A client command: `<server>` first, then `args` more at least and at most.
+const client = (name: string, least: number, most: number) =>
+  command({
+    flags: CLIENT_FLAGS,
+    args: [1 + least, 1 + most],
+    server: true,
+    run: (input, io) => runClient(name, input, io),
+  });
+
+/** The commands, in the order `mcp.ts help` lists them; `run` looks a command up here. */
+const COMMANDS: Record<string, Command> = {
+  serve: command({ flags: SERVE_FLAGS, args: [0, 1], run: runServe }),
+  call: client("call", 1, Infinity),
+  list: client("list", 0, 1),
+  info: client("info", 0, 0),
+  ping: client("ping", 0, 0),
+  batch: client("batch", 0, 0),
+  resources: client("resources", 0, 0),
+  read: client("read", 1, 1),
+  prompts: client("prompts", 0, 0),
+  prompt: client("prompt", 1, Infinity),
+  request: client("request", 1, 2),
+  servers: command({ flags: SERVERS_FLAGS, args: [0, 0], run: runServers }),
+  login: client("login", 0, 0),
+  logout: command({ flags: LOGOUT_FLAGS, args: [0, 1], run: runLogout }),
+  gateway: command({ flags: GATEWAY_FLAGS, args: [0, Infinity], run: runGateway }),
+  proxy: command({ flags: PROXY_FLAGS, args: [1, 1], server: true, run: runProxy }),
+  replay: command({ flags: REPLAY_FLAGS, args: [1, 1], run: runReplay }),
+};
+
+// Flags, --help and the count of positionals, the same for every command; then its runner.
+async function runCommand(name: string, entry: Command, args: string[], io: CliIo): Promise<number> {
+  let parsed: Parsed<FlagSpecs>;
   try {
-    switch (command) {
-      case "serve":
-        return await runServe(rest, cli);
-      case "call":
-      case "list":
-      case "info":
-      case "ping":
-      case "batch":
-      case "resources":
-      case "read":
-      case "prompts":
-      case "prompt":
-      case "request":
-        return await runClient(command, rest, cli);
-      case "servers":
-        return await runServers(rest, cli);
-      case "login":
-        return await runClient(command, rest, cli);
-      case "logout":
-        return await runLogout(rest, cli);
-      case "proxy":
-        return await runProxy(rest, cli);
-      case "gateway":
-        return await runGateway(rest, cli);
-      case "replay":
-        return await runReplay(rest, cli);
+    const { values, positionals } = parseFlags(args, entry.flags, name);
+    if (values.help) {
+      io.stdout.write(HELP[name]);
+      return 0;
+    }
+    const [least, most] = entry.args;
+    if (entry.server && positionals.length === 0) {
+      throw new UsageError(`${name} needs a <server> (see: mcp.ts help ${name})`);
+    }
+    if (positionals.length < least || positionals.length > most) {
+      // What the usage line says it takes, up to its options.
+      const usage = HELP[name].split("\n")[0].replace(/^Usage: mcp\.ts \w+ ?/, "").replace(/ ?\[(options|--).*$/, "");
+      throw new UsageError(
+        `${name} takes ${usage || "no arguments"}, got ${positionals.length} argument${
+          positionals.length === 1 ? "" : "s"
+        } ` +
+          `(see: mcp.ts help ${name})`,
+      );
+    }
+    parsed = { values, positionals, args };
+  } catch (error) {
+    throw entry.server ? await withQuoteHint(name, args, error) : error;
+  }
+  return await entry.run(parsed, io);
+}
+
+async function run(argv: string[], cli: CliIo): Promise<number> {
+  const [name, ...rest] = argv;
+  try {
+    const entry = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+    if (entry) return await runCommand(name, entry, rest, cli);
+    switch (name) {
       case undefined:
       case "help":
       case "--help":
       case "-h": {
-        const topic = command === "help" ? rest[0] : undefined;
+        const topic = name === "help" ? rest[0] : undefined;
         if (topic !== undefined && !(topic in HELP)) throw new UsageError(`no help for "${topic}"`);
-        if (command === undefined) {
+        if (name === undefined) {
           // No command is a usage mistake (exit 2) in a script; `mcp.ts help` is not.
           cli.stderr.write(`${HELP.main}\nmcp: no command given (exit code 2; mcp.ts help prints this and exits 0)\n`);
           return 2;
@@ -12072,11 +12151,9 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
       case "-V":
         cli.stdout.write(`mcp.ts ${VERSION}\n`);
         return 0;
-      default:
-        throw new UsageError(
-          `unknown command "${command}" (commands: serve, call, list, info, ping, batch, resources, read, prompts, prompt, servers, login, logout, gateway, proxy, replay, help)`,
-        );
     }
+    const listed = Object.keys(COMMANDS).filter((command) => command !== "request");
+    throw new UsageError(`unknown command "${name}" (commands: ${[...listed, "help"].join(", ")})`);
   } catch (error) {
     return reportFailure(cli, error, rest.includes("--json"));
   }
