@@ -44,6 +44,7 @@ import {
   invalidHeaderAnnotation,
   isPluginFile,
   LATEST_PROTOCOL_VERSION,
+  LineSplitter,
   loadTools,
   main,
   McpServer,
@@ -390,6 +391,20 @@ interface CliRun {
 }
 
 /** Runs `mcp.ts ARGS` to the end; kills it after `ms`. */
+// Client commands run in this process through main(argv, io) (a runtime's start is the suite's main cost: ~0.3 s
+// of CPU on Node); what needs a process of its own (another cwd or environment, its pid, signals) is spawned.
+const IN_PROCESS_COMMANDS = new Set([
+  "call",
+  "list",
+  "info",
+  "ping",
+  "batch",
+  "resources",
+  "read",
+  "prompts",
+  "prompt",
+]);
+
 function runCli(
   args: string[],
   options: {
@@ -398,8 +413,13 @@ function runCli(
     env?: Record<string, string>;
     ms?: number;
     onStart?: (pid: number) => void;
+    /** A process of its own even where main() in process would do. */
+    spawn?: boolean;
   } = {},
 ): Promise<CliRun> {
+  const own = options.spawn || options.cwd || options.env || options.onStart || options.ms ||
+    process.cwd() + "/" !== HERE; // relative paths in ARGS name files of the checkout
+  if (!own && IN_PROCESS_COMMANDS.has(args[0])) return runInProcess(args, options.stdin ?? "");
   const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, ...args], {
     cwd: options.cwd ?? HERE,
     env: { ...process.env, ...options.env },
@@ -419,6 +439,13 @@ function runCli(
       resolve({ code, stdout, stderr, pid: child.pid! });
     })
   );
+}
+
+async function runInProcess(args: string[], stdin: string): Promise<CliRun> {
+  const stdout = sink(false);
+  const stderr = sink(false);
+  const code = await main(args, { stdin: new PassThrough().end(stdin) as unknown as never, stdout, stderr });
+  return { code, stdout: stdout.text, stderr: stderr.text, pid: process.pid };
 }
 
 function isAlive(pid: number): boolean {
@@ -491,9 +518,9 @@ async function withFakeHttp(mode: string, body: (fake: FakeHttp) => Promise<void
   }
 }
 
-/** Whether a process has ended (a zombie waiting for init to reap it counts as ended), waiting up to 1 s. */
-async function isGone(pid: number): Promise<boolean> {
-  for (let i = 0; i < 20; i++) {
+/** Whether a process has ended (a zombie waiting for init to reap it counts as ended), waiting up to `ms`. */
+async function isGone(pid: number, ms = 1_000): Promise<boolean> {
+  for (let i = 0; i < ms / 50; i++) {
     if (!isAlive(pid)) return true;
     try {
       if (/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"))) return true;
@@ -694,6 +721,16 @@ describe("0. The file's map", () => {
 });
 
 describe("3. Framing", () => {
+  test("LineSplitter: lines across chunks and split characters, CRLF, a bounded unfinished line, the last on finish", () => {
+    const lines: string[] = [];
+    const splitter = new LineSplitter(8, (line) => lines.push(line));
+    const bytes = new TextEncoder().encode("one\r\ntwé\nthree-four-five-six");
+    for (const byte of bytes) splitter.push(new Uint8Array([byte]));
+    assert.deepEqual(lines, ["one", "twé"]);
+    splitter.finish();
+    assert.deepEqual(lines, ["one", "twé", "five-six"], "only the end of an over-long unfinished line is kept");
+  });
+
   test("FrameReader splits lines, accepts CRLF and ignores blank lines", () => {
     const { messages } = frames(['{"a":1}\r\n\n  \r\n{"b"', ':2}\n{"c":3}']);
     assert.deepEqual(messages, ['{"a":1}', '{"b":2}', '{"c":3}']);
@@ -1111,30 +1148,53 @@ describe("7. MCP server", () => {
     });
   });
 
-  test("ctx.sample, ctx.elicit and ctx.roots refuse when the client declared no such capability", async () => {
-    const asked: string[] = [];
+  test("ctx.sample, ctx.elicit and ctx.roots refuse when the client declared no such capability; a declared one asks", async () => {
+    const refused: string[] = [];
     const tool = defineTool({
       name: "ask",
-      run: async (_args: unknown, ctx: { sample(p: object): Promise<unknown>; roots(): Promise<unknown> }) => {
-        try {
-          await ctx.sample({ messages: [], maxTokens: 1 });
-        } catch (error) {
-          asked.push((error as Error).message);
+      run: async (_args: unknown, ctx: ToolContext) => {
+        const tries = [
+          () => ctx.sample({ messages: [], maxTokens: 1 }),
+          () => ctx.elicit({ message: "?" }),
+          () => ctx.roots(),
+        ];
+        const got: unknown[] = [];
+        for (const attempt of tries) {
+          try {
+            got.push(await attempt());
+          } catch (error) {
+            refused.push((error as Error).message);
+          }
         }
-        return await ctx.roots();
+        return got;
       },
     });
     const sent: Message[] = [];
-    const server = new McpServer({ tools: [tool] }, (line) => sent.push(JSON.parse(line)));
-    server.receive(JSON.stringify({ ...INIT, params: { ...INIT.params, capabilities: { roots: {} } } }));
-    server.receive('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}');
+    const bare = new McpServer({ tools: [tool] }, (line) => sent.push(JSON.parse(line)));
+    bare.receive(JSON.stringify(INIT));
+    bare.receive('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}');
     await sleep(10);
-    assert.match(asked[0], /did not declare the "sampling" capability/);
+    assert.deepEqual(refused.map((message) => /"(\w+)" capability/.exec(message)?.[1]), [
+      "sampling",
+      "elicitation",
+      "roots",
+    ]);
+    assert.equal(sent.filter((m) => m.method !== undefined).length, 0, "nothing was asked");
+    assert.deepEqual(sent.find((m) => m.id === 2)!.result.content, [{ type: "text", text: "[]" }]);
+    refused.length = 0;
+    sent.length = 0;
+    const withRoots = new McpServer({ tools: [tool] }, (line) => sent.push(JSON.parse(line)));
+    withRoots.receive(JSON.stringify({ ...INIT, params: { ...INIT.params, capabilities: { roots: {} } } }));
+    withRoots.receive('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}');
+    await sleep(10);
+    assert.equal(refused.length, 2, "sampling and elicitation still refused");
     const rootsRequest = sent.find((m) => m.method === "roots/list")!;
-    server.receive(JSON.stringify({ jsonrpc: "2.0", id: rootsRequest.id, result: { roots: [{ uri: "file:///x" }] } }));
+    withRoots.receive(
+      JSON.stringify({ jsonrpc: "2.0", id: rootsRequest.id, result: { roots: [{ uri: "file:///x" }] } }),
+    );
     await sleep(10);
     const answer = sent.find((m) => m.id === 2)!;
-    assert.deepEqual(answer.result.content, [{ type: "text", text: '[{"uri":"file:///x"}]' }]);
+    assert.deepEqual(answer.result.content, [{ type: "text", text: '[[{"uri":"file:///x"}]]' }]);
   });
 });
 
@@ -1741,8 +1801,9 @@ describe("9. Plugins: executable tools and --watch", () => {
       server.call(2, "sleepy");
       const timedOut = (await server.response(2, 10_000)).result;
       assert.match(text(timedOut), /timed out after 1500 ms/);
-      await sleep(1500); // SIGTERM is ignored: SIGKILL follows after 1 s
-      for (const pid of pids()) assert.ok(!isAlive(pid), `tool process ${pid} is still running`);
+      assert.equal(pids().length, 2, "both sleepers said who they are");
+      // SIGTERM is ignored: SIGKILL follows after 1 s.
+      for (const pid of pids()) assert.ok(await isGone(pid, 2_500), `tool process ${pid} is still running`);
       assert.ok(!server.messages.some((m) => m.id === 1), "the cancelled call got no answer");
     });
   });
@@ -1849,9 +1910,7 @@ describe("9. Plugins: fault injection, load errors, fresh reloads", () => {
       );
       assert.ok(isAlive(grandchild));
       server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } });
-      const deadline = Date.now() + 5_000;
-      while (isAlive(grandchild) && Date.now() < deadline) await sleep(100);
-      assert.ok(!isAlive(grandchild), `grandchild ${grandchild} ignoring SIGTERM is still running`);
+      assert.ok(await isGone(grandchild, 5_000), `grandchild ${grandchild} ignoring SIGTERM is still running`);
       assert.deepEqual((await server.request(2, "ping")).result, {});
     });
     if (grandchild && isAlive(grandchild)) process.kill(grandchild, "SIGKILL");
@@ -1937,8 +1996,10 @@ describe("9. Plugins: fault injection, load errors, fresh reloads", () => {
     );
   });
 
-  test("serve on a terminal says what it is and how to try it", async () => {
-    if (spawnSync("script", ["--version"]).status !== 0) return;
+  test("serve on a terminal says what it is and how to try it", async (t) => {
+    if (spawnSync("script", ["--version"]).status !== 0) {
+      return t.skip("no script(1) here to give the client a terminal");
+    }
     const command = [...RUNTIME, MCP, "serve", "testdata/tools"].map(quote).join(" ");
     const child = spawn("script", ["-q", "-c", command, "/dev/null"], { cwd: HERE, stdio: ["pipe", "pipe", "pipe"] });
     let output = "";
@@ -3780,9 +3841,14 @@ describe("14. MCP client over HTTP and in both eras", () => {
     const starts = join(mkdtempSync(join(tmpdir(), "mcp-starts-")), "starts");
     const HOSTILE = [...RUNTIME, HERE + "testdata/hostile_server.ts"].map(quote).join(" ");
     const dying = ["-e", "HOSTILE_MODE=die-on-probe-count", "-e", `HOSTILE_STARTS=${starts}`];
+    const timed = async (args: string[]) => {
+      const started = Date.now();
+      const run = await runCli(args);
+      return { ...run, ms: Date.now() - started };
+    };
     const [legacy, silent, dies, modern] = await Promise.all([
-      runCli(["info", FAKE, "--trace"]),
-      runCli(["info", FAKE, "-e", "FAKE_MODE=silent-probe"]),
+      timed(["info", FAKE, "--trace"]),
+      timed(["info", FAKE, "-e", "FAKE_MODE=silent-probe"]),
       runCli(["info", HOSTILE, ...dying]),
       runCli(["info", SERVE, "--trace"]),
     ]);
@@ -3798,6 +3864,9 @@ describe("14. MCP client over HTTP and in both eras", () => {
     assert.match(legacy.stdout, /^protocol: +2025-11-25, legacy/);
     assert.equal(silent.code, 0, silent.stderr);
     assert.match(silent.stdout, /legacy/);
+    // The same server, started beside it, answered the probe: the silent one costs the 1 s bound, not more.
+    const waited = silent.ms - legacy.ms;
+    assert.ok(waited >= 500 && waited <= 2_500, `the silent probe cost ${waited} ms more than an answered one`);
     // One start per command: a server that dies of the probe is not started again behind the user's back.
     assert.equal(dies.code, 3, dies.stderr);
     assert.match(dies.stderr, /server\/discover.*--protocol legacy/);
@@ -3865,7 +3934,9 @@ describe("14. MCP client over HTTP and in both eras", () => {
         "6",
       ]);
       const inits = (await fake.log()).filter((entry) => entry.body?.method === "initialize");
-      assert.ok(inits.length >= 2, "a new session was made");
+      const expired = fake.stderr().match(/session \S+ expired/g)?.length ?? 0;
+      assert.ok(expired >= 1, fake.stderr());
+      assert.equal(inits.length, 1 + expired, "one new initialize for each session that expired");
       assert.equal(inits[1].headers["mcp-session-id"], undefined, "the new initialize carries no old id");
     }, { FAKE_EXPIRE_AFTER: "2" });
   });
@@ -4095,6 +4166,26 @@ describe("14. MCP client over HTTP and in both eras", () => {
       assert.ok(Date.now() - started < 5_000);
       await sleep(200);
       assert.ok((await fake.log()).some((entry) => entry.method === "CLOSED"), "the stream was closed");
+    });
+    await withFakeHttp("sse", async (fake) => {
+      const run = await runCli([
+        "call",
+        fake.url,
+        "slow",
+        "steps=50",
+        "ms=100",
+        "--max-time",
+        "700",
+        "--protocol",
+        "legacy",
+      ]);
+      assert.equal(run.code, 3);
+      assert.match(run.stderr, /timed out after 700 ms/);
+      const bodies = (await fake.log()).map((entry) => entry.body);
+      const call = bodies.find((body) => body?.method === "tools/call");
+      const cancelled = bodies.find((body) => body?.method === "notifications/cancelled");
+      assert.ok(call && cancelled, `a notifications/cancelled was POSTed: ${bodies.map((body) => body?.method)}`);
+      assert.equal(cancelled.params.requestId, call.id, "naming the call");
     });
     await withFakeHttp("slow", async (fake) => {
       const run = await runCli(["call", fake.url, "echo", "text=x", "--timeout", "400", "--protocol", "legacy"]);
@@ -4891,6 +4982,8 @@ describe("17. CLI", () => {
     assert.equal(run.code, 3);
     assert.match(run.stderr, /^mcp: tools\/call timed out: no answer or progress for 300 ms \(--timeout\)\n/);
     assert.match(run.stderr, /fake: got notifications\/cancelled/);
+    const pid = Number(/fake: pid (\d+)/.exec(run.stderr)?.[1]);
+    assert.ok(pid > 0 && await isGone(pid), `the server (pid ${pid}) was stopped with the client`);
     const silent = await runCli(["info", FAKE, "--timeout", "300", "-e", "FAKE_MODE=silent"]);
     assert.equal(silent.code, 3);
     assert.match(silent.stderr, /initialize timed out/);
@@ -4902,7 +4995,7 @@ describe("17. CLI", () => {
     assert.equal(run.code, 3);
     assert.match(run.stderr, /fake: ignoring SIGTERM/);
     const pid = Number(/fake: pid (\d+)/.exec(run.stderr)![1]);
-    assert.ok(!isAlive(pid), `fake server ${pid} is still running`);
+    assert.ok(await isGone(pid), `fake server ${pid} is still running`);
     // A server that let a request time out gets SIGTERM 250 ms after its stdin closes, SIGKILL 2 s later.
     const took = Date.now() - started;
     assert.ok(took > 2000 && took < 4000, `it waited 2 s after SIGTERM, not also 2 s after closing stdin: ${took} ms`);
@@ -5090,9 +5183,11 @@ describe("17. CLI", () => {
     }
   });
 
-  test("progress is one updating line when stderr is a terminal", () => {
+  test("progress is one updating line when stderr is a terminal", (t) => {
     // `script` (util-linux) runs the command on a pseudo-terminal; without it there is nothing to check.
-    if (spawnSync("script", ["--version"]).status !== 0) return;
+    if (spawnSync("script", ["--version"]).status !== 0) {
+      return t.skip("no script(1) here to give the client a terminal");
+    }
     const command = [...RUNTIME, MCP, "call", SERVE, "slow", "steps=3", "ms=50"].map(quote).join(" ");
     const run = spawnSync("script", ["-q", "-c", command, "/dev/null"], {
       cwd: HERE,
@@ -5137,11 +5232,11 @@ describe("17. CLI", () => {
     assert.equal(dying.stdout.trimEnd().split("\n").length, 2);
   });
 
-  test("Deno without -A gets a one-line hint and exit code 2", async () => {
+  test("Deno without -A gets a one-line hint and exit code 2", async (t) => {
     // A Deno permission story only. Deno.Command, because Deno's node:child_process
     // hands its own permissions to a `deno` it spawns.
     const Deno = (globalThis as { Deno?: DenoForTests }).Deno;
-    if (!Deno) return;
+    if (!Deno) return t.skip("a Deno permission story: only Deno asks for permissions");
     for (const args of [["serve", "testdata/tools"], ["call", SERVE, "add", "a=1", "b=2"]]) {
       const { code, stderr } = await new Deno.Command(process.execPath, {
         args: ["run", MCP, ...args],
@@ -5287,8 +5382,10 @@ describe("17. CLI", () => {
     });
   });
 
-  test("--verbose on a terminal clears the progress line before a log line, then draws it again", () => {
-    if (spawnSync("script", ["--version"]).status !== 0) return;
+  test("--verbose on a terminal clears the progress line before a log line, then draws it again", (t) => {
+    if (spawnSync("script", ["--version"]).status !== 0) {
+      return t.skip("no script(1) here to give the client a terminal");
+    }
     const command = [...RUNTIME, MCP, "call", SERVE, "slow", "steps=2", "ms=50", "--verbose"].map(quote).join(" ");
     const run = spawnSync("script", ["-q", "-c", command, "/dev/null"], {
       cwd: HERE,
@@ -5414,8 +5511,10 @@ describe("17. CLI", () => {
     }
   });
 
-  test("the elicitation form on a terminal: choices by number, formats re-asked, no listener warning", async () => {
-    if (spawnSync("script", ["--version"]).status !== 0) return;
+  test("the elicitation form on a terminal: choices by number, formats re-asked, no listener warning", async (t) => {
+    if (spawnSync("script", ["--version"]).status !== 0) {
+      return t.skip("no script(1) here to give the client a terminal");
+    }
     // Each answer is typed once its question is on the screen (a label's n-th appearance).
     const steps: [string, string][] = [
       ["color (", "purple"],
@@ -5524,7 +5623,7 @@ describe("17. CLI: resources and prompts", () => {
     assert.doesNotMatch(run.stderr, /prompts\/get/, "nothing was asked");
   });
 
-  test("binary contents: -o FILE writes them; read refuses to print them on a terminal", async () => {
+  test("binary contents: -o FILE writes them; read refuses to print them on a terminal", async (t) => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-out-"));
     try {
       const file = join(dir, "px.png");
@@ -5546,7 +5645,9 @@ describe("17. CLI: resources and prompts", () => {
     } finally {
       rmSync(dir, { recursive: true });
     }
-    if (spawnSync("script", ["--version"]).status !== 0) return;
+    if (spawnSync("script", ["--version"]).status !== 0) {
+      return t.skip("no script(1) here to give the client a terminal");
+    }
     const command = [...RUNTIME, MCP, "read", CONFORMANCE, "test://static-binary"].map(quote).join(" ");
     const run = spawnSync("script", ["-q", "-c", command, "/dev/null"], {
       cwd: HERE,
