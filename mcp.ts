@@ -3684,26 +3684,44 @@ const WATCHDOG_SLOTS = 4096; // tools counted by slot; more than this share the 
 const WATCHDOG_BEAT_MS = 1_000;
 // The watchdog's limit is the tool timeout plus this: a call past its timeout was due an answer by then.
 const WATCHDOG_MARGIN_MS = 2_000;
-const WATCHDOG_SOURCE = `
+// The worker's loop, the same on every runtime: `write` one line to fd 2, then `kill` the process.
+const WATCHDOG_LOOP = `
+const watch = (counts, names, limitMs, write, kill) => {
+  let last = -1, since = Date.now();
+  setInterval(() => {
+    const beat = Atomics.load(counts, 0);
+    if (beat !== last) { last = beat; since = Date.now(); return; }
+    if (Date.now() - since < limitMs) return;
+    const stuck = [];
+    for (let i = 2; i < counts.length; i++) if (Atomics.load(counts, i) > 0) stuck.push(JSON.stringify(names[i] ?? "?"));
+    const newest = names[Atomics.load(counts, 1)];
+    const which = stuck.length === 1 ? "tool " + stuck[0] : stuck.length > 1 ? "one of the tools " + stuck.join(", ") +
+      (newest ? " (the last started: " + JSON.stringify(newest) + ")" : "") : "plugin code";
+    write("mcp: " + which + " has blocked the server for " + Math.round((Date.now() - since) / 1000) +
+      " s (a synchronous loop?): ending the process so that it can be restarted\\n");
+    kill();
+  }, 250);
+};
+`;
+// Bun and Node: a node:worker_threads worker, unref'd.
+const WATCHDOG_NODE_SOURCE = WATCHDOG_LOOP + `
 const { workerData, parentPort } = require("node:worker_threads");
 const { writeSync } = require("node:fs");
-const counts = new Int32Array(workerData.shared);
 const names = workerData.names;
 parentPort.on("message", (message) => { names[message.slot] = message.name; });
-let last = -1, since = Date.now();
-setInterval(() => {
-  const beat = Atomics.load(counts, 0);
-  if (beat !== last) { last = beat; since = Date.now(); return; }
-  if (Date.now() - since < workerData.limitMs) return;
-  const stuck = [];
-  for (let i = 2; i < counts.length; i++) if (Atomics.load(counts, i) > 0) stuck.push(JSON.stringify(names[i] ?? "?"));
-  const newest = names[Atomics.load(counts, 1)];
-  const which = stuck.length === 1 ? "tool " + stuck[0] : stuck.length > 1 ? "one of the tools " + stuck.join(", ") +
-    (newest ? " (the last started: " + JSON.stringify(newest) + ")" : "") : "plugin code";
-  writeSync(2, "mcp: " + which + " has blocked the server for " + Math.round((Date.now() - since) / 1000) +
-    " s (a synchronous loop?): ending the process so that it can be restarted\\n");
-  process.kill(process.pid, "SIGKILL");
-}, 250);
+watch(new Int32Array(workerData.shared), names, workerData.limitMs, (line) => writeSync(2, line),
+  () => process.kill(process.pid, "SIGKILL"));
+`;
+// Deno: a web worker. Making a node:worker_threads one cost the first tool call 38 ms there (loading the
+// module and its worker), a web worker 10 ms (Deno 2.9.6, 2026-11-25); it runs on when the loop is stuck.
+const WATCHDOG_DENO_SOURCE = WATCHDOG_LOOP + `
+let names = [];
+self.onmessage = ({ data }) => {
+  if (!data.shared) return void (names[data.slot] = data.name);
+  names = data.names;
+  watch(new Int32Array(data.shared), names, data.limitMs, (line) => Deno.stderr.writeSync(new TextEncoder().encode(line)),
+    () => Deno.kill(Deno.pid, "SIGKILL"));
+};
 `;
 
 /** Counts the calls in flight per tool for the watchdog; `wrap` a tool's run to be counted. @internal */
@@ -3724,22 +3742,29 @@ export function watchdog(limitMs: number): Watchdog {
   const counts = new Int32Array(shared); // [0] the beat, [1] the slot started last, [2…] calls in flight per slot
   const names: string[] = [];
   const slots = new Map<string, number>();
-  let worker: import("node:worker_threads").Worker | undefined;
+  let worker: { postMessage(message: unknown): void; terminate(): unknown } | undefined;
   let beat: ReturnType<typeof setInterval> | undefined;
   let stopped = false;
   const start = () => {
     if (stopped || worker) return;
-    let Worker: typeof import("node:worker_threads").Worker;
     try {
       // Synchronous: the first call may be the stuck one, and a stuck loop never resumes an await.
-      ({ Worker } = proc().getBuiltinModule("node:worker_threads") as typeof import("node:worker_threads"));
-      worker = new Worker(WATCHDOG_SOURCE, { eval: true, workerData: { shared, limitMs, names } });
+      if (deno) {
+        const web = new Worker(`data:text/javascript,${encodeURIComponent(WATCHDOG_DENO_SOURCE)}`, { type: "module" });
+        web.onerror = (event) => event.preventDefault();
+        web.postMessage({ shared, limitMs, names });
+        worker = web; // a web worker keeps the process alive: stop() ends it
+      } else {
+        const { Worker } = proc().getBuiltinModule("node:worker_threads") as typeof import("node:worker_threads");
+        const node = new Worker(WATCHDOG_NODE_SOURCE, { eval: true, workerData: { shared, limitMs, names } });
+        node.unref();
+        node.on("error", noop);
+        worker = node;
+      }
     } catch {
       stopped = true; // no workers here: nothing watches
       return;
     }
-    worker.unref();
-    worker.on("error", noop);
     beat = setInterval(() => counts[0]++, WATCHDOG_BEAT_MS);
     (beat as { unref?: () => void }).unref?.();
   };
@@ -10444,6 +10469,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     };
     return watchDirectory(dir, () => void reload());
   };
+  let stopDog = noop;
   try {
     const loaded = await loadCatalog(dir, { only, maxOutputBytes: maxLineBytes });
     parts = loaded.parts;
@@ -10455,6 +10481,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     }
     // A module tool stuck in a synchronous loop ends the process within --timeout + a margin (see watchdog).
     const dog = watchdog((timeout || DEFAULT_TOOL_TIMEOUT_MS) + WATCHDOG_MARGIN_MS);
+    stopDog = () => dog.stop();
     const watched = (catalog: Catalog): Catalog => ({
       ...catalog,
       tools: catalog.tools.map((tool) =>
@@ -10545,6 +10572,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     setTimeout(() => sys.exit(), EXEC_KILL_GRACE_MS + 500).unref?.();
     return 0;
   } finally {
+    stopDog(); // however serving ended: on Deno its worker would keep the process alive
     await Promise.all(copies.map(removeCopy));
     unguard();
     redirected.restore();
