@@ -3934,7 +3934,10 @@ describe("14. MCP client over HTTP and in both eras", () => {
         "6",
       ]);
       const inits = (await fake.log()).filter((entry) => entry.body?.method === "initialize");
-      const expired = fake.stderr().match(/session \S+ expired/g)?.length ?? 0;
+      // The fake says so on its stderr, which may come a moment after its log.
+      const expiredCount = () => fake.stderr().match(/session \S+ expired/g)?.length ?? 0;
+      for (let i = 0; i < 40 && expiredCount() < inits.length - 1; i++) await sleep(50);
+      const expired = expiredCount();
       assert.ok(expired >= 1, fake.stderr());
       assert.equal(inits.length, 1 + expired, "one new initialize for each session that expired");
       assert.equal(inits[1].headers["mcp-session-id"], undefined, "the new initialize carries no old id");
