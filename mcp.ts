@@ -625,7 +625,7 @@ export class FrameWriter {
 }
 
 /** One server-sent event (the fields MCP uses). */
-export interface SseEvent {
+interface SseEvent {
   /** `event:`; "message" when none was given. */
   event: string;
   data: string;
@@ -644,6 +644,7 @@ export interface SseEvent {
  *
  * Lines end in \n, \r\n or \r. An event longer than the cap is dropped whole,
  * and `onOversize` hears of it as soon as it outgrows the cap.
+ * @internal
  */
 export class SseReader {
   #onEvent: (event: SseEvent) => void;
@@ -755,7 +756,7 @@ export type RequestId = string | number;
 export type JsonObject = Record<string, unknown>;
 
 /** Returned by a request handler that must not be answered (a cancelled request). */
-export const NO_RESPONSE: unique symbol = Symbol("no response");
+const NO_RESPONSE: unique symbol = Symbol("no response");
 
 /**
  * Where an outgoing message belongs: the request it answers, or on whose behalf
@@ -1076,7 +1077,7 @@ export const META = {
 } as const;
 
 /** What a request is served for: the client's protocol version, capabilities and log level. */
-export interface ClientView {
+interface ClientView {
   protocolVersion: string;
   capabilities: JsonObject;
   /** Index in LOG_LEVELS of the least severe level sent; LOG_LEVELS.length sends none. */
@@ -1084,7 +1085,7 @@ export interface ClientView {
 }
 
 /** How a server describes itself in results: serverInfo and the cache hints of the stateless era. */
-export interface ServerFacts {
+interface ServerFacts {
   serverInfo: JsonObject;
   /** ttlMs of list and discover results (0 while the lists may change, e.g. under --watch). */
   listTtlMs: number;
@@ -1092,7 +1093,7 @@ export interface ServerFacts {
 }
 
 /** One protocol era, as the server and the client use it. */
-export interface Era {
+interface Era {
   /** What `McpClient.era` says: "legacy" (the initialize handshake) or "modern" (2026-07-28). */
   readonly name: "legacy" | "modern";
   /** Methods of the other era, answered -32601 in this one. */
@@ -1127,7 +1128,7 @@ const CACHEABLE_METHODS = new Set([
 ]);
 
 /** The handshake era, 2024-11-05 … 2025-11-25. */
-export const LEGACY_ERA: Era = {
+const LEGACY_ERA: Era = {
   name: "legacy",
   removed: new Set(["server/discover", "subscriptions/listen"]),
   opening: "initialize",
@@ -1142,7 +1143,7 @@ export const LEGACY_ERA: Era = {
 };
 
 /** The stateless era, 2026-07-28. */
-export const MODERN_ERA: Era = {
+const MODERN_ERA: Era = {
   name: "modern",
   removed: new Set([
     "initialize",
@@ -1177,7 +1178,7 @@ export const MODERN_ERA: Era = {
 };
 
 /** Whether a request's params carry the 2026-07-28 envelope (its protocol version claim). */
-export function isModernRequest(params: JsonObject): boolean {
+function isModernRequest(params: JsonObject): boolean {
   const meta = params._meta;
   return meta !== undefined && isObject(meta) && META.protocolVersion in meta;
 }
@@ -1186,7 +1187,7 @@ export function isModernRequest(params: JsonObject): boolean {
  * The client view of a 2026-07-28 request, from its `_meta`: -32602 for a
  * missing or malformed field, -32022 for a version this file does not speak.
  */
-export function modernClientView(params: JsonObject): ClientView {
+function modernClientView(params: JsonObject): ClientView {
   const meta = isObject(params._meta) ? params._meta : {};
   const version = meta[META.protocolVersion];
   if (typeof version !== "string") {
@@ -1585,7 +1586,7 @@ export interface Prompt extends Entry {
 }
 
 /** A file of DIR that could not become a tool, resource or prompt. */
-export interface PluginError {
+interface PluginError {
   /** Its path, as DIR was given. */
   file: string;
   /** Why, in one line, with the line and column where the runtime gives them. */
@@ -1677,7 +1678,7 @@ export function definePrompt(definition: unknown, source = "(library)"): Prompt 
  * `{var}` matches one path segment, `{+var}` and `{#var}` anything, `{/var}` a
  * slash and a segment, `{?a,b}` a query.
  */
-export function compileUriTemplate(template: string): { match: RegExp; variables: string[] } {
+function compileUriTemplate(template: string): { match: RegExp; variables: string[] } {
   const variables: string[] = [];
   let pattern = "^";
   let last = 0;
@@ -1703,7 +1704,7 @@ function escapeRegExp(text: string): string {
 }
 
 /** Two tools, prompts or resources with one name (or URI) in a catalog: names both files. */
-export function findCatalogDuplicate(catalog: Catalog): string | undefined {
+function findCatalogDuplicate(catalog: Catalog): string | undefined {
   return findDuplicate(catalog.tools, "tools", (tool) => tool.name) ??
     findDuplicate(catalog.prompts, "prompts", (prompt) => prompt.key) ??
     findDuplicate([...catalog.resources, ...catalog.templates], "resources", (resource) => resource.key);
@@ -2134,7 +2135,7 @@ interface Listen {
 }
 
 /** What plugin code a request runs, and how its outcome is answered. @internal */
-export interface Job<T> {
+interface Job<T> {
   label: string;
   run: (input: T, ctx: ToolContext) => unknown;
   map: (value: unknown) => unknown;
@@ -3016,7 +3017,7 @@ function guardProcess(report: (error: unknown) => void): () => void {
  * undoes it. `serve()` calls it when it owns the process's stdout; the CLI calls
  * it before loading plugins, whose top level may print too.
  */
-export function guardProcessStdout(io: { stdout: OutputSink; stderr: OutputSink }): {
+function guardProcessStdout(io: { stdout: OutputSink; stderr: OutputSink }): {
   protocol: OutputSink;
   restore(): void;
 } {
@@ -3177,7 +3178,7 @@ const droppedNote = (count: number) => `mcp: ${count} line(s) of output dropped:
  * ~25 ms of start-up (their Node streams are built lazily); Bun.stdout.writer()
  * costs ~1 ms. On Deno, Deno.stdout skips the node:stream layer as well.
  */
-export function nativeSink(fd: 1 | 2): OutputSink | undefined {
+function nativeSink(fd: 1 | 2): OutputSink | undefined {
   const name = fd === 1 ? "stdout" : "stderr";
   let writeNow: (chunk: string | Uint8Array) => unknown;
   let isTerminal: () => boolean;
@@ -3725,7 +3726,7 @@ self.onmessage = ({ data }) => {
 `;
 
 /** Counts the calls in flight per tool for the watchdog; `wrap` a tool's run to be counted. @internal */
-export interface Watchdog {
+interface Watchdog {
   wrap(name: string, run: (args: unknown, ctx: ToolContext) => unknown): (args: unknown, ctx: ToolContext) => unknown;
   /** Starts watching (off the start-up path: node:worker_threads costs ~22 ms on Deno); the first call does too. */
   start(): void;
@@ -3930,7 +3931,7 @@ const EXEC_KILL_GRACE_MS = 1_000;
 const WATCH_DEBOUNCE_MS = 100;
 const EXEC_STDERR_TAIL_BYTES = 64 * 1024;
 
-/** Whether a file name in DIR may be a plugin (contract: "Files starting with . or _ ..."). */
+/** Whether a file name in DIR may be a plugin (contract: "Files starting with . or _ ..."). @internal */
 export function isPluginFile(name: string): boolean {
   if (name.startsWith(".") || name.startsWith("_")) return false;
   if (name.endsWith(".json") || name.endsWith(".md") || name.endsWith(".d.ts")) return false;
@@ -4100,7 +4101,7 @@ async function freshCopy(root: string, generation: number): Promise<string> {
 }
 
 /** Removes a fresh copy made by a reload. */
-export async function removeCopy(copy: string): Promise<void> {
+async function removeCopy(copy: string): Promise<void> {
   const { rm } = await import("node:fs/promises");
   await rm(copy, { recursive: true, force: true }).catch(noop);
 }
@@ -4217,7 +4218,7 @@ async function runExecutable(
  * Calls `onChange` once for each burst of changes in DIR (files added, edited
  * or removed). Returns a function that stops watching.
  */
-export async function watchDirectory(dir: string, onChange: () => void): Promise<() => void> {
+async function watchDirectory(dir: string, onChange: () => void): Promise<() => void> {
   const { watch } = await import("node:fs");
   let timer: ReturnType<typeof setTimeout> | undefined;
   const watcher = watch(dir, (_event, name) => {
@@ -5542,7 +5543,7 @@ interface TokenRefusal {
 const ACCESS_TOKEN_TYPES = ["at+jwt", "application/at+jwt", "jwt"];
 
 /** Checks bearer tokens for one issuer; keeps its keys, fetching them again for a kid it has not seen. */
-export class TokenVerifier {
+class TokenVerifier {
   #options: ResourceServerOptions;
   #keys = new Map<string, { key: CryptoKey; alg: string }>(); // by kid ("" for keys without one)
   #jwksUri: string | undefined;
@@ -5771,7 +5772,7 @@ export interface HttpServerSpec {
 export type ServerSpec = StdioServerSpec | HttpServerSpec;
 
 /** Whether a spec names an HTTP server. */
-export function isHttpSpec(spec: ServerSpec): spec is HttpServerSpec {
+function isHttpSpec(spec: ServerSpec): spec is HttpServerSpec {
   return spec.type === "http" || spec.type === "sse";
 }
 
@@ -5823,7 +5824,7 @@ export function splitCommand(line: string): string[] {
   return words;
 }
 
-/** Where Claude Desktop keeps its config on this OS. */
+/** Where Claude Desktop keeps its config on this OS. @internal */
 export function claudeDesktopConfigPath(
   env: Record<string, string | undefined> = sys.env(),
   platform: string = sys.platform(),
@@ -5918,6 +5919,7 @@ async function findConfigs(
  * Expands `${VAR}`, `${VAR:-default}` and `${env:VAR}` (VS Code's form) from
  * `env`. An unset variable without a default is a usage error naming it: a
  * literal `${TOKEN}` must never reach a server.
+ * @internal
  */
 export function expandVariables(text: string, env: Record<string, string | undefined>, where: string): string {
   return text.replace(
@@ -5939,7 +5941,7 @@ function stringRecord(value: unknown, expand: (text: string) => string): Record<
 }
 
 /** Turns one config entry into a spec, with ${VAR} expanded everywhere a string is read. */
-export function specFromConfig(
+function specFromConfig(
   name: string,
   entry: unknown,
   file: string,
@@ -6035,7 +6037,7 @@ export async function resolveServer(
 }
 
 /** One name of `mcp.ts servers`: where it is defined and how it is reached. */
-export interface ConfiguredServer {
+interface ConfiguredServer {
   name: string;
   file: string;
   /** "stdio", "http" or "sse"; "invalid" with `problem` when the entry cannot be used. */
@@ -6048,7 +6050,7 @@ export interface ConfiguredServer {
 }
 
 /** Every server name the config files define, in lookup order. */
-export async function listConfiguredServers(
+async function listConfiguredServers(
   options: { config?: string; cwd?: string; env?: Record<string, string | undefined> } = {},
 ): Promise<ConfiguredServer[]> {
   const env = options.env ?? sys.env();
@@ -6104,7 +6106,7 @@ const SSE_ENDPOINT_TIMEOUT_MS = 10_000;
 const NOTIFY_WAIT_MS = 500;
 
 /** What a client transport reports to its session. */
-export interface TransportEvents {
+interface TransportEvents {
   /** One message text from the server (`parsed`: the same, when the transport already parsed it). */
   message(text: string, parsed?: unknown, about?: RequestId): void; // about: the request whose stream carried it
   /** A request we sent will get no answer (its HTTP exchange failed, its answer was too long); no id: every one. */
@@ -6120,7 +6122,7 @@ export interface TransportEvents {
 }
 
 /** A way to a server: {@linkcode StdioTransport} or {@linkcode HttpTransport}. */
-export interface ClientTransport {
+interface ClientTransport {
   readonly kind: "stdio" | "http" | "sse";
   /** Spawns or connects; a failure is a ServerError, `retryable` when trying again may help. */
   start(events: TransportEvents): Promise<void>;
@@ -6139,7 +6141,7 @@ export interface ClientTransport {
 // --- 12a. stdio ---
 
 /** Options of {@linkcode StdioTransport}. */
-export interface StdioTransportOptions {
+interface StdioTransportOptions {
   /** Added to the server's environment (which otherwise is ours). */
   env?: Record<string, string>;
   /** The server's working directory (default the spec's). */
@@ -6149,7 +6151,7 @@ export interface StdioTransportOptions {
 }
 
 /** A server spawned with piped stdio, in its own process group; stopped in order by close(). */
-export class StdioTransport implements ClientTransport {
+class StdioTransport implements ClientTransport {
   readonly kind = "stdio";
   #spec: StdioServerSpec;
   #options: StdioTransportOptions;
@@ -6276,7 +6278,7 @@ export class UnreachableError extends ServerError {
  * A response stream that ended before its answer, with no way to resume it. In
  * 2026-07-28 the request is then sent again with a new id (changelog, item 9).
  */
-export class StreamBrokenError extends ServerError {
+class StreamBrokenError extends ServerError {
   constructor(message: string) {
     super(message);
     this.name = "StreamBrokenError";
@@ -6284,7 +6286,7 @@ export class StreamBrokenError extends ServerError {
 }
 
 /** Options of {@linkcode HttpTransport}. */
-export interface HttpTransportOptions {
+interface HttpTransportOptions {
   /** Sent on every request (after the spec's, overriding them). */
   headers?: Record<string, string>;
   /** Longest message (JSON body or SSE event) accepted. */
@@ -6306,7 +6308,7 @@ export interface HttpTransportOptions {
  * initialize (400, 404, 405) may speak the 2024-11-05 HTTP+SSE transport: GET
  * the URL, POST to the `endpoint` it names, read every answer from the GET stream.
  */
-export class HttpTransport implements ClientTransport {
+class HttpTransport implements ClientTransport {
   kind: "http" | "sse";
   readonly stderr = "";
   /** The legacy session's id, from the initialize answer. */
@@ -6857,7 +6859,7 @@ const MAX_AUTH_FLOWS = 3;
 const AUTH_FETCH_TIMEOUT_MS = 30_000;
 
 /** What the HTTP client transport asks of whoever holds the credentials. */
-export interface AuthProvider {
+interface AuthProvider {
   /** The Authorization header value for a request to the server, when there is a token. */
   header(): Promise<string | undefined>;
   /**
@@ -6935,7 +6937,7 @@ interface CredentialStore {
 }
 
 /** Where tokens are kept: $MCP_TS_CREDENTIALS, else $XDG_CONFIG_HOME or ~/.config, mcp.ts/credentials.json. */
-export function credentialsPath(env: Record<string, string | undefined> = sys.env()): string {
+function credentialsPath(env: Record<string, string | undefined> = sys.env()): string {
   if (env.MCP_TS_CREDENTIALS) return env.MCP_TS_CREDENTIALS;
   const home = env.HOME ?? env.USERPROFILE ?? ".";
   return `${env.XDG_CONFIG_HOME || `${home}/.config`}/mcp.ts/credentials.json`;
@@ -7019,7 +7021,7 @@ async function withStoreLock<T>(file: string, work: () => Promise<T>): Promise<T
 // --- 13b. Discovery and signing ---
 
 /** The parameters of a `WWW-Authenticate: Bearer …` challenge (RFC 6750 §3), names lower-cased. */
-export function parseBearerChallenge(header: string): Record<string, string> {
+function parseBearerChallenge(header: string): Record<string, string> {
   const params: Record<string, string> = {};
   const bearer = /(?:^|,)\s*Bearer\b(.*)$/is.exec(header)?.[1] ?? "";
   for (const match of bearer.matchAll(/([A-Za-z_][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))/g)) {
@@ -7029,7 +7031,7 @@ export function parseBearerChallenge(header: string): Record<string, string> {
 }
 
 /** The canonical URI of an MCP server (RFC 8707, authorization.mdx): no fragment, lower-case scheme and host. */
-export function canonicalResource(url: string): string {
+function canonicalResource(url: string): string {
   const parsed = new URL(url);
   parsed.hash = "";
   const text = parsed.href;
@@ -7099,7 +7101,7 @@ async function fetchJson(url: string): Promise<JsonObject | undefined> {
 }
 
 /** Metadata URLs of an issuer in the order authorization-server-discovery.mdx gives. */
-export function authServerMetadataUrls(issuer: string): string[] {
+function authServerMetadataUrls(issuer: string): string[] {
   const url = new URL(issuer);
   const path = url.pathname.replace(/\/$/, "");
   if (!path) {
@@ -7113,7 +7115,7 @@ export function authServerMetadataUrls(issuer: string): string[] {
 }
 
 /** Finds an authorization server's metadata; refuses one whose `issuer` is not the one asked for. */
-export async function discoverAuthServer(issuer: string): Promise<JsonObject | undefined> {
+async function discoverAuthServer(issuer: string): Promise<JsonObject | undefined> {
   const same = (a: string, b: string) => a.replace(/\/$/, "") === b.replace(/\/$/, "");
   for (const url of authServerMetadataUrls(issuer)) {
     const metadata = await fetchJson(url);
@@ -7159,7 +7161,7 @@ interface AuthServer {
  * The OAuth client of one HTTP server: a token from the store, refreshed when
  * it is about to expire or refused; a new authorization when that fails.
  */
-export class OAuthProvider implements AuthProvider {
+class OAuthProvider implements AuthProvider {
   #server: string; // canonical URI
   #options: OAuthOptions;
   #file: string;
@@ -7701,7 +7703,7 @@ function openBrowser(url: string, env: Record<string, string | undefined>): void
 }
 
 /** Forgets tokens: those of `server` (a canonical URI), or all; `clients`: the registrations too. */
-export async function forgetCredentials(
+async function forgetCredentials(
   options: { server?: string; clients?: boolean; credentials?: string; env?: Record<string, string | undefined> },
 ): Promise<{ tokens: number; clients: number }> {
   const file = options.credentials ?? credentialsPath(options.env);
@@ -8481,7 +8483,7 @@ export class McpClient {
 // --- 14c. connect(): a session started, with retries ---
 
 /** A usage error naming the required arguments of a prompt (its prompts/list entry) that `args` lacks. */
-export function throwIfMissingArguments(prompt: JsonObject, args: Record<string, unknown>): void {
+function throwIfMissingArguments(prompt: JsonObject, args: Record<string, unknown>): void {
   const declared = Array.isArray(prompt.arguments) ? prompt.arguments.filter(isObject) : [];
   const missing = declared.filter((arg) => arg.required === true && !(String(arg.name) in args)).map((arg) => arg.name);
   if (missing.length === 0) return;
@@ -8666,13 +8668,13 @@ export function invalidHeaderAnnotation(schema: unknown): string | undefined {
 // --- 14e. Arguments as typed, names as meant ---
 
 /** Splits `key=value` at the first "=". */
-export function splitPair(pair: string): [string, string] {
+function splitPair(pair: string): [string, string] {
   const equals = pair.indexOf("=");
   if (equals <= 0) throw new UsageError(`Cannot read argument ${JSON.stringify(pair)}: expected key=value`);
   return [pair.slice(0, equals), pair.slice(equals + 1)];
 }
 
-/** Parses `key=value` words into arguments, typed by the tool's inputSchema. */
+/** Parses `key=value` words into arguments, typed by the tool's inputSchema. @internal */
 export function argsFromPairs(pairs: string[], inputSchema?: unknown): JsonObject {
   const properties = isObject(inputSchema) && isObject(inputSchema.properties) ? inputSchema.properties : {};
   const args: JsonObject = {};
@@ -8737,7 +8739,7 @@ function typedValue(key: string, text: string, types: string[]): unknown {
   }
 }
 
-/** Names close to `name` (edit distance, or one containing the other), best first. */
+/** Names close to `name` (edit distance, or one containing the other), best first. @internal */
 export function closestNames(name: string, candidates: string[], limit = 3): string[] {
   const scored = candidates.map((candidate) => ({ candidate, distance: editDistance(name, candidate) }))
     .filter(({ candidate, distance }) =>
@@ -8865,6 +8867,7 @@ function exposed(patterns: string[] | undefined, name: string): boolean {
  * One MCP server in front of many: starts every upstream (four at a time),
  * restarts one that fails or dies with backoff while the others serve, and
  * builds the catalog of what they offer. `onCatalog` hears every change.
+ * @internal
  */
 export class Gateway {
   #options: GatewayOptions;
@@ -9502,14 +9505,14 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
 // --- 15c. Replay ---
 
 /** One line of a cassette after its header. */
-export interface CassetteEntry {
+interface CassetteEntry {
   t: number;
   dir: "send" | "recv";
   message: JsonObject;
 }
 
 /** Reads a cassette: its header and entries. */
-export function readCassette(text: string, file = "the cassette"): { header: JsonObject; entries: CassetteEntry[] } {
+function readCassette(text: string, file = "the cassette"): { header: JsonObject; entries: CassetteEntry[] } {
   const lines = text.split("\n").filter((line) => line.trim() !== "");
   const parse = (line: string, index: number) => {
     try {
@@ -9558,6 +9561,7 @@ const HANDSHAKE_METHODS = new Set(["initialize", "server/discover"]);
  * request's. Once every match is used, the last one answers again; `strict`
  * wants the recorded order and each once. An unmatched request gets -32603
  * naming the closest recorded one.
+ * @internal
  */
 export class CassettePlayer {
   #recorded: Recorded[] = [];
@@ -9720,7 +9724,7 @@ function jsonVisible(text: string): string {
  * JSON output (`json`), escaped to the same JSON value.
  * @internal
  */
-export function terminalSafe(sink: OutputSink, json = false): OutputSink {
+function terminalSafe(sink: OutputSink, json = false): OutputSink {
   const show = json ? jsonVisible : visible;
   const decoder = new TextDecoder();
   let terminal: boolean | undefined; // asked at the first write: on Bun the answer costs start-up time
@@ -9743,14 +9747,14 @@ export function terminalSafe(sink: OutputSink, json = false): OutputSink {
 }
 
 /** How output is shaped for where it goes. */
-export interface RenderOptions {
+interface RenderOptions {
   /** Output is a terminal: binary items become one-line summaries. */
   terminal?: boolean;
   /** Lines are cut to this many columns (a terminal's width). */
   width?: number;
 }
 
-/** What `call` prints for a CallToolResult: stdout text, and stderr text for isError. */
+/** What `call` prints for a CallToolResult: stdout text, and stderr text for isError. @internal */
 export function renderCallResult(result: JsonObject, options: RenderOptions = {}): { stdout: string; stderr: string } {
   const content = Array.isArray(result.content) ? result.content : [];
   let out = "";
@@ -9788,7 +9792,7 @@ function binaryData(item: unknown): string | undefined {
 }
 
 /** The bytes of a result's binary item (image, audio or blob resource), or undefined for other items. */
-export function binaryBytes(item: unknown): Uint8Array | undefined {
+function binaryBytes(item: unknown): Uint8Array | undefined {
   const data = binaryData(item);
   return data === undefined ? undefined : base64ToBytes(data);
 }
@@ -9817,7 +9821,7 @@ function fitLine(line: string, width?: number): string {
 }
 
 /** A JSON Schema's type for people: `string`, `integer[]`, `"a"|"b"`, `number|null`. */
-export function describeSchemaType(schema: unknown): string {
+function describeSchemaType(schema: unknown): string {
   if (!isObject(schema)) return "any";
   if (Array.isArray(schema.enum)) return schema.enum.map((value) => JSON.stringify(value)).join("|");
   if (schema.const !== undefined) return JSON.stringify(schema.const);
@@ -9861,7 +9865,7 @@ function renderRows(rows: string[][], options: RenderOptions): string {
   }).join("");
 }
 
-/** One line per tool: its name, its arguments (`city*: string`; * = required) and the first line of its description. */
+/** One line per tool: its name, its arguments (`city*: string`; * = required) and the first line of its description. @internal */
 export function renderToolList(tools: JsonObject[], options: RenderOptions = {}): string {
   return renderRows(
     tools.map((tool) => [String(tool.name), describeArguments(tool.inputSchema), firstLine(tool.description)]),
@@ -9869,7 +9873,7 @@ export function renderToolList(tools: JsonObject[], options: RenderOptions = {})
   );
 }
 
-/** One tool in full: title, description, each argument with its type and description, output schema, annotations. */
+/** One tool in full: title, description, each argument with its type and description, output schema, annotations. @internal */
 export function renderToolDetail(tool: JsonObject): string {
   const lines = [typeof tool.title === "string" ? `${tool.name} — ${tool.title}` : String(tool.name)];
   if (typeof tool.description === "string" && tool.description.trim()) lines.push(tool.description.trim());
@@ -9910,7 +9914,7 @@ function schemaFields(schema: unknown, indent: string, depth = 0): string[] {
 }
 
 /** One line per resource or template: its URI (or template), then its name and description. */
-export function renderResourceList(
+function renderResourceList(
   resources: JsonObject[],
   templates: JsonObject[],
   options: RenderOptions = {},
@@ -9928,7 +9932,7 @@ export function renderResourceList(
 }
 
 /** One line per prompt: its name, its arguments (* = required) and the first line of its description. */
-export function renderPromptList(prompts: JsonObject[], options: RenderOptions = {}): string {
+function renderPromptList(prompts: JsonObject[], options: RenderOptions = {}): string {
   return renderRows(
     prompts.map((prompt) => [
       String(prompt.name),
@@ -9942,7 +9946,7 @@ export function renderPromptList(prompts: JsonObject[], options: RenderOptions =
 }
 
 /** A resource's contents: text as it is, binary as raw bytes. */
-export function renderResourceContents(result: JsonObject): Uint8Array[] {
+function renderResourceContents(result: JsonObject): Uint8Array[] {
   const parts: Uint8Array[] = [];
   for (const item of Array.isArray(result.contents) ? result.contents : []) {
     if (!isObject(item)) continue;
@@ -9956,7 +9960,7 @@ export function renderResourceContents(result: JsonObject): Uint8Array[] {
 }
 
 /** A prompt's messages: "[role] text" lines, other content as JSON after the role. */
-export function renderPromptMessages(result: JsonObject): string {
+function renderPromptMessages(result: JsonObject): string {
   const messages = Array.isArray(result.messages) ? result.messages : [];
   return messages.map((message: JsonObject) => {
     const content = isObject(message.content) ? message.content : {};
@@ -9965,7 +9969,7 @@ export function renderPromptMessages(result: JsonObject): string {
   }).join("");
 }
 
-/** The initialize result, for people. */
+/** The initialize result, for people. @internal */
 export function renderInfo(result: JsonObject, how: { era?: string; transport?: string } = {}): string {
   const info = isObject(result.serverInfo) ? result.serverInfo : {};
   const capabilities = isObject(result.capabilities) ? result.capabilities : {};

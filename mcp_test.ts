@@ -710,6 +710,20 @@ describe("0. The file's map", () => {
     }
   });
 
+  test("every export is named in the README or marked @internal in the comment right above it", () => {
+    const source = readFileSync(MCP, "utf8");
+    const readme = readFileSync(HERE + "README.md", "utf8");
+    const unmeant: string[] = [];
+    for (const match of source.matchAll(/^export (?:async )?(?:function|class|const|interface|type) (\w+)/gm)) {
+      const name = match[1];
+      if (new RegExp(`\\b${name}\\b`).test(readme)) continue;
+      const before = source.slice(0, match.index).trimEnd();
+      const doc = before.endsWith("*/") ? before.slice(before.lastIndexOf("/**")) : "";
+      if (!doc.includes("@internal")) unmeant.push(name);
+    }
+    assert.deepEqual(unmeant, []);
+  });
+
   test("no stretch of the file between two banners is longer than 700 lines", () => {
     const lines = readFileSync(MCP, "utf8").split("\n");
     const at = lines.flatMap((line, i) => /^\/\/ (===|---) \d+[a-z]?\. /.test(line) ? [i] : []);
