@@ -162,12 +162,13 @@ export class ServerError extends Error {
   data?: unknown;
   /** A start-up failure that may go away when tried again (--retries). */
   retryable: boolean;
-  constructor(message: string, code?: number, retryable = false, data?: unknown) {
+  /** `code` and `data`: the JSON-RPC error's; `retryable`: a start-up failure worth another try. */
+  constructor(message: string, details: { code?: number; data?: unknown; retryable?: boolean } = {}) {
     super(message);
     this.name = "ServerError";
-    if (code !== undefined) this.code = code;
-    if (data !== undefined) this.data = data;
-    this.retryable = retryable;
+    if (details.code !== undefined) this.code = details.code;
+    if (details.data !== undefined) this.data = details.data;
+    this.retryable = details.retryable === true;
   }
 }
 
@@ -977,14 +978,16 @@ export class JsonRpcPeer {
     }
   }
 
-  /** Sends a request and resolves with its result; rejects with RpcError on an error response. */
+  /**
+   * Sends a request and resolves with its result; rejects with RpcError on an error response. `signal`
+   * aborts it, cancelling it at the peer unless `cancelOnAbort` is false; `context` goes with what is sent.
+   */
   request(
     method: string,
     params: JsonObject | undefined,
-    signal?: AbortSignal,
-    cancelOnAbort = true,
-    context?: SendContext,
+    options: { signal?: AbortSignal; cancelOnAbort?: boolean; context?: SendContext } = {},
   ): Promise<unknown> {
+    const { signal, cancelOnAbort = true, context } = options;
     if (this.#closed) return Promise.reject(this.#closed);
     if (signal?.aborted) return Promise.reject(signal.reason);
     const id = ++this.#nextId;
@@ -1790,6 +1793,14 @@ interface Work {
 }
 
 // The questions of one 2026-07-28 call to the client (basic/patterns/mrtr.mdx).
+// A request as a session received it: its id and params, and the era and view of the client it is served in.
+interface Received {
+  id: RequestId;
+  params: JsonObject;
+  era: Era;
+  client: ClientView;
+}
+
 interface Questions {
   method: string; // the call, what it names, a digest of its arguments and who asks: bound into requestState
   name: string;
@@ -2313,21 +2324,24 @@ export class McpServer {
   // --- dispatch -------------------------------------------------------------
 
   #request(method: string, params: JsonObject, id: RequestId): unknown {
-    if (this.#pinned || !isModernRequest(params)) return this.#dispatch(method, params, id, LEGACY_ERA, this.#client);
+    if (this.#pinned || !isModernRequest(params)) {
+      return this.#dispatch(method, { id, params, era: LEGACY_ERA, client: this.#client });
+    }
     // versioning.mdx (2026-07-28): a request with the envelope is served on its own terms.
     const client = modernClientView(params);
-    const result = this.#dispatch(method, params, id, MODERN_ERA, client);
+    const result = this.#dispatch(method, { id, params, era: MODERN_ERA, client });
     const facts = this.#core.facts();
     return result instanceof Promise
       ? result.then((value) => MODERN_ERA.encode(method, value, facts))
       : MODERN_ERA.encode(method, result, facts);
   }
 
-  #dispatch(method: string, params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
+  #dispatch(method: string, call: Received): unknown {
     const core = this.#core;
+    const { params, id, era } = call;
     switch (method) {
       case "tools/call":
-        return this.#callTool(params, id, era, client);
+        return this.#callTool(call);
       case "tools/list":
         return this.#page(core.catalog.tools, params, "tools");
     }
@@ -2356,7 +2370,7 @@ export class McpServer {
         if (hasResources) return this.#page(templates, params, "resourceTemplates");
         break;
       case "resources/read":
-        if (hasResources) return this.#readResource(params, id, era, client);
+        if (hasResources) return this.#readResource(call);
         break;
       case "resources/subscribe":
         if (hasResources) return this.#subscribe(params);
@@ -2368,10 +2382,10 @@ export class McpServer {
         if (prompts.length > 0) return this.#page(prompts, params, "prompts");
         break;
       case "prompts/get":
-        if (prompts.length > 0) return this.#getPrompt(params, id, era, client);
+        if (prompts.length > 0) return this.#getPrompt(call);
         break;
       case "completion/complete":
-        if (core.completes()) return this.#complete(params, id, era, client);
+        if (core.completes()) return this.#complete(call);
         break;
     }
     throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
@@ -2457,7 +2471,8 @@ export class McpServer {
 
   // --- tools ----------------------------------------------------------------
 
-  #callTool(params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
+  #callTool(call: Received): unknown {
+    const { params } = call;
     const { name } = params;
     if (typeof name !== "string") {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: tools/call needs a name");
@@ -2473,12 +2488,13 @@ export class McpServer {
     }
     // A tool's job is the same for every call: made once, the arguments passed beside it.
     tool.job ??= { label: name, run: tool.run, map: toCallToolResult, fail: errorResult };
-    return this.#answering(params, id, era, client, "tools/call", name, tool.job, args);
+    return this.#answering(call, "tools/call", name, tool.job, args);
   }
 
   // --- resources ------------------------------------------------------------
 
-  #readResource(params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
+  #readResource(call: Received): unknown {
+    const { params } = call;
     const { uri } = params;
     if (typeof uri !== "string") {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: resources/read needs a uri");
@@ -2501,8 +2517,8 @@ export class McpServer {
         break;
       }
     }
-    if (!read) throw era.resourceNotFound(uri);
-    return this.#answering(params, id, era, client, "resources/read", uri, {
+    if (!read) throw call.era.resourceNotFound(uri);
+    return this.#answering(call, "resources/read", uri, {
       label: uri,
       run: (_, ctx) => read(ctx),
       map: (value) => toReadResourceResult(value, uri, mimeType),
@@ -2581,7 +2597,8 @@ export class McpServer {
 
   // --- prompts and completion -------------------------------------------------
 
-  #getPrompt(params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
+  #getPrompt(call: Received): unknown {
+    const { params } = call;
     const { name } = params;
     const prompt = typeof name === "string" ? this.#core.promptsByName.get(name) : undefined;
     if (!prompt) throw this.#unknown("prompt", String(name));
@@ -2595,7 +2612,7 @@ export class McpServer {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid params: prompt "${name}" needs ${names}`);
     }
     const { definition } = prompt;
-    return this.#answering(params, id, era, client, "prompts/get", String(name), {
+    return this.#answering(call, "prompts/get", String(name), {
       label: String(name),
       run: (_, ctx) => definition.get(args as Record<string, string>, ctx),
       map: (value) => toGetPromptResult(value, definition.passThrough ? undefined : definition.description),
@@ -2603,7 +2620,8 @@ export class McpServer {
     });
   }
 
-  #complete(params: JsonObject, id: RequestId, era: Era, client: ClientView): unknown {
+  #complete(call: Received): unknown {
+    const { params } = call;
     const { ref, argument } = params;
     if (!isObject(ref) || !isObject(argument) || typeof argument.name !== "string") {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: completion/complete needs ref and argument.name");
@@ -2625,7 +2643,7 @@ export class McpServer {
     };
     if (typeof complete !== "function") return toCompletion([]);
     const definition = entry.definition;
-    return this.#track(id, params, era, client, undefined, {
+    return this.#track(call, undefined, {
       label: entry.key,
       run: (_, ctx) => complete.call(definition, argument.name as string, value, ctx),
       map: toCompletion,
@@ -2640,17 +2658,9 @@ export class McpServer {
    * the answers the retry brings (mrtr.mdx: `inputResponses`, and a verified
    * `requestState`); in the legacy era as any job.
    */
-  #answering<T>(
-    params: JsonObject,
-    id: RequestId,
-    era: Era,
-    client: ClientView,
-    method: string,
-    name: string,
-    job: Job<T>,
-    input?: T,
-  ): unknown {
-    if (!era.asksInResult) return this.#track(id, params, era, client, undefined, job, input);
+  #answering<T>(call: Received, method: string, name: string, job: Job<T>, input?: T): unknown {
+    const { params } = call;
+    if (!call.era.asksInResult) return this.#track(call, undefined, job, input);
     if (params.inputResponses !== undefined && !isObject(params.inputResponses)) {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: inputResponses must be an object");
     }
@@ -2667,12 +2677,12 @@ export class McpServer {
       used: {},
       counts: {},
     };
-    if (params.requestState === undefined) return this.#track(id, params, era, client, asked, job, input);
+    if (params.requestState === undefined) return this.#track(call, asked, job, input);
     return this.#core.stateKey()
       .then((key) => openRequestState(key, params.requestState, asked))
       .then((answers) => {
         asked.answers = { ...answers, ...responses };
-        return this.#track(id, params, era, client, asked, job, input);
+        return this.#track(call, asked, job, input);
       });
   }
 
@@ -2680,15 +2690,8 @@ export class McpServer {
    * Runs plugin code for request `id` with a context, a deadline and
    * cancellation. A synchronous answer costs no promise and no bookkeeping.
    */
-  #track<T>(
-    id: RequestId,
-    params: JsonObject,
-    era: Era,
-    client: ClientView,
-    questions: Questions | undefined,
-    job: Job<T>,
-    input?: T,
-  ): unknown {
+  #track<T>(call: Received, questions: Questions | undefined, job: Job<T>, input?: T): unknown {
+    const { id, params, era, client } = call;
     if (this.#work.has(id)) {
       // A reused id would make cancellation ambiguous; the spec forbids it.
       throw new RpcError(ErrorCode.InvalidRequest, `Invalid request: id ${JSON.stringify(id)} is already in use`);
@@ -2789,7 +2792,7 @@ export class McpServer {
     if (!work.era.asksInResult) {
       if (this.noClientRequests) return refuse(this.noClientRequests);
       work.controller ??= new AbortController();
-      return this.#peer.request(method, params, work.controller.signal, true, { requestId: work.id });
+      return this.#peer.request(method, params, { signal: work.controller.signal, context: { requestId: work.id } });
     }
     const questions = work.questions;
     if (!questions) return refuse("only tools/call, prompts/get and resources/read can ask the client");
@@ -3272,6 +3275,24 @@ let stderrSink: OutputSink | undefined;
 /** The process's stderr, made once: bounded (writes past a backlog are dropped and counted). */
 function ownStderr(): OutputSink {
   return stderrSink ??= nativeSink(2) ?? droppingSink(proc().stderr);
+}
+
+/**
+ * The process's own stdin, stdout and stderr, each reached only when asked for (an untouched one costs
+ * nothing): stdin and stdout through the runtime's own API where it has one, stderr bounded (ownStderr).
+ * The one place the process's stdio is taken.
+ */
+function processStdio(): { stdin(): ByteSource; readonly stdout: OutputSink; readonly stderr: OutputSink } {
+  let stdout: OutputSink | undefined;
+  return {
+    stdin: () => nativeStdinSource() ?? streamSource(proc().stdin, true),
+    get stdout() {
+      return stdout ??= nativeSink(1) ?? proc().stdout;
+    },
+    get stderr() {
+      return ownStderr();
+    },
+  };
 }
 
 /**
@@ -3988,7 +4009,7 @@ export async function loadCatalog(dir: string, options: LoadOptions = {}): Promi
         }
       } else if (((await fs.mode(file)) & 0o111) !== 0) {
         // Any other file with an execute bit is a tool, in any language.
-        part = await executableCatalog(fs, root, dir, name, baseName, options);
+        part = await executableCatalog(fs, { root, dir, name, baseName }, options);
       }
       if (part) parts.set(source, part);
     } catch (error) {
@@ -4020,12 +4041,10 @@ export async function loadTools(dir: string): Promise<{ tools: Tool[]; errors: P
 
 async function executableCatalog(
   fs: Files,
-  root: string,
-  dir: string,
-  name: string,
-  baseName: string,
+  at: { root: string; dir: string; name: string; baseName: string },
   options: LoadOptions,
 ): Promise<Catalog> {
+  const { root, dir, name, baseName } = at;
   let meta: unknown = {};
   const sidecar = joinPath(dir, baseName + ".json");
   try {
@@ -4263,11 +4282,10 @@ export interface ServeHandle {
 
 /** Serves tools over a byte-stream pair (stdin/stdout by default) until the input ends. */
 export function serve(options: ServeOptions = {}): ServeHandle {
-  const input = options.input ? streamSource(options.input) : nativeStdinSource() ?? streamSource(proc().stdin, true);
+  const stdio = processStdio();
+  const input = options.input ? streamSource(options.input) : stdio.stdin();
   // On the process's stdout, tools given in code are kept off the protocol stream too.
-  const guard = options.output
-    ? undefined
-    : guardProcessStdout({ stdout: nativeSink(1) ?? proc().stdout, stderr: ownStderr() });
+  const guard = options.output ? undefined : guardProcessStdout({ stdout: stdio.stdout, stderr: stdio.stderr });
   const output: OutputSink = options.output ?? guard!.protocol;
   const log = options.log ?? (() => {});
   const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
@@ -5944,10 +5962,9 @@ function stringRecord(value: unknown, expand: (text: string) => string): Record<
 function specFromConfig(
   name: string,
   entry: unknown,
-  file: string,
-  env: Record<string, string | undefined> = sys.env(),
-  gemini = false,
+  from: { file: string; env?: Record<string, string | undefined>; gemini?: boolean },
 ): ServerSpec {
+  const { file, env = sys.env(), gemini = false } = from;
   const where = `server "${name}" of "${file}"`;
   if (!isObject(entry)) throw new UsageError(`Cannot use ${where}: it is not an object`);
   const expand = (text: string) => expandVariables(text, env, where);
@@ -6021,7 +6038,7 @@ export async function resolveServer(
   if (!bareWord && !options.config) return { command: words[0], args: words.slice(1) };
   const configs = await findConfigs({ config: options.config, cwd: options.cwd, env });
   for (const { file, servers, gemini } of configs) {
-    if (Object.hasOwn(servers, target)) return specFromConfig(target, servers[target], file, env, gemini);
+    if (Object.hasOwn(servers, target)) return specFromConfig(target, servers[target], { file, env, gemini });
   }
   if (bareWord && (await findOnPath(words[0], env)) === undefined) {
     const names = [...new Set(configs.flatMap((config) => Object.keys(config.servers)))];
@@ -6060,7 +6077,7 @@ async function listConfiguredServers(
     for (const [name, entry] of Object.entries(servers)) {
       const item: ConfiguredServer = { name, file, transport: "invalid", target: "" };
       try {
-        const spec = specFromConfig(name, entry, file, env, gemini);
+        const spec = specFromConfig(name, entry, { file, env, gemini });
         item.transport = isHttpSpec(spec) ? spec.type : "stdio";
         // As written, ${VAR} and all: an expanded value may be a secret.
         const raw = entry as JsonObject;
@@ -6213,7 +6230,7 @@ class StdioTransport implements ClientTransport {
         why += `; for a server at that address, give its URL: http://${spec.command}`;
       }
       this.#setExited();
-      throw new ServerError(`Cannot start "${spec.command}": ${why}`, undefined, true);
+      throw new ServerError(`Cannot start "${spec.command}": ${why}`, { retryable: true });
     }
   }
 
@@ -6260,7 +6277,7 @@ export class HttpStatusError extends ServerError {
   /** The HTTP status. */
   status: number;
   constructor(message: string, status: number) {
-    super(message, undefined, status === 502 || status === 503 || status === 504);
+    super(message, { retryable: status === 502 || status === 503 || status === 504 });
     this.name = "HttpStatusError";
     this.status = status;
   }
@@ -6268,8 +6285,8 @@ export class HttpStatusError extends ServerError {
 
 /** The server could not be reached at all: refused, DNS, TLS, a reset. Exit code 3. */
 export class UnreachableError extends ServerError {
-  constructor(message: string, retryable = false) {
-    super(message, undefined, retryable);
+  constructor(message: string, details: { retryable?: boolean } = {}) {
+    super(message, details);
     this.name = "UnreachableError";
   }
 }
@@ -6763,7 +6780,7 @@ function fetchFailure(error: unknown, url: URL): UnreachableError {
   const text = `${errorMessage(error)} ${cause ? errorMessage(cause) : ""} ${code}`;
   const where = `Cannot reach ${url.origin}`;
   if (/ECONNREFUSED|refused/i.test(text)) {
-    return new UnreachableError(`${where}: connection refused (is the server running?)`, true);
+    return new UnreachableError(`${where}: connection refused (is the server running?)`, { retryable: true });
   }
   if (/ENOTFOUND|EAI_AGAIN|EAI_NONAME|dns|failed to lookup|getaddrinfo|Name or service not known/i.test(text)) {
     return new UnreachableError(`${where}: the host name does not resolve (DNS)`);
@@ -6773,7 +6790,7 @@ function fetchFailure(error: unknown, url: URL): UnreachableError {
     return new UnreachableError(`${where}: the TLS handshake failed (${why.trim()})`);
   }
   if (/ECONNRESET|socket hang up|reset|closed/i.test(text)) {
-    return new UnreachableError(`${where}: the connection was closed before an answer`, true);
+    return new UnreachableError(`${where}: the connection was closed before an answer`, { retryable: true });
   }
   return new UnreachableError(`${where}: ${errorMessage(cause ?? error)}`);
 }
@@ -7256,7 +7273,13 @@ class OAuthProvider implements AuthProvider {
         this.#token = undefined;
         return false;
       }
-      this.#token = toStoredToken(answer, server, this.#server, client.client_id, before.refresh_token, before.scope);
+      this.#token = toStoredToken(answer, {
+        server,
+        resource: this.#server,
+        clientId: client.client_id,
+        oldRefresh: before.refresh_token,
+        asked: before.scope,
+      });
       store.tokens[tokenKey(server.issuer, this.#server)] = this.#token;
       await writeStore(this.#file, store);
       this.authorized = true;
@@ -7305,7 +7328,7 @@ class OAuthProvider implements AuthProvider {
     } else {
       answer = await this.#browserFlow(server, client, scope);
     }
-    this.#token = toStoredToken(answer, server, this.#server, client.client_id, undefined, scope);
+    this.#token = toStoredToken(answer, { server, resource: this.#server, clientId: client.client_id, asked: scope });
     await withStoreLock(this.#file, async () => {
       const latest = await readStore(this.#file, this.#warn);
       latest.tokens[tokenKey(server.issuer, this.#server)] = this.#token!;
@@ -7634,12 +7657,9 @@ function findToken(store: CredentialStore, server: string): StoredToken | undefi
 
 function toStoredToken(
   answer: JsonObject,
-  server: AuthServer,
-  resource: string,
-  clientId: string,
-  oldRefresh?: string,
-  asked?: string,
+  from: { server: AuthServer; resource: string; clientId: string; oldRefresh?: string; asked?: string },
 ): StoredToken {
+  const { server, resource, clientId, oldRefresh, asked } = from;
   const token: StoredToken = {
     access_token: String(answer.access_token),
     token_type: typeof answer.token_type === "string" ? answer.token_type : "Bearer",
@@ -8163,13 +8183,11 @@ export class McpClient {
         let id: RequestId | undefined;
         try {
           // lifecycle.mdx: the client MUST NOT cancel initialize; the probe is not cancelled either.
-          const answer = this.#peer.request(
-            method,
-            sent,
-            controller.signal,
-            !options.handshake && !options.probe,
+          const answer = this.#peer.request(method, sent, {
+            signal: controller.signal,
+            cancelOnAbort: !options.handshake && !options.probe,
             context,
-          );
+          });
           if (options.cause !== undefined) this.#causes.set(id = this.#peer.lastId, options.cause);
           result = await answer.finally(() => id !== undefined && this.#causes.delete(id));
         } catch (error) {
@@ -8208,7 +8226,7 @@ export class McpClient {
       if (error instanceof TimeoutError || error instanceof InterruptedError) this.#transport.markUnresponsive();
       if (error instanceof RpcError) {
         const message = `the server answered ${method} with error ${error.code}: ${error.message}`;
-        throw new ServerError(message, error.code, false, error.data);
+        throw new ServerError(message, { code: error.code, data: error.data });
       }
       throw error;
     } finally {
@@ -8369,7 +8387,7 @@ export class McpClient {
       result = await this.request("tools/call", params, options);
     } catch (error) {
       if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
-        await this.#throwIfUnknown(error, "tool", name, () => this.listTools(options), "name");
+        await this.#throwIfUnknown(error, { kind: "tool", name, list: () => this.listTools(options), field: "name" });
       }
       throw error;
     }
@@ -8391,12 +8409,9 @@ export class McpClient {
   // Returns the listing of `name` when the server has it.
   async #throwIfUnknown(
     error: ServerError,
-    kind: string,
-    name: string,
-    list: () => Promise<JsonObject[]>,
-    field: "name" | "uri",
-    certain = false,
+    sought: { kind: string; name: string; list: () => Promise<JsonObject[]>; field: "name" | "uri"; certain?: boolean },
   ): Promise<JsonObject | undefined> {
+    const { kind, name, list, field, certain = false } = sought;
     const items = await list().catch(() => undefined);
     const found = items?.find((item) => item[field] === name);
     if (certain || (items && !found)) {
@@ -8425,7 +8440,13 @@ export class McpClient {
     } catch (error) {
       // resources.mdx: -32002 up to 2025-11-25, -32602 from 2026-07-28.
       if (error instanceof ServerError && (error.code === -32002 || error.code === ErrorCode.InvalidParams)) {
-        await this.#throwIfUnknown(error, "resource", uri, () => this.listResources(options), "uri", true);
+        await this.#throwIfUnknown(error, {
+          kind: "resource",
+          name: uri,
+          list: () => this.listResources(options),
+          field: "uri",
+          certain: true,
+        });
       }
       throw error;
     }
@@ -8447,7 +8468,12 @@ export class McpClient {
       result = await this.request("prompts/get", { name, arguments: args }, options);
     } catch (error) {
       if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
-        const prompt = await this.#throwIfUnknown(error, "prompt", name, () => this.listPrompts(options), "name");
+        const prompt = await this.#throwIfUnknown(error, {
+          kind: "prompt",
+          name,
+          list: () => this.listPrompts(options),
+          field: "name",
+        });
         if (prompt) throwIfMissingArguments(prompt, args);
       }
       throw error;
@@ -8495,18 +8521,18 @@ function throwIfMissingArguments(prompt: JsonObject, args: Record<string, unknow
   );
 }
 
-/**
- * Connects to a server (a URL, a command line, a config name, or a spec) and
- * finds its era. Start-up failures are retried `retries` times with backoff.
- */
 // A stdio server that exited on the server/discover probe: a restart (with --retries) skips the probe.
 class ProbeDeathError extends ServerError {
   constructor(message: string) {
-    super(message, undefined, true);
+    super(message, { retryable: true });
     this.name = "ProbeDeathError";
   }
 }
 
+/**
+ * Connects to a server (a URL, a command line, a config name, or a spec) and
+ * finds its era. Start-up failures are retried `retries` times with backoff.
+ */
 export async function connect(server: string | ServerSpec, options: ConnectOptions = {}): Promise<McpClient> {
   // Our working directory finds the configs (--cwd is the server's), and our PATH
   // with the -e additions finds a bare command, as spawning will.
@@ -9247,8 +9273,9 @@ interface Downstream {
 
 // stdin/stdout (or given streams), newline-delimited, as `serve` reads and writes them.
 function stdioDownstream(input?: Readable, output?: OutputSink): Downstream {
-  const source = input ? streamSource(input) : nativeStdinSource() ?? streamSource(proc().stdin, true);
-  const sink = output ?? nativeSink(1) ?? proc().stdout;
+  const stdio = processStdio();
+  const source = input ? streamSource(input) : stdio.stdin();
+  const sink = output ?? stdio.stdout;
   const writer = new FrameWriter((text) => sink.write(text));
   return {
     start(message, end) {
@@ -10260,14 +10287,15 @@ export interface CliIo {
 
 // The process's own stdout and stderr, each made on first use: an untouched one costs nothing.
 function processIo(): CliIo & { drained(): Promise<void> } {
+  const stdio = processStdio();
   let stdout: OutputSink | undefined;
   let stderr: OutputSink | undefined;
   return {
     get stdout() {
-      return stdout ??= nativeSink(1) ?? proc().stdout;
+      return stdout ??= stdio.stdout;
     },
     get stderr() {
-      return stderr ??= ownStderr();
+      return stderr ??= stdio.stderr;
     },
     async drained() {
       await Promise.all([stdout?.drained?.(), stderr?.drained?.()]);
