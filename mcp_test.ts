@@ -43,6 +43,7 @@ import {
   httpFront,
   invalidHeaderAnnotation,
   isPluginFile,
+  JsonRpcPeer,
   LATEST_PROTOCOL_VERSION,
   LineSplitter,
   loadTools,
@@ -54,6 +55,7 @@ import {
   renderToolDetail,
   renderToolList,
   resolveServer,
+  RpcError,
   serve,
   ServerError,
   splitCommand,
@@ -817,6 +819,45 @@ describe("3. Framing", () => {
 });
 
 describe("4. JSON-RPC peer", () => {
+  test("two peers in process: answers matched to requests, errors as RpcError, final marked, abort cancels, close fails what is pending", async () => {
+    const sent: { text: string; context?: { requestId?: unknown; final?: boolean; errorCode?: number } }[] = [];
+    const heard: string[] = [];
+    // b answers "add" at once, "slow" never, "bad" with -32602; a's messages reach b and b's reach a.
+    let b!: JsonRpcPeer;
+    const a = new JsonRpcPeer({
+      send: (text) => b.receive(text),
+      request: () => ({}),
+      notification: (method) => void heard.push(`a heard ${method}`),
+    });
+    b = new JsonRpcPeer({
+      send: (text, context) => {
+        sent.push({ text, context });
+        a.receive(text);
+      },
+      request: (method, params) => {
+        if (method === "add") return { sum: (params.a as number) + (params.b as number) };
+        if (method === "bad") throw new RpcError(ErrorCode.InvalidParams, "Invalid params: no");
+        return new Promise(() => {});
+      },
+      notification: (method, params) => void heard.push(`b heard ${method} ${JSON.stringify(params)}`),
+    });
+    const [one, two] = await Promise.all([a.request("add", { a: 1, b: 2 }), a.request("add", { a: 5, b: 5 })]);
+    assert.deepEqual([one, two], [{ sum: 3 }, { sum: 10 }], "each answer to its own request");
+    await assert.rejects(a.request("bad", {}), (error: unknown) => error instanceof RpcError && error.code === -32602);
+    const answers = sent.filter((item) => item.context?.final);
+    assert.equal(answers.length, 3, "every response is marked final");
+    assert.equal(answers[2].context?.errorCode, -32602, "and an error names its code");
+    const controller = new AbortController();
+    const slow = a.request("slow", {}, { signal: controller.signal });
+    controller.abort(new Error("enough"));
+    await assert.rejects(slow, /enough/);
+    assert.match(heard.at(-1)!, /^b heard notifications\/cancelled \{"requestId":4,"reason":"enough"\}/);
+    const pending = a.request("slow", {});
+    a.close(new Error("closed under it"));
+    await assert.rejects(pending, /closed under it/);
+    await assert.rejects(a.request("add", { a: 1, b: 1 }), /closed under it/, "a closed peer sends nothing more");
+  });
+
   test("serve answers malformed frames with the right error and keeps serving", async () => {
     await withServer(["testdata/tools"], async (server) => {
       server.send(
