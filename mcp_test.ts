@@ -823,13 +823,12 @@ describe("4. JSON-RPC peer", () => {
     const sent: { text: string; context?: { requestId?: unknown; final?: boolean; errorCode?: number } }[] = [];
     const heard: string[] = [];
     // b answers "add" at once, "slow" never, "bad" with -32602; a's messages reach b and b's reach a.
-    let b!: JsonRpcPeer;
-    const a = new JsonRpcPeer({
+    const a: JsonRpcPeer = new JsonRpcPeer({
       send: (text) => b.receive(text),
       request: () => ({}),
       notification: (method) => void heard.push(`a heard ${method}`),
     });
-    b = new JsonRpcPeer({
+    const b: JsonRpcPeer = new JsonRpcPeer({
       send: (text, context) => {
         sent.push({ text, context });
         a.receive(text);
