@@ -36,10 +36,10 @@
 //                          rules a client keeps, 14e arguments as typed
 //  15. Gateway, proxy and replay   15a gateway, 15b proxy, 15c replay
 //  16. Output              what the client commands print (pure); text made safe for a terminal
-//  17. CLI                 argv → exit code: 17a help texts, 17b the process's I/O and flags, 17c serve,
-//                          17d the client's flags and answers, 17e the client commands, 17f login,
-//                          gateway, proxy, replay, servers, 17g the command table and main;
-//                          `if (import.meta.main)` is last
+//  17. CLI                 argv → exit code: 17a the process's I/O and flags, 17b serve, 17c the client's
+//                          help, flags and answers, 17d the client commands, 17e login, gateway, proxy,
+//                          replay, servers (each command's help beside it), 17f the command table, the
+//                          main help and main; `if (import.meta.main)` is last
 
 // No built-in is imported here for its code: each costs start-up time (node:fs
 // ~45 ms on Deno), so each is imported where it is used.
@@ -10026,256 +10026,7 @@ export function renderInfo(result: JsonObject, how: { era?: string; transport?: 
 // argv in, exit code out. Parses flags, loads plugins, wires the process's
 // streams and signals, and keeps plugins' output off the protocol stream.
 
-// --- 17a. Help texts ---
-
-const CLIENT_OPTIONS_HELP = `
-<server> is ONE argument: an http:// or https:// URL (Streamable HTTP, either protocol era; the
-2024-11-05 HTTP+SSE transport too), a command line in quotes ("deno run -A mcp.ts serve ./tools",
-split with shell quoting and run without a shell), or a server name from --config FILE, else the
-nearest .mcp.json (.cursor/mcp.json, .vscode/mcp.json), ~/.claude.json or Claude Desktop's config
-(see: mcp.ts servers). \${VAR} and \${VAR:-default} in a config entry come from the environment.
-
-Options:
-  --timeout MS             idle timeout per request (default ${DEFAULT_REQUEST_TIMEOUT_MS}), restarted by progress
-  --max-time MS            hard cap per request (default ${DEFAULT_MAX_TIME_MS})
-  -H, --header "N: V"      an HTTP header on every request to an HTTP server (repeatable; never printed)
-  -e, --env KEY=VALUE      add to a stdio server's environment (repeatable); it inherits ours
-  --cwd DIR                a stdio server's working directory
-  --config FILE            an MCP config file ({"mcpServers": {NAME: {command, args, env} | {url, headers}}})
-  --protocol P             auto (default: server/discover first, else initialize), legacy, or a
-                           version: ${[...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS].join(", ")}
-  --json                   machine-readable JSON output
-  -v, --verbose            stream the server's stderr, its log messages and progress to stderr
-  --trace                  every message sent (>) and received (<) on stderr; HTTP request lines
-                           and statuses too (no header values)
-  --record FILE            write the session to FILE as a cassette (NDJSON; for mcp.ts replay)
-  --retries N              retry start-up failures N times (a refused connection too), backing off
-                           from ${RETRY_BASE_MS} ms (and a call the server died under, if the tool is idempotentHint)
-  --max-line-bytes N       longest message accepted from the server (default ${DEFAULT_CLIENT_MAX_LINE_BYTES})
-  -o, --output FILE        call, read: write the binary result or contents to FILE
-
-What the server may ask of the client (declared to it only when given):
-  --root DIR               a root directory (repeatable): answers roots/list
-  --elicit ACTION          answer forms with accept (their defaults, and --elicit-json over
-                           them), decline or cancel; on a terminal without it, you are asked
-  --elicit-json JSON       the values to accept a form with
-  --sample-command "CMD"   answers sampling/createMessage: CMD gets the request's params as one JSON
-                           line on stdin and prints a CreateMessageResult (or plain text)
-
-Authorization, for an HTTP server that answers 401 (OAuth; tokens kept in MCP_TS_CREDENTIALS, else
-~/.config/mcp.ts/credentials.json, 0600): a browser flow runs for login, --login, or on a terminal;
-in a script a command that needs one exits 4 and names the mcp.ts login to run.
-  --login                  a browser flow may run here (the URL is printed; $BROWSER opens it)
-  --no-browser             only print the authorization URL
-  --client-id ID           a client registered beforehand (else CIMD or dynamic registration)
-  --client-secret SECRET   its secret (or MCP_TS_CLIENT_SECRET)
-  --client-key FILE        a PEM private key: private_key_jwt instead of a secret
-  --client-metadata-url U  a Client ID Metadata Document, where the server supports it
-  --scope "A B"            the scopes to ask for (default: what the server asks)
-  --callback-port N        the loopback port of the redirect (default ${DEFAULT_CALLBACK_PORT})
-  --login-timeout MS       how long a login waits for the browser's redirect (default 300000)
-  --grant client_credentials  tokens for the client itself, no browser (CI); with --client-id
-
-Errors are one "mcp: ..." line on stderr; with --json, one JSON object {"error", "exitCode", ...}.
-Exit codes: 0 success, 1 the tool reported an error, 2 usage error or unknown tool,
-3 the server failed (could not start or be reached, died, error answer, timeout, asked for
-input we cannot give), 4 the server wants authorization, 130 interrupted.
-A list the server does not offer (no tools, resources or prompts) prints nothing, says so on
-stderr and exits 0; reading a resource or prompt it does not offer is exit 2.
-`;
-
-const HELP: Record<string, string> = {
-  main: `mcp.ts ${VERSION} — the Model Context Protocol from a terminal
-
-Usage:
-  mcp.ts serve [DIR] [options]       serve the plugins in DIR (default ./tools) on stdio, or --http PORT
-  mcp.ts call <server> <tool> [ARGS] call one tool and print its result
-  mcp.ts list <server> [TOOL]        the server's tools with their arguments, or one tool in full
-  mcp.ts info <server>               protocol version, serverInfo, capabilities, instructions
-  mcp.ts ping <server>               round-trip time
-  mcp.ts batch <server>              many calls on one server: NDJSON in, NDJSON out
-  mcp.ts resources <server>          resources and resource templates
-  mcp.ts read <server> <uri>         a resource's contents (binary: -o FILE, or --json for base64)
-  mcp.ts prompts <server>            prompts
-  mcp.ts prompt <server> <name> [ARGS]
-                                     a prompt's messages
-  mcp.ts request <server> <method> [JSON]
-                                     any method by name; its result as JSON
-  mcp.ts servers [--check]           the server names MCP config files define (--check: connect to each)
-  mcp.ts login <server>              authorize with an HTTP server's OAuth and keep the token
-  mcp.ts logout [<server>] [--all]   forget its tokens (--all: every token and registration)
-  mcp.ts gateway [<upstream>...]     one MCP server in front of many (config names, NAME=<server>)
-  mcp.ts proxy <server>              a transparent MCP server in front of <server> (--log, --record, --http)
-  mcp.ts replay <cassette>           serve a recorded session (--record) as a mock MCP server
-  mcp.ts help [command]              this text, or a command's
-  mcp.ts --version                   the version
-
-Run it with:  deno run -A mcp.ts …   |   bun mcp.ts …   |   node mcp.ts … (Node >= 22.18)
-`,
-  call: `Usage: mcp.ts call <server> <tool> [ARGS] [options]
-
-Connects to the server (or starts it), calls one tool, prints the result, stops it.
-ARGS: a JSON object ('{"a":1}'), - (JSON from stdin), @file.json, or key=value pairs
-typed by the tool's inputSchema (zip=007 stays "007" when zip is a string). Default {}.
-In pairs, key=@FILE takes FILE's text as the value, key:=JSON a JSON value as it is
-(tags:='["a","b"]', limit:=5).
-Prints each text item on its own line; structured content (when there is no text, and
-unless it only repeats an image) and other content as one JSON line each; on a terminal,
-images and audio as one summary line ([image image/png, 26.7 KB]). --json prints the whole
-result. -o FILE writes the result's one binary item (an image, say) to FILE.
---meta JSON adds that object to the request's _meta.
-${CLIENT_OPTIONS_HELP}`,
-  request: `Usage: mcp.ts request <server> <method> [JSON] [options]
-
-Sends one request of any method with JSON as its params (default {}) and prints the result
-as one JSON line: for trying methods and debugging servers (e.g. request <server> tools/list,
-request <server> completion/complete '{"ref":…,"argument":…}'). A JSON-RPC error is exit 3
-with its code and message. The session's own envelope (2026-07-28 _meta, progress token) is
-added as for any request.
-${CLIENT_OPTIONS_HELP}`,
-  list: `Usage: mcp.ts list <server> [TOOL] [options]
-
-Prints every tool of the server (all pages), one per line: its name, its arguments
-(city*: string, days: integer; * = required) and the first line of its description, cut to
-the terminal's width on a terminal. --json prints {"tools": [...]}.
-With TOOL: that tool's description, arguments and output schema; --json prints its entry.
-${CLIENT_OPTIONS_HELP}`,
-  info: `Usage: mcp.ts info <server> [options]
-
-Prints the protocol version and era (stateless 2026-07-28, or the legacy initialize
-handshake), the transport, serverInfo, capabilities and instructions. --json prints the
-initialize (or server/discover) result with "era" and "transport" added.
-${CLIENT_OPTIONS_HELP}`,
-  ping: `Usage: mcp.ts ping <server> [options]
-
-Prints the round-trip time of one ping, in ms. --json prints {"ms": N}.
-${CLIENT_OPTIONS_HELP}`,
-  resources: `Usage: mcp.ts resources <server> [options]
-
-Prints every resource (all pages), then every resource template: its URI, name and description.
---json prints {"resources": [...], "resourceTemplates": [...]}.
-${CLIENT_OPTIONS_HELP}`,
-  read: `Usage: mcp.ts read <server> <uri> [options]
-
-Prints a resource's contents: text as it is, binary contents as raw bytes when stdout is
-not a terminal (on one it refuses: exit 2). -o FILE writes the contents to FILE. --json prints
-the ReadResourceResult, binary contents in base64.
-${CLIENT_OPTIONS_HELP}`,
-  prompts: `Usage: mcp.ts prompts <server> [options]
-
-Prints every prompt (all pages): its name, its arguments (* = required) and description.
---json prints {"prompts": [...]}.
-${CLIENT_OPTIONS_HELP}`,
-  prompt: `Usage: mcp.ts prompt <server> <name> [ARGS] [options]
-
-Prints a prompt's messages, one "[role] text" line each (other content as JSON).
-ARGS as for call (a JSON object of strings, -, @file.json, or key=value pairs).
---json prints the GetPromptResult.
-${CLIENT_OPTIONS_HELP}`,
-  login: `Usage: mcp.ts login <server> [options]
-
-Authorizes mcp.ts with an HTTP server's OAuth (a browser flow, or --grant client_credentials) and
-keeps the token, so that later commands (and scripts) use it. Runs a fresh flow even when a token
-is kept. A server that does not ask for authorization: says so, exit 0.
-${CLIENT_OPTIONS_HELP}`,
-  gateway: `Usage: mcp.ts gateway [<upstream>...] [--config FILE] [--http [HOST:]PORT] [options]
-
-One MCP server (stdio, or Streamable HTTP with --http and every serve --http option) in front of
-many. Upstreams: config names, NAME=<server> (a command line or URL), or with none every server
-the config files define. It serves the union of their tools and prompts as <upstream>__<name>
-(only [A-Za-z0-9_-], at most 64 characters: longer ones end in a stable hash), and their
-resources and templates unchanged (a URI two serve goes to the first). Every upstream starts at
-once (four at a time); one that fails or dies is restarted with backoff while the others serve,
-and a call to it is an isError saying when it is tried again. Calls, progress, cancellation,
-log messages and the upstreams' questions (sampling, elicitation, roots) pass through; a list
-change upstream is a list_changed here. EOF, SIGINT and SIGTERM stop every upstream.
-  --prefix always|collisions   prefix every name (default), or only names two upstreams share
-  --tools PATTERN              expose only names matching these globs (repeatable; !PATTERN excludes)
-  --cache-ttl MS               keep resources/read answers MS (default 0: not kept)
-  --cache-size N               at most N kept (default 256)
-${CLIENT_OPTIONS_HELP}`,
-  proxy: `Usage: mcp.ts proxy <server> [--http [HOST:]PORT] [--log FILE] [--record FILE] [options]
-
-A transparent MCP server in front of <server>: every message is forwarded both ways unchanged (any
-method, either era, the server's own requests), on stdin/stdout or, with --http, Streamable HTTP.
-A stdio host reaches an HTTP server through it (with -H headers and the token of mcp.ts login), and
-an HTTP client a stdio server. The upstream lives as long as the client: EOF or SIGTERM ends both.
-  --log FILE               append every frame: "TIME < JSON" from the client, "TIME > JSON" to it
-  --record FILE            write the session as a cassette for mcp.ts replay
-  --http, --path, --token, --allow-origin, --allow-unauthenticated   as for serve --http
-${CLIENT_OPTIONS_HELP}`,
-  replay: `Usage: mcp.ts replay <cassette> [--strict] [--http [HOST:]PORT] [--log FILE]
-
-Serves a cassette (from --record) as a mock MCP server on stdin/stdout or Streamable HTTP. Each
-request gets the recorded answer of the first unused recorded request with the same method and
-params (ids and _meta ignored; initialize and server/discover by method alone), after what the
-server sent before that answer; once all are used, the last match answers again. A request with
-no match gets a -32603 error naming the closest recorded one, and replay goes on.
-  --strict                 the recorded order, each recorded request once
-  --log FILE               append every frame, as proxy --log does
-`,
-  logout: `Usage: mcp.ts logout [<server>] [--all]
-
-Forgets the tokens kept for <server>; with --all also the client registrations made with its
-authorization server; --all alone forgets every token and registration.
-`,
-  servers: `Usage: mcp.ts servers [--check] [--config FILE] [--json]
-
-Prints every server name the MCP config files define, in the order names are looked up: NAME,
-its transport (stdio, http, sse), its command line or URL as written (\${VAR} unexpanded), and
-its file. With --config FILE, that file only. --json prints {"servers": [...]}.
---check connects to each (four at a time, --timeout MS each, default 10000) and prints a line
-per server: ok with its tools, era, transport and time, or the failure; exit 3 if any failed.
-Looked up: .mcp.json, .cursor/mcp.json, .vscode/mcp.json in this directory and each one above,
-then ~/.claude.json (this project's servers, then the user's), then Claude Desktop's config.
-`,
-  batch: `Usage: mcp.ts batch <server> [--concurrency N] [options]
-
-Keeps one server for many calls. Each stdin line is {"tool": NAME, "arguments": {...}};
-each gets one stdout line, in input order: the CallToolResult as JSON, or {"error": "..."}.
---concurrency N runs N calls at once (default 1); the output order does not change.
-Exit code: the worst line's, 3 (server failed) > 2 (bad input line) > 1 (isError) > 0.
-${CLIENT_OPTIONS_HELP}`,
-  serve: `Usage: mcp.ts serve [DIR | FILE] [options]
-
-Serves the plugins in DIR (default ./tools), or the one plugin FILE, as an MCP server on stdin/stdout
-(newline-delimited JSON-RPC; Content-Length framing is recognised too): modules (*.ts, *.js,
-*.mjs) exporting tools, resources and prompts, and executable files in any language.
-
-Options:
-  --name NAME              serverInfo.name (default "mcp.ts")
-  --server-version V       serverInfo.version (default ${VERSION})
-  --instructions TEXT      instructions sent in the initialize result
-  --timeout MS             per request running plugin code (default ${DEFAULT_TOOL_TIMEOUT_MS}; 0 = none); a module
-                           tool that blocks the server past it (+2 s) ends the process with a line naming it
-  --max-line-bytes N       longest message accepted (default ${DEFAULT_MAX_LINE_BYTES})
-  --page-size N            items per list page (default ${DEFAULT_PAGE_SIZE})
-  --watch                  reload DIR when its files change; tell the client the lists changed
-  -v, --verbose            the stack of plugin code that throws, on stderr
-  --trace                  every frame in (<) and out (>) on stderr (and what --verbose shows)
-  -h, --help               this text
-
-Over HTTP (Streamable HTTP; both protocol eras on one endpoint):
-  --http [HOST:]PORT       listen on HOST (default 127.0.0.1) and PORT (0 picks one); says
-                           "mcp: serving http://HOST:PORT/mcp" on stderr when ready
-  --path PATH              the MCP endpoint (default /mcp); GET /health answers {"status":"ok"}
-  --token TOKEN            require Authorization: Bearer TOKEN (or set MCP_TS_TOKEN)
-  --allow-origin ORIGIN    a browser origin allowed besides our own (repeatable), with CORS
-  --auth-issuer URL        an OAuth protected resource: accept JWT access tokens of this issuer
-                           (checked with its JWKS); serves /.well-known/oauth-protected-resource
-  --auth-audience URL      what the tokens' aud must name (default: this server's URL)
-  --auth-scopes "A B"      scopes every request needs (advertised too): 403 insufficient_scope
-  --allow-unauthenticated  allow binding beyond loopback without --token or --auth-issuer
-  --stateless              no legacy sessions (GET and DELETE are 405)
-  --session-ttl MS         an idle legacy session ends after MS (default ${DEFAULT_SESSION_TTL_MS})
-  --max-sessions N         at most N legacy sessions (default ${DEFAULT_MAX_SESSIONS}; with --auth-issuer at most
-                           ${MAX_SESSIONS_PER_SUBJECT} per token subject): the least recently used idle one is closed
-  MCP_TS_STATE_KEY         signs input-required requestState: instances sharing it continue
-                           each other's calls (default: a random key per process)
-`,
-};
-
-// --- 17b. The process's I/O, flags ---
+// --- 17a. The process's I/O, flags ---
 
 /** The process pieces the CLI uses; tests may pass their own. */
 export interface CliIo {
@@ -10383,7 +10134,7 @@ function onStopSignals(handler: () => void): () => void {
   };
 }
 
-// --- 17c. serve, and the flags of every HTTP listener ---
+// --- 17b. serve, and the flags of every HTTP listener ---
 
 // The flags of every HTTP listener (serve, gateway, proxy, replay); serve and gateway add the OAuth and session ones.
 const LISTEN_FLAGS = {
@@ -10414,6 +10165,44 @@ function selfCommand(): string {
   const npx = /[\\/]_npx[\\/]/.test(proc().execPath ?? "") ? `npx -y ${deno ? "deno" : bun ? "bun" : "node"}` : "";
   return `${npx ? npx + runtime.replace(/^\S+/, "") : runtime} ${script}`;
 }
+
+const HELP_SERVE = `Usage: mcp.ts serve [DIR | FILE] [options]
+
+Serves the plugins in DIR (default ./tools), or the one plugin FILE, as an MCP server on stdin/stdout
+(newline-delimited JSON-RPC; Content-Length framing is recognised too): modules (*.ts, *.js,
+*.mjs) exporting tools, resources and prompts, and executable files in any language.
+
+Options:
+  --name NAME              serverInfo.name (default "mcp.ts")
+  --server-version V       serverInfo.version (default ${VERSION})
+  --instructions TEXT      instructions sent in the initialize result
+  --timeout MS             per request running plugin code (default ${DEFAULT_TOOL_TIMEOUT_MS}; 0 = none); a module
+                           tool that blocks the server past it (+2 s) ends the process with a line naming it
+  --max-line-bytes N       longest message accepted (default ${DEFAULT_MAX_LINE_BYTES})
+  --page-size N            items per list page (default ${DEFAULT_PAGE_SIZE})
+  --watch                  reload DIR when its files change; tell the client the lists changed
+  -v, --verbose            the stack of plugin code that throws, on stderr
+  --trace                  every frame in (<) and out (>) on stderr (and what --verbose shows)
+  -h, --help               this text
+
+Over HTTP (Streamable HTTP; both protocol eras on one endpoint):
+  --http [HOST:]PORT       listen on HOST (default 127.0.0.1) and PORT (0 picks one); says
+                           "mcp: serving http://HOST:PORT/mcp" on stderr when ready
+  --path PATH              the MCP endpoint (default /mcp); GET /health answers {"status":"ok"}
+  --token TOKEN            require Authorization: Bearer TOKEN (or set MCP_TS_TOKEN)
+  --allow-origin ORIGIN    a browser origin allowed besides our own (repeatable), with CORS
+  --auth-issuer URL        an OAuth protected resource: accept JWT access tokens of this issuer
+                           (checked with its JWKS); serves /.well-known/oauth-protected-resource
+  --auth-audience URL      what the tokens' aud must name (default: this server's URL)
+  --auth-scopes "A B"      scopes every request needs (advertised too): 403 insufficient_scope
+  --allow-unauthenticated  allow binding beyond loopback without --token or --auth-issuer
+  --stateless              no legacy sessions (GET and DELETE are 405)
+  --session-ttl MS         an idle legacy session ends after MS (default ${DEFAULT_SESSION_TTL_MS})
+  --max-sessions N         at most N legacy sessions (default ${DEFAULT_MAX_SESSIONS}; with --auth-issuer at most
+                           ${MAX_SESSIONS_PER_SUBJECT} per token subject): the least recently used idle one is closed
+  MCP_TS_STATE_KEY         signs input-required requestState: instances sharing it continue
+                           each other's calls (default: a random key per process)
+`;
 
 const SERVE_FLAGS = {
   name: { type: "string" },
@@ -10734,7 +10523,148 @@ function describeStack(error: unknown): string {
   return stack.includes(errorMessage(error)) ? stack : [errorMessage(error), stack].filter(Boolean).join("\n");
 }
 
-// --- 17d. The client's flags and ARGS; what it answers the server ---
+// --- 17c. The client's help, flags and ARGS; what it answers the server ---
+
+// Every client command's help: what the options are (the usage line above it is the command's own).
+const CLIENT_OPTIONS_HELP = `
+<server> is ONE argument: an http:// or https:// URL (Streamable HTTP, either protocol era; the
+2024-11-05 HTTP+SSE transport too), a command line in quotes ("deno run -A mcp.ts serve ./tools",
+split with shell quoting and run without a shell), or a server name from --config FILE, else the
+nearest .mcp.json (.cursor/mcp.json, .vscode/mcp.json), ~/.claude.json or Claude Desktop's config
+(see: mcp.ts servers). \${VAR} and \${VAR:-default} in a config entry come from the environment.
+
+Options:
+  --timeout MS             idle timeout per request (default ${DEFAULT_REQUEST_TIMEOUT_MS}), restarted by progress
+  --max-time MS            hard cap per request (default ${DEFAULT_MAX_TIME_MS})
+  -H, --header "N: V"      an HTTP header on every request to an HTTP server (repeatable; never printed)
+  -e, --env KEY=VALUE      add to a stdio server's environment (repeatable); it inherits ours
+  --cwd DIR                a stdio server's working directory
+  --config FILE            an MCP config file ({"mcpServers": {NAME: {command, args, env} | {url, headers}}})
+  --protocol P             auto (default: server/discover first, else initialize), legacy, or a
+                           version: ${[...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS].join(", ")}
+  --json                   machine-readable JSON output
+  -v, --verbose            stream the server's stderr, its log messages and progress to stderr
+  --trace                  every message sent (>) and received (<) on stderr; HTTP request lines
+                           and statuses too (no header values)
+  --record FILE            write the session to FILE as a cassette (NDJSON; for mcp.ts replay)
+  --retries N              retry start-up failures N times (a refused connection too), backing off
+                           from ${RETRY_BASE_MS} ms (and a call the server died under, if the tool is idempotentHint)
+  --max-line-bytes N       longest message accepted from the server (default ${DEFAULT_CLIENT_MAX_LINE_BYTES})
+  -o, --output FILE        call, read: write the binary result or contents to FILE
+
+What the server may ask of the client (declared to it only when given):
+  --root DIR               a root directory (repeatable): answers roots/list
+  --elicit ACTION          answer forms with accept (their defaults, and --elicit-json over
+                           them), decline or cancel; on a terminal without it, you are asked
+  --elicit-json JSON       the values to accept a form with
+  --sample-command "CMD"   answers sampling/createMessage: CMD gets the request's params as one JSON
+                           line on stdin and prints a CreateMessageResult (or plain text)
+
+Authorization, for an HTTP server that answers 401 (OAuth; tokens kept in MCP_TS_CREDENTIALS, else
+~/.config/mcp.ts/credentials.json, 0600): a browser flow runs for login, --login, or on a terminal;
+in a script a command that needs one exits 4 and names the mcp.ts login to run.
+  --login                  a browser flow may run here (the URL is printed; $BROWSER opens it)
+  --no-browser             only print the authorization URL
+  --client-id ID           a client registered beforehand (else CIMD or dynamic registration)
+  --client-secret SECRET   its secret (or MCP_TS_CLIENT_SECRET)
+  --client-key FILE        a PEM private key: private_key_jwt instead of a secret
+  --client-metadata-url U  a Client ID Metadata Document, where the server supports it
+  --scope "A B"            the scopes to ask for (default: what the server asks)
+  --callback-port N        the loopback port of the redirect (default ${DEFAULT_CALLBACK_PORT})
+  --login-timeout MS       how long a login waits for the browser's redirect (default 300000)
+  --grant client_credentials  tokens for the client itself, no browser (CI); with --client-id
+
+Errors are one "mcp: ..." line on stderr; with --json, one JSON object {"error", "exitCode", ...}.
+Exit codes: 0 success, 1 the tool reported an error, 2 usage error or unknown tool,
+3 the server failed (could not start or be reached, died, error answer, timeout, asked for
+input we cannot give), 4 the server wants authorization, 130 interrupted.
+A list the server does not offer (no tools, resources or prompts) prints nothing, says so on
+stderr and exits 0; reading a resource or prompt it does not offer is exit 2.
+`;
+
+const HELP_CALL = `Usage: mcp.ts call <server> <tool> [ARGS] [options]
+
+Connects to the server (or starts it), calls one tool, prints the result, stops it.
+ARGS: a JSON object ('{"a":1}'), - (JSON from stdin), @file.json, or key=value pairs
+typed by the tool's inputSchema (zip=007 stays "007" when zip is a string). Default {}.
+In pairs, key=@FILE takes FILE's text as the value, key:=JSON a JSON value as it is
+(tags:='["a","b"]', limit:=5).
+Prints each text item on its own line; structured content (when there is no text, and
+unless it only repeats an image) and other content as one JSON line each; on a terminal,
+images and audio as one summary line ([image image/png, 26.7 KB]). --json prints the whole
+result. -o FILE writes the result's one binary item (an image, say) to FILE.
+--meta JSON adds that object to the request's _meta.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_REQUEST = `Usage: mcp.ts request <server> <method> [JSON] [options]
+
+Sends one request of any method with JSON as its params (default {}) and prints the result
+as one JSON line: for trying methods and debugging servers (e.g. request <server> tools/list,
+request <server> completion/complete '{"ref":…,"argument":…}'). A JSON-RPC error is exit 3
+with its code and message. The session's own envelope (2026-07-28 _meta, progress token) is
+added as for any request.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_LIST = `Usage: mcp.ts list <server> [TOOL] [options]
+
+Prints every tool of the server (all pages), one per line: its name, its arguments
+(city*: string, days: integer; * = required) and the first line of its description, cut to
+the terminal's width on a terminal. --json prints {"tools": [...]}.
+With TOOL: that tool's description, arguments and output schema; --json prints its entry.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_INFO = `Usage: mcp.ts info <server> [options]
+
+Prints the protocol version and era (stateless 2026-07-28, or the legacy initialize
+handshake), the transport, serverInfo, capabilities and instructions. --json prints the
+initialize (or server/discover) result with "era" and "transport" added.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_PING = `Usage: mcp.ts ping <server> [options]
+
+Prints the round-trip time of one ping, in ms. --json prints {"ms": N}.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_BATCH = `Usage: mcp.ts batch <server> [--concurrency N] [options]
+
+Keeps one server for many calls. Each stdin line is {"tool": NAME, "arguments": {...}};
+each gets one stdout line, in input order: the CallToolResult as JSON, or {"error": "..."}.
+--concurrency N runs N calls at once (default 1); the output order does not change.
+Exit code: the worst line's, 3 (server failed) > 2 (bad input line) > 1 (isError) > 0.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_RESOURCES = `Usage: mcp.ts resources <server> [options]
+
+Prints every resource (all pages), then every resource template: its URI, name and description.
+--json prints {"resources": [...], "resourceTemplates": [...]}.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_READ = `Usage: mcp.ts read <server> <uri> [options]
+
+Prints a resource's contents: text as it is, binary contents as raw bytes when stdout is
+not a terminal (on one it refuses: exit 2). -o FILE writes the contents to FILE. --json prints
+the ReadResourceResult, binary contents in base64.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_PROMPTS = `Usage: mcp.ts prompts <server> [options]
+
+Prints every prompt (all pages): its name, its arguments (* = required) and description.
+--json prints {"prompts": [...]}.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_PROMPT = `Usage: mcp.ts prompt <server> <name> [ARGS] [options]
+
+Prints a prompt's messages, one "[role] text" line each (other content as JSON).
+ARGS as for call (a JSON object of strings, -, @file.json, or key=value pairs).
+--json prints the GetPromptResult.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_LOGIN = `Usage: mcp.ts login <server> [options]
+
+Authorizes mcp.ts with an HTTP server's OAuth (a browser flow, or --grant client_credentials) and
+keeps the token, so that later commands (and scripts) use it. Runs a fresh flow even when a token
+is kept. A server that does not ask for authorization: says so, exit 0.
+${CLIENT_OPTIONS_HELP}`;
 
 const CLIENT_FLAGS = {
   header: { type: "string", short: "H", multiple: true },
@@ -11108,7 +11038,7 @@ async function runSampleCommand(words: string[], params: JsonObject): Promise<Js
   return { role: "assistant", content: { type: "text", text }, model: basenameOf(words[0]), stopReason: "endTurn" };
 }
 
-// --- 17e. The client commands ---
+// --- 17d. The client commands ---
 
 /**
  * --record FILE: the session as a cassette (CONTRACT "Proxy, recording and
@@ -11661,7 +11591,7 @@ async function runBatch(client: McpClient, io: CliIo, concurrency: number, maxLi
   return worst;
 }
 
-// --- 17f. Login, the gateway, the proxy, replay, servers ---
+// --- 17e. Login, the gateway, the proxy, replay, servers ---
 
 /** The OAuth options of a client command: its flags, the environment, and whether a browser may be used. */
 async function oauthOptions(
@@ -11772,6 +11702,23 @@ async function listenRaw(
   return { downstream: made.downstream, listener };
 }
 
+const HELP_GATEWAY = `Usage: mcp.ts gateway [<upstream>...] [--config FILE] [--http [HOST:]PORT] [options]
+
+One MCP server (stdio, or Streamable HTTP with --http and every serve --http option) in front of
+many. Upstreams: config names, NAME=<server> (a command line or URL), or with none every server
+the config files define. It serves the union of their tools and prompts as <upstream>__<name>
+(only [A-Za-z0-9_-], at most 64 characters: longer ones end in a stable hash), and their
+resources and templates unchanged (a URI two serve goes to the first). Every upstream starts at
+once (four at a time); one that fails or dies is restarted with backoff while the others serve,
+and a call to it is an isError saying when it is tried again. Calls, progress, cancellation,
+log messages and the upstreams' questions (sampling, elicitation, roots) pass through; a list
+change upstream is a list_changed here. EOF, SIGINT and SIGTERM stop every upstream.
+  --prefix always|collisions   prefix every name (default), or only names two upstreams share
+  --tools PATTERN              expose only names matching these globs (repeatable; !PATTERN excludes)
+  --cache-ttl MS               keep resources/read answers MS (default 0: not kept)
+  --cache-size N               at most N kept (default 256)
+${CLIENT_OPTIONS_HELP}`;
+
 const GATEWAY_FLAGS = {
   ...CLIENT_FLAGS,
   name: { type: "string" },
@@ -11878,6 +11825,17 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
   return 0;
 }
 
+const HELP_PROXY = `Usage: mcp.ts proxy <server> [--http [HOST:]PORT] [--log FILE] [--record FILE] [options]
+
+A transparent MCP server in front of <server>: every message is forwarded both ways unchanged (any
+method, either era, the server's own requests), on stdin/stdout or, with --http, Streamable HTTP.
+A stdio host reaches an HTTP server through it (with -H headers and the token of mcp.ts login), and
+an HTTP client a stdio server. The upstream lives as long as the client: EOF or SIGTERM ends both.
+  --log FILE               append every frame: "TIME < JSON" from the client, "TIME > JSON" to it
+  --record FILE            write the session as a cassette for mcp.ts replay
+  --http, --path, --token, --allow-origin, --allow-unauthenticated   as for serve --http
+${CLIENT_OPTIONS_HELP}`;
+
 const PROXY_FLAGS = {
   ...CLIENT_FLAGS,
   ...LISTEN_FLAGS,
@@ -11932,6 +11890,17 @@ async function runProxy({ values, positionals }: Parsed<typeof PROXY_FLAGS>, io:
   return code;
 }
 
+const HELP_REPLAY = `Usage: mcp.ts replay <cassette> [--strict] [--http [HOST:]PORT] [--log FILE]
+
+Serves a cassette (from --record) as a mock MCP server on stdin/stdout or Streamable HTTP. Each
+request gets the recorded answer of the first unused recorded request with the same method and
+params (ids and _meta ignored; initialize and server/discover by method alone), after what the
+server sent before that answer; once all are used, the last match answers again. A request with
+no match gets a -32603 error naming the closest recorded one, and replay goes on.
+  --strict                 the recorded order, each recorded request once
+  --log FILE               append every frame, as proxy --log does
+`;
+
 const REPLAY_FLAGS = {
   ...LISTEN_FLAGS,
   strict: { type: "boolean" },
@@ -11968,6 +11937,12 @@ async function runReplay({ values, positionals }: Parsed<typeof REPLAY_FLAGS>, i
   return 0;
 }
 
+const HELP_LOGOUT = `Usage: mcp.ts logout [<server>] [--all]
+
+Forgets the tokens kept for <server>; with --all also the client registrations made with its
+authorization server; --all alone forgets every token and registration.
+`;
+
 const LOGOUT_FLAGS = {
   all: { type: "boolean" },
   config: { type: "string" },
@@ -11989,6 +11964,17 @@ async function runLogout({ values, positionals }: Parsed<typeof LOGOUT_FLAGS>, i
   io.stderr.write(`mcp: forgot ${forgotten.tokens} token(s)${clients} (${credentialsPath()})\n`);
   return 0;
 }
+
+const HELP_SERVERS = `Usage: mcp.ts servers [--check] [--config FILE] [--json]
+
+Prints every server name the MCP config files define, in the order names are looked up: NAME,
+its transport (stdio, http, sse), its command line or URL as written (\${VAR} unexpanded), and
+its file. With --config FILE, that file only. --json prints {"servers": [...]}.
+--check connects to each (four at a time, --timeout MS each, default 10000) and prints a line
+per server: ok with its tools, era, transport and time, or the failure; exit 3 if any failed.
+Looked up: .mcp.json, .cursor/mcp.json, .vscode/mcp.json in this directory and each one above,
+then ~/.claude.json (this project's servers, then the user's), then Claude Desktop's config.
+`;
 
 const SERVERS_FLAGS = {
   config: { type: "string" },
@@ -12085,7 +12071,7 @@ async function checkServers(
   return results.every((result) => result.ok) ? 0 : 3;
 }
 
-// --- 17g. The command table (COMMANDS), main ---
+// --- 17f. The command table (COMMANDS), the main help, main ---
 
 /** Runs the CLI with `argv` (without the runtime and script) and returns the exit code. */
 export async function main(argv: string[], io?: CliIo): Promise<number> {
@@ -12107,6 +12093,8 @@ export async function main(argv: string[], io?: CliIo): Promise<number> {
 
 /** One command of the CLI: its flags, how many positionals it takes, and what runs it. */
 interface Command {
+  /** What `mcp.ts help NAME` and `NAME --help` print; its first line is the usage. */
+  help: string;
   flags: FlagSpecs;
   /** At least and at most this many positionals. */
   args: readonly [number, number];
@@ -12119,6 +12107,7 @@ const HELP_FLAG = { help: { type: "boolean", short: "h" } } as const;
 
 // A table entry, typed where it is written: `run` gets the values of exactly these flags.
 function command<const S extends FlagSpecs>(entry: {
+  help: string;
   flags: S;
   args: readonly [number, number];
   server?: boolean;
@@ -12128,8 +12117,9 @@ function command<const S extends FlagSpecs>(entry: {
 }
 
 // A client command: `<server>` first, then `args` more at least and at most.
-const client = (name: string, least: number, most: number) =>
+const client = (name: string, help: string, least: number, most: number) =>
   command({
+    help,
     flags: CLIENT_FLAGS,
     args: [1 + least, 1 + most],
     server: true,
@@ -12138,24 +12128,53 @@ const client = (name: string, least: number, most: number) =>
 
 /** The commands, in the order `mcp.ts help` lists them; `run` looks a command up here. */
 const COMMANDS: Record<string, Command> = {
-  serve: command({ flags: SERVE_FLAGS, args: [0, 1], run: runServe }),
-  call: client("call", 1, Infinity),
-  list: client("list", 0, 1),
-  info: client("info", 0, 0),
-  ping: client("ping", 0, 0),
-  batch: client("batch", 0, 0),
-  resources: client("resources", 0, 0),
-  read: client("read", 1, 1),
-  prompts: client("prompts", 0, 0),
-  prompt: client("prompt", 1, Infinity),
-  request: client("request", 1, 2),
-  servers: command({ flags: SERVERS_FLAGS, args: [0, 0], run: runServers }),
-  login: client("login", 0, 0),
-  logout: command({ flags: LOGOUT_FLAGS, args: [0, 1], run: runLogout }),
-  gateway: command({ flags: GATEWAY_FLAGS, args: [0, Infinity], run: runGateway }),
-  proxy: command({ flags: PROXY_FLAGS, args: [1, 1], server: true, run: runProxy }),
-  replay: command({ flags: REPLAY_FLAGS, args: [1, 1], run: runReplay }),
+  serve: command({ help: HELP_SERVE, flags: SERVE_FLAGS, args: [0, 1], run: runServe }),
+  call: client("call", HELP_CALL, 1, Infinity),
+  list: client("list", HELP_LIST, 0, 1),
+  info: client("info", HELP_INFO, 0, 0),
+  ping: client("ping", HELP_PING, 0, 0),
+  batch: client("batch", HELP_BATCH, 0, 0),
+  resources: client("resources", HELP_RESOURCES, 0, 0),
+  read: client("read", HELP_READ, 1, 1),
+  prompts: client("prompts", HELP_PROMPTS, 0, 0),
+  prompt: client("prompt", HELP_PROMPT, 1, Infinity),
+  request: client("request", HELP_REQUEST, 1, 2),
+  servers: command({ help: HELP_SERVERS, flags: SERVERS_FLAGS, args: [0, 0], run: runServers }),
+  login: client("login", HELP_LOGIN, 0, 0),
+  logout: command({ help: HELP_LOGOUT, flags: LOGOUT_FLAGS, args: [0, 1], run: runLogout }),
+  gateway: command({ help: HELP_GATEWAY, flags: GATEWAY_FLAGS, args: [0, Infinity], run: runGateway }),
+  proxy: command({ help: HELP_PROXY, flags: PROXY_FLAGS, args: [1, 1], server: true, run: runProxy }),
+  replay: command({ help: HELP_REPLAY, flags: REPLAY_FLAGS, args: [1, 1], run: runReplay }),
 };
+
+// What `mcp.ts help` prints: every command in a line; each command's own help is beside it above.
+const HELP_MAIN = `mcp.ts ${VERSION} — the Model Context Protocol from a terminal
+
+Usage:
+  mcp.ts serve [DIR] [options]       serve the plugins in DIR (default ./tools) on stdio, or --http PORT
+  mcp.ts call <server> <tool> [ARGS] call one tool and print its result
+  mcp.ts list <server> [TOOL]        the server's tools with their arguments, or one tool in full
+  mcp.ts info <server>               protocol version, serverInfo, capabilities, instructions
+  mcp.ts ping <server>               round-trip time
+  mcp.ts batch <server>              many calls on one server: NDJSON in, NDJSON out
+  mcp.ts resources <server>          resources and resource templates
+  mcp.ts read <server> <uri>         a resource's contents (binary: -o FILE, or --json for base64)
+  mcp.ts prompts <server>            prompts
+  mcp.ts prompt <server> <name> [ARGS]
+                                     a prompt's messages
+  mcp.ts request <server> <method> [JSON]
+                                     any method by name; its result as JSON
+  mcp.ts servers [--check]           the server names MCP config files define (--check: connect to each)
+  mcp.ts login <server>              authorize with an HTTP server's OAuth and keep the token
+  mcp.ts logout [<server>] [--all]   forget its tokens (--all: every token and registration)
+  mcp.ts gateway [<upstream>...]     one MCP server in front of many (config names, NAME=<server>)
+  mcp.ts proxy <server>              a transparent MCP server in front of <server> (--log, --record, --http)
+  mcp.ts replay <cassette>           serve a recorded session (--record) as a mock MCP server
+  mcp.ts help [command]              this text, or a command's
+  mcp.ts --version                   the version
+
+Run it with:  deno run -A mcp.ts …   |   bun mcp.ts …   |   node mcp.ts … (Node >= 22.18)
+`;
 
 // Flags, --help and the count of positionals, the same for every command; then its runner.
 async function runCommand(name: string, entry: Command, args: string[], io: CliIo): Promise<number> {
@@ -12163,7 +12182,7 @@ async function runCommand(name: string, entry: Command, args: string[], io: CliI
   try {
     const { values, positionals } = parseFlags(args, entry.flags, name);
     if (values.help) {
-      io.stdout.write(HELP[name]);
+      io.stdout.write(entry.help);
       return 0;
     }
     const [least, most] = entry.args;
@@ -12172,7 +12191,7 @@ async function runCommand(name: string, entry: Command, args: string[], io: CliI
     }
     if (positionals.length < least || positionals.length > most) {
       // What the usage line says it takes, up to its options.
-      const usage = HELP[name].split("\n")[0].replace(/^Usage: mcp\.ts \w+ ?/, "").replace(/ ?\[(options|--).*$/, "");
+      const usage = entry.help.split("\n")[0].replace(/^Usage: mcp\.ts \w+ ?/, "").replace(/ ?\[(options|--).*$/, "");
       throw new UsageError(
         `${name} takes ${usage || "no arguments"}, got ${positionals.length} argument${
           positionals.length === 1 ? "" : "s"
@@ -12198,13 +12217,14 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
       case "--help":
       case "-h": {
         const topic = name === "help" ? rest[0] : undefined;
-        if (topic !== undefined && !(topic in HELP)) throw new UsageError(`no help for "${topic}"`);
+        const asked = topic === undefined ? undefined : Object.hasOwn(COMMANDS, topic) ? COMMANDS[topic] : undefined;
+        if (topic !== undefined && !asked && topic !== "main") throw new UsageError(`no help for "${topic}"`);
         if (name === undefined) {
           // No command is a usage mistake (exit 2) in a script; `mcp.ts help` is not.
-          cli.stderr.write(`${HELP.main}\nmcp: no command given (exit code 2; mcp.ts help prints this and exits 0)\n`);
+          cli.stderr.write(`${HELP_MAIN}\nmcp: no command given (exit code 2; mcp.ts help prints this and exits 0)\n`);
           return 2;
         }
-        cli.stdout.write(HELP[topic ?? "main"]);
+        cli.stdout.write(asked?.help ?? HELP_MAIN);
         return 0;
       }
       case "--version":
