@@ -4252,18 +4252,9 @@ describe("14. MCP client over HTTP and in both eras", () => {
   });
 
   test("mcp.ts serve --http end to end, by URL, in both eras", async () => {
-    const server = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, "serve", HERE + "testdata/tools", "--http", "0"], {
-      stdio: ["ignore", "ignore", "pipe"],
-    });
+    const server = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (http:\S+)/);
     try {
-      const url = await new Promise<string>((resolve) => {
-        let err = "";
-        server.stderr!.setEncoding("utf8").on("data", (text: string) => {
-          err += text;
-          const match = /serving (http:\S+)/.exec(err);
-          if (match) resolve(match[1]);
-        });
-      });
+      const { url } = server;
       const [modern, legacy, slow, prompt] = await Promise.all([
         runCli(["call", url, "add", "a=2", "b=3"]),
         runCli(["call", url, "add", '{"a":2,"b":4}', "--protocol", "legacy"]),
@@ -4276,7 +4267,7 @@ describe("14. MCP client over HTTP and in both eras", () => {
       assert.match(slow.stderr, /progress 2\/2/);
       assert.deepEqual([JSON.parse(prompt.stdout).era, JSON.parse(prompt.stdout).transport], ["modern", "http"]);
     } finally {
-      server.kill("SIGTERM");
+      server.close();
     }
   });
 
