@@ -511,6 +511,16 @@ async function fakeHttp(mode: string, env: Record<string, string> = {}): Promise
   };
 }
 
+/** Runs `body` with a fresh temporary directory, removed after it whatever happens. */
+async function withTempDir<T>(prefix: string, body: (dir: string) => Promise<T>): Promise<T> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  try {
+    return await body(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function withFakeHttp(mode: string, body: (fake: FakeHttp) => Promise<void>, env?: Record<string, string>) {
   const fake = await fakeHttp(mode, env);
   try {
@@ -1441,8 +1451,7 @@ describe("7. MCP server: the 2026-07-28 era", () => {
   });
 
   test("over stdio: discover, a call with progress, an input-required round trip, cancelling a listen", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-modern-"));
-    try {
+    await withTempDir("mcp-modern-", async (dir) => {
       writeFileSync(
         join(dir, "ask.ts"),
         `export default { run: async (_a: unknown, ctx: any) => {
@@ -1494,9 +1503,7 @@ describe("7. MCP server: the 2026-07-28 era", () => {
         assert.deepEqual((await server.request(5, "tools/list", modern())).result.tools.length, 2);
         assert.ok(!server.messages.some((m) => m.id === 4), "a cancelled listen gets no response");
       });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 
   test("initialize pins the legacy era: an envelope after it is plain _meta", async () => {
@@ -1863,8 +1870,7 @@ describe("9. Plugins: executable tools and --watch", () => {
   });
 
   test("--watch picks up added, edited, removed and broken files and sends list_changed", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-watch-"));
-    try {
+    await withTempDir("mcp-watch-", async (dir) => {
       writeFileSync(join(dir, "one.ts"), 'export default { run: () => "one v1" };');
       await withServer([dir, "--watch"], async (server) => {
         await server.initialize();
@@ -1892,16 +1898,13 @@ describe("9. Plugins: executable tools and --watch", () => {
         assert.deepEqual(await names("d"), ["one"]);
         assert.equal(await answer("e", "one"), "one v2");
       });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 });
 
 describe("9. Plugins: --watch with resources and prompts", () => {
   test("--watch sends resources and prompts list_changed only for the lists that changed", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-watch-rp-"));
-    try {
+    await withTempDir("mcp-watch-rp-", async (dir) => {
       writeFileSync(
         join(dir, "docs.ts"),
         'export const resources = [{ uri: "mem://a", name: "a", read: () => "a" }];\n' +
@@ -1923,9 +1926,7 @@ describe("9. Plugins: --watch with resources and prompts", () => {
         assert.equal(count("notifications/prompts/list_changed"), 0, "the prompts did not change");
         assert.equal(count("notifications/tools/list_changed"), 0, "the tools did not change");
       });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 });
 
@@ -3253,8 +3254,7 @@ describe("11. Server configs", () => {
   });
 
   test("configs as hosts write them: nearest .mcp.json up, .cursor, .vscode servers, ~/.claude.json, URLs", async () => {
-    const home = mkdtempSync(join(tmpdir(), "mcp-home-"));
-    try {
+    await withTempDir("mcp-home-", async (home) => {
       const project = join(home, "work", "app");
       const deep = join(project, "src", "lib");
       mkdirSync(deep, { recursive: true });
@@ -3351,9 +3351,7 @@ describe("11. Server configs", () => {
         missing.stderr,
         /^mcp: Cannot use server "code" of ".*mcp\.json": it uses \$\{KEY\}, which is not set/,
       );
-    } finally {
-      rmSync(home, { recursive: true });
-    }
+    });
   });
 
   test("servers --check connects to each configured server: a line each, exit 3 if any failed", async () => {
@@ -3734,8 +3732,7 @@ describe("14. MCP client", () => {
   });
 
   test("resolveServer() finds names in --config, then ./.mcp.json, and lists known names otherwise", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-config-"));
-    try {
+    await withTempDir("mcp-config-", async (dir) => {
       const config = { mcpServers: { fake: { command: "node", args: ["x.js"], env: { A: "1" }, cwd: "sub" } } };
       writeFileSync(join(dir, ".mcp.json"), JSON.stringify(config));
       writeFileSync(join(dir, "other.json"), JSON.stringify({ mcpServers: { web: { url: "https://x" } } }));
@@ -3760,9 +3757,7 @@ describe("14. MCP client", () => {
         command: "node",
         args: ["server.js"],
       });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 
   test("claudeDesktopConfigPath() knows each OS", () => {
@@ -4108,8 +4103,7 @@ describe("14. MCP client over HTTP and in both eras", () => {
 
   test("old servers: the 2024-11-05 HTTP+SSE transport after a refused POST; a config's type sse", async () => {
     await withFakeHttp("old-sse", async (fake) => {
-      const dir = mkdtempSync(join(tmpdir(), "mcp-sse-"));
-      try {
+      await withTempDir("mcp-sse-", async (dir) => {
         writeFileSync(join(dir, "c.json"), JSON.stringify({ mcpServers: { old: { type: "sse", url: fake.url } } }));
         const [fallback, typed] = await Promise.all([
           runCli(["call", fake.url, "add", "a=1", "b=5"]),
@@ -4118,9 +4112,7 @@ describe("14. MCP client over HTTP and in both eras", () => {
         assert.equal(fallback.code, 0, fallback.stderr);
         assert.equal(fallback.stdout, "6\n");
         assert.match(typed.stdout, /over HTTP\+SSE/);
-      } finally {
-        rmSync(dir, { recursive: true });
-      }
+      });
     });
   });
 
@@ -4272,8 +4264,7 @@ describe("14. MCP client over HTTP and in both eras", () => {
   });
 
   test("--record writes a cassette: a header line, then each message with its time and direction", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-record-"));
-    try {
+    await withTempDir("mcp-record-", async (dir) => {
       await withFakeHttp("", async (fake) => {
         const file = join(dir, "session.ndjson");
         const run = await runCli([
@@ -4301,9 +4292,7 @@ describe("14. MCP client over HTTP and in both eras", () => {
         ]);
         assert.equal(lines.at(-1).message.result.content[0].text, "hi");
       });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 
   test("a redirect is followed within its origin only: -HOSTILE values never reach another origin (exit 3 naming it)", async () => {
@@ -4351,8 +4340,7 @@ describe("15a. Gateway", () => {
   });
 
   test("the union of the upstreams, forwarded: names, collisions, --tools, progress; a dead upstream restarts", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-gateway-"));
-    try {
+    await withTempDir("mcp-gateway-", async (dir) => {
       const state = join(dir, "crashed");
       const gateway = new ServerProcess(
         [
@@ -4408,9 +4396,7 @@ describe("15a. Gateway", () => {
       } finally {
         gateway.kill();
       }
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 
   test("a slow upstream does not hold the others back; --http serves the same union", async () => {
@@ -4448,8 +4434,7 @@ describe("15a. Gateway", () => {
   });
 
   test("an upstream's list change is the gateway's list_changed; resources/read kept with --cache-ttl", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-gateway-watch-"));
-    try {
+    await withTempDir("mcp-gateway-watch-", async (dir) => {
       writeFileSync(
         join(dir, "counter.ts"),
         'export const resources = [{ uri: "test://counter", name: "counter", read: () => String(Math.random()) }];\n',
@@ -4475,9 +4460,7 @@ describe("15a. Gateway", () => {
         gateway.kill();
         await gateway.exit;
       }
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 
   test("two clients behind gateway --http: each upstream question reaches only the client whose call asked it", async () => {
@@ -4934,8 +4917,7 @@ describe("16. Output", () => {
 
 describe("17. CLI", () => {
   test("call ↔ serve end to end: JSON, key=value, stdin and @file ARGS", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-args-"));
-    try {
+    await withTempDir("mcp-args-", async (dir) => {
       writeFileSync(join(dir, "args.json"), '{"a":20,"b":22}');
       const runs = await Promise.all([
         runCli(["call", SERVE, "add", '{"a":2,"b":3}']),
@@ -4956,9 +4938,7 @@ describe("17. CLI", () => {
         temperature: 28,
         unit: "celsius",
       });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 
   test("call: isError prints to stderr and exits 1; an unknown tool exits 2 with the closest names", async () => {
@@ -5135,8 +5115,7 @@ describe("17. CLI", () => {
   });
 
   test("--retries retries start-up failures with backoff", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-flaky-"));
-    try {
+    await withTempDir("mcp-flaky-", async (dir) => {
       // --protocol legacy: a server that dies on the server/discover probe is restarted for the handshake.
       const env = ["-e", "FAKE_MODE=flaky", "-e", "FAKE_FAILS=2", "--protocol", "legacy"];
       const ok = await runCli(["call", FAKE, "echo", "text=up", "--retries", "2", ...env, "-e", `FAKE_STATE=${dir}/a`]);
@@ -5149,14 +5128,11 @@ describe("17. CLI", () => {
       const fails = await runCli(["call", FAKE, "echo", "--retries", "1", ...env, "-e", `FAKE_STATE=${dir}/b`]);
       assert.equal(fails.code, 3);
       assert.equal(readFileSync(`${dir}/b`, "utf8"), "2", "one try and one retry");
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 
   test("--retries repeats a call the server died under only for an idempotent tool", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-idempotent-"));
-    try {
+    await withTempDir("mcp-idempotent-", async (dir) => {
       const env = ["-e", "FAKE_MODE=crash-call-once"];
       const idempotent = await runCli([
         "call",
@@ -5187,14 +5163,11 @@ describe("17. CLI", () => {
       assert.equal(other.code, 3, "add is not idempotent: not sent twice");
       const none = await runCli(["call", FAKE, "echo", "text=x", ...env, "-e", `FAKE_STATE=${dir}/c`]);
       assert.equal(none.code, 3, "without --retries nothing is repeated");
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 
   test("-e, --cwd and config names reach the server", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-cfg-"));
-    try {
+    await withTempDir("mcp-cfg-", async (dir) => {
       const [command, ...args] = splitCommand(FAKE);
       writeFileSync(
         join(dir, ".mcp.json"),
@@ -5226,9 +5199,7 @@ describe("17. CLI", () => {
         unknown.stderr,
         /"fakr" is not a command on PATH nor a server in .*\.mcp\.json.*; servers it knows: fake/,
       );
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 
   test("progress is one updating line when stderr is a terminal", (t) => {
@@ -5345,8 +5316,7 @@ describe("17. CLI", () => {
   });
 
   test("windowsCommand() finds npx as npx.cmd through PATHEXT and runs it under cmd.exe", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-win-"));
-    try {
+    await withTempDir("mcp-win-", async (dir) => {
       writeFileSync(join(dir, "npx"), "#!/bin/sh\n"); // npm puts a shell script beside npx.cmd
       writeFileSync(join(dir, "npx.cmd"), "@echo off\n");
       writeFileSync(join(dir, "deno.exe"), "");
@@ -5362,9 +5332,7 @@ describe("17. CLI", () => {
         verbatim: false,
       });
       assert.deepEqual(await windowsCommand("missing", [], env), { command: "missing", args: [], verbatim: false });
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
   });
 
   test("an unquoted server command is answered with the quoted command line to use", async () => {
@@ -5636,8 +5604,7 @@ describe("17. CLI: resources and prompts", () => {
   });
 
   test("a list the server does not offer prints nothing and says so; asking for one of its items is exit 2", async () => {
-    const empty = mkdtempSync(join(tmpdir(), "mcp-empty-"));
-    try {
+    await withTempDir("mcp-empty-", async (empty) => {
       const NOTHING = [...RUNTIME, MCP, "serve", empty].map(quote).join(" ");
       const [tools, prompts, resources, json, prompt, read] = await Promise.all([
         runCli(["list", NOTHING]),
@@ -5659,9 +5626,7 @@ describe("17. CLI: resources and prompts", () => {
         2,
         "mcp: Cannot read docs://readme: the server offers no resources\n",
       ]);
-    } finally {
-      rmSync(empty, { recursive: true });
-    }
+    });
   });
 
   test("a missing required prompt argument is a usage error naming it, before the prompt is asked for", async () => {
@@ -5672,8 +5637,7 @@ describe("17. CLI: resources and prompts", () => {
   });
 
   test("binary contents: -o FILE writes them; read refuses to print them on a terminal", async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), "mcp-out-"));
-    try {
+    await withTempDir("mcp-out-", async (dir) => {
       const file = join(dir, "px.png");
       const [read, json] = await Promise.all([
         runCli(["read", CONFORMANCE, "test://static-binary", "-o", file]),
@@ -5690,9 +5654,7 @@ describe("17. CLI: resources and prompts", () => {
       const two = await runCli(["call", FAKE, "echo", "{}", "-o", photo]);
       assert.equal(two.code, 2);
       assert.match(two.stderr, /-o takes a result with one binary item, this one has 0/);
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
+    });
     if (spawnSync("script", ["--version"]).status !== 0) {
       return t.skip("no script(1) here to give the client a terminal");
     }
