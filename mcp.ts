@@ -4264,8 +4264,8 @@ export interface ServeOptions extends ServerOptions {
   output?: OutputSink;
   /** Longest message accepted, in bytes (default 4 MiB). */
   maxLineBytes?: number;
-  /** Writes every frame in (`<`) and out (`>`) to `log`. */
-  trace?: boolean;
+  /** Each message as it comes ("< " + text) and goes ("> " + text): the same callback as createHandler's and connect's. */
+  onTrace?: (line: string) => void;
 }
 
 /** A running server, as returned by {@linkcode serve}. */
@@ -4295,17 +4295,18 @@ export function serve(options: ServeOptions = {}): ServeHandle {
     if (outputClosed) return true;
     return written ? output.write(text, written) : output.write(text);
   });
-  const send = options.trace
+  const trace = options.onTrace;
+  const send = trace
     ? (text: string) => {
-      log(`> ${text}`);
+      trace(`> ${text}`);
       writer.send(text);
     }
     : (text: string) => writer.send(text);
   const server = new McpServer(options, send, (callback) => writer.whenWritten(callback));
   const reader = new FrameReader({
-    message: options.trace
+    message: trace
       ? (text) => {
-        log(`< ${text}`);
+        trace(`< ${text}`);
         server.receive(text);
       }
       : (text) => server.receive(text),
@@ -10365,7 +10366,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
       input: io.stdin,
       output: redirected.protocol,
       maxLineBytes,
-      trace: values.trace,
+      onTrace: values.trace ? (line) => void io.stderr.write(line + "\n") : undefined,
       log: values.trace ? (line) => void io.stderr.write(line + "\n") : log,
     });
     if (!io.stdin) {
