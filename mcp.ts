@@ -838,7 +838,7 @@ export class JsonRpcPeer {
       try {
         message = JSON.parse(text!);
       } catch {
-        this.#invalid(text!, null, ErrorCode.ParseError, "Parse error: not valid JSON");
+        this.#invalid(text, undefined, null, ErrorCode.ParseError, "Parse error: not valid JSON");
         return;
       }
     }
@@ -846,12 +846,7 @@ export class JsonRpcPeer {
       const what = Array.isArray(message)
         ? "a JSON array (batches are not part of MCP since 2025-06-18)"
         : "not an object";
-      this.#invalid(
-        text ?? JSON.stringify(message),
-        null,
-        ErrorCode.InvalidRequest,
-        `Invalid request: message is ${what}`,
-      );
+      this.#invalid(text, message, null, ErrorCode.InvalidRequest, `Invalid request: message is ${what}`);
       return;
     }
     const { id, method } = message;
@@ -863,31 +858,16 @@ export class JsonRpcPeer {
     }
     const hasId = "id" in message;
     if (hasId && !isRequestId(id)) {
-      this.#invalid(
-        text ?? JSON.stringify(message),
-        null,
-        ErrorCode.InvalidRequest,
-        "Invalid request: id must be a string or a number",
-      );
+      this.#invalid(text, message, null, ErrorCode.InvalidRequest, "Invalid request: id must be a string or a number");
       return;
     }
     const replyId = hasId ? id as RequestId : null;
     if (message.jsonrpc !== "2.0") {
-      this.#invalid(
-        text ?? JSON.stringify(message),
-        replyId,
-        ErrorCode.InvalidRequest,
-        'Invalid request: "jsonrpc" must be "2.0"',
-      );
+      this.#invalid(text, message, replyId, ErrorCode.InvalidRequest, 'Invalid request: "jsonrpc" must be "2.0"');
       return;
     }
     if (typeof method !== "string") {
-      this.#invalid(
-        text ?? JSON.stringify(message),
-        replyId,
-        ErrorCode.InvalidRequest,
-        'Invalid request: "method" must be a string',
-      );
+      this.#invalid(text, message, replyId, ErrorCode.InvalidRequest, 'Invalid request: "method" must be a string');
       return;
     }
     const params = message.params ?? EMPTY_PARAMS;
@@ -945,8 +925,9 @@ export class JsonRpcPeer {
   }
 
   // A message that is not JSON-RPC: answered with an error, or handed to the owner's `invalid`.
-  #invalid(text: string, id: RequestId | null, code: number, message: string): void {
-    if (this.#handlers.invalid) this.#handlers.invalid(text, message);
+  // `text` is the message as it came, when there was one; else `parsed` stands for it (stringified only here).
+  #invalid(text: string | undefined, parsed: unknown, id: RequestId | null, code: number, message: string): void {
+    if (this.#handlers.invalid) this.#handlers.invalid(text ?? JSON.stringify(parsed), message);
     else this.#sendError(id, code, message);
   }
 
