@@ -3266,7 +3266,7 @@ function ownStderr(): OutputSink {
 function processStdio(): { stdin(): ByteSource; readonly stdout: OutputSink; readonly stderr: OutputSink } {
   let stdout: OutputSink | undefined;
   return {
-    stdin: () => nativeStdinSource() ?? streamSource(proc().stdin, true),
+    stdin: () => nativeStdinSource() ?? streamSource(proc().stdin, { owned: true }),
     get stdout() {
       return stdout ??= nativeSink(1) ?? proc().stdout;
     },
@@ -3315,7 +3315,7 @@ interface ByteSource {
 }
 
 // `owned`: the stream is the process's stdin, ours to destroy when done so it cannot hold the process open.
-function streamSource(stream: Readable, owned = false): ByteSource {
+function streamSource(stream: Readable, { owned = false }: { owned?: boolean } = {}): ByteSource {
   let onData: ((chunk: Uint8Array | string) => void) | undefined;
   let onEnd: (() => void) | undefined;
   return {
@@ -3661,7 +3661,7 @@ export interface HttpListener {
   hostname: string;
   port: number;
   /** Stops accepting connections; resolves once the open ones are closed (`force`: at once). */
-  close(force?: boolean): Promise<void>;
+  close(options?: { force?: boolean }): Promise<void>;
 }
 
 // Deno.serve and Bun.serve, as far as mcp.ts uses them.
@@ -3843,7 +3843,7 @@ export async function listenHttp(
     return {
       hostname,
       port: server.port,
-      close: async (force) => void await server.stop(force === true),
+      close: async (options) => void await server.stop(options?.force === true),
     };
   }
   const { createServer } = await import("node:http");
@@ -3913,10 +3913,10 @@ export async function listenHttp(
   return {
     hostname,
     port: typeof address === "object" && address ? address.port : port,
-    close: (force) =>
+    close: (options) =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        if (force) server.closeAllConnections();
+        if (options?.force) server.closeAllConnections();
       }),
   };
 }
@@ -7564,7 +7564,7 @@ class OAuthProvider implements AuthProvider {
       });
     } finally {
       clearTimeout(timer);
-      await listener.close(true);
+      await listener.close({ force: true });
     }
   }
 
@@ -7771,8 +7771,8 @@ interface InternalRequestOptions extends RequestOptions {
   probe?: string;
 }
 
-/** Options of {@linkcode connect}. */
-export interface ConnectOptions {
+/** Where and how the server is reached: its process or its URL, credentials, message size. */
+export interface ConnectTransportOptions {
   /** Added to a stdio server's environment (which otherwise is ours). */
   env?: Record<string, string>;
   /** A stdio server's working directory. */
@@ -7788,6 +7788,12 @@ export interface ConnectOptions {
   auth?: AuthProvider | false;
   /** Options of the default OAuthProvider (over a config entry's `oauth`). */
   oauth?: OAuthOptions;
+  /** Longest message accepted from the server (default 64 MiB). */
+  maxLineBytes?: number;
+}
+
+/** The session: its era, timeouts, retries, cancellation, and what the client declares and answers. */
+export interface ConnectSessionOptions {
   /**
    * "auto" (default): probe with server/discover, else the initialize handshake;
    * "legacy": initialize at once; a version pins it ("2026-07-28": modern only).
@@ -7801,8 +7807,6 @@ export interface ConnectOptions {
   retries?: number;
   /** Aborts the start-up and every request. */
   signal?: AbortSignal;
-  /** Longest message accepted from the server (default 64 MiB). */
-  maxLineBytes?: number;
   /** What the client declares it can answer: `roots`, `sampling`, `elicitation` (default none). */
   capabilities?: JsonObject;
   /**
@@ -7813,12 +7817,16 @@ export interface ConnectOptions {
    * is known (it came on that request's HTTP stream, or in its input_required result).
    */
   onRequest?: (method: string, params: JsonObject, cause?: unknown) => unknown;
-  /** Each notification other than progress and log messages (e.g. notifications/tools/list_changed). */
-  onNotification?: (method: string, params: JsonObject) => void;
   /** Ask the server for log messages from this level up (logging/setLevel, or the request envelope). */
   logLevel?: LogLevel;
   /** Keep a legacy HTTP session's GET stream open (for what the server sends unasked). */
   listen?: boolean;
+}
+
+/** What the caller sees of the session as it runs: notifications, logs, frames, warnings, the end. */
+export interface ConnectObserveOptions {
+  /** Each notification other than progress and log messages (e.g. notifications/tools/list_changed). */
+  onNotification?: (method: string, params: JsonObject) => void;
   /** The server's stderr, as it arrives. */
   onStderr?: (text: string) => void;
   /** Each notifications/message params; `cause` as for onRequest. */
@@ -7834,6 +7842,9 @@ export interface ConnectOptions {
   /** The connection was lost after start-up (the server exited, its stream closed); not called for close(). */
   onClose?: (error: ServerError) => void;
 }
+
+/** Options of {@linkcode connect}: the transport's, the session's and the observers', given side by side. */
+export interface ConnectOptions extends ConnectTransportOptions, ConnectSessionOptions, ConnectObserveOptions {}
 
 // --- 14b. The session (McpClient) ---
 
@@ -10036,7 +10047,12 @@ function processIo(): CliIo & { drained(): Promise<void> } {
   };
 }
 
-function positiveInteger(flag: string, text: string | undefined, fallback: number, allowZero = false): number {
+function positiveInteger(
+  flag: string,
+  text: string | undefined,
+  fallback: number,
+  { allowZero = false }: { allowZero?: boolean } = {},
+): number {
   if (text === undefined) return fallback;
   const value = Number(text);
   if (!Number.isSafeInteger(value) || value < (allowZero ? 0 : 1)) {
@@ -10201,7 +10217,7 @@ const SERVE_FLAGS = {
 
 async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io: CliIo): Promise<number> {
   const target = positionals[0] ?? "./tools";
-  const timeout = positiveInteger("--timeout", values.timeout, DEFAULT_TOOL_TIMEOUT_MS, true);
+  const timeout = positiveInteger("--timeout", values.timeout, DEFAULT_TOOL_TIMEOUT_MS, { allowZero: true });
   const maxLineBytes = positiveInteger(
     "--max-line-bytes",
     values["max-line-bytes"],
@@ -10330,7 +10346,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
           while (handler.pending > 0 && Date.now() < deadline) await new Promise((wait) => setTimeout(wait, 20));
           handler.close();
           await Promise.race([closed, new Promise((wait) => setTimeout(wait, 500))]);
-          await listener.close(true);
+          await listener.close({ force: true });
           resolve();
         };
         const unwire = onStopSignals(() => void stop());
@@ -11269,7 +11285,7 @@ async function runClient(
     onMessage: recorder?.write,
     timeout: positiveInteger("--timeout", values.timeout, DEFAULT_REQUEST_TIMEOUT_MS),
     maxTime: positiveInteger("--max-time", values["max-time"], DEFAULT_MAX_TIME_MS),
-    retries: positiveInteger("--retries", values.retries, 0, true),
+    retries: positiveInteger("--retries", values.retries, 0, { allowZero: true }),
     maxLineBytes: positiveInteger(
       "--max-line-bytes",
       values["max-line-bytes"],
@@ -11759,7 +11775,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     config,
     prefix,
     tools: values.tools,
-    cacheTtl: positiveInteger("--cache-ttl", values["cache-ttl"], 0, true),
+    cacheTtl: positiveInteger("--cache-ttl", values["cache-ttl"], 0, { allowZero: true }),
     cacheSize: positiveInteger("--cache-size", values["cache-size"], 256),
     timeout: positiveInteger("--timeout", values.timeout, DEFAULT_REQUEST_TIMEOUT_MS),
     maxTime: positiveInteger("--max-time", values["max-time"], DEFAULT_MAX_TIME_MS),
@@ -11792,7 +11808,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
       log(`serving ${listenerUrl(listener, http.handler.path)} (a gateway)`);
       await stopping;
       handler.close();
-      await listener.close(true);
+      await listener.close({ force: true });
     } else {
       const handle = serve({ ...serverOptions, input: io.stdin, log });
       gateway.onCatalog = (catalog) => handle.server.setCatalog(catalog);
@@ -11866,7 +11882,7 @@ async function runProxy({ values, positionals }: Parsed<typeof PROXY_FLAGS>, io:
   const code = await handle.done;
   unwire();
   recorder?.close();
-  await listener?.close(true);
+  await listener?.close({ force: true });
   // Connections a client left open must not keep a finished proxy alive (the output is out by now).
   setTimeout(() => sys.exit(), SHUTDOWN_GRACE_MS).unref?.();
   return code;
@@ -11911,7 +11927,7 @@ async function runReplay({ values, positionals }: Parsed<typeof REPLAY_FLAGS>, i
     await new Promise<void>((resolve) => {
       onStopSignals(() => resolve());
     });
-    await listener.close(true);
+    await listener.close({ force: true });
     setTimeout(() => sys.exit(), SHUTDOWN_GRACE_MS).unref?.();
     return 0;
   }
