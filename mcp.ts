@@ -3929,6 +3929,18 @@ export async function listenHttp(
 const MODULE_EXTENSIONS = new Set([".ts", ".js", ".mjs", ".mts"]);
 // After SIGTERM, an executable tool gets this long before SIGKILL.
 const EXEC_KILL_GRACE_MS = 1_000;
+
+// Executable tools whose process group may still be alive: running, or inside their SIGTERM-to-SIGKILL grace. A
+// server that is ending SIGKILLs what is left, so that no tool outlives it (a client that gave up SIGTERMs the
+// server a moment after closing its stdin: inside that grace).
+const liveExecutables = new Set<ChildHandle>();
+
+/** SIGKILLs the process group of every executable tool still alive: the server is ending. */
+function killExecutables(): void {
+  for (const child of liveExecutables) child.kill("SIGKILL");
+  liveExecutables.clear();
+}
+
 // Changes in DIR closer together than this are one reload.
 const WATCH_DEBOUNCE_MS = 100;
 const EXEC_STDERR_TAIL_BYTES = 64 * 1024;
@@ -4165,7 +4177,9 @@ async function runExecutable(
   // exited by then: a child that ignores SIGTERM must not outlive it.
   const stop = () => {
     if (!child) return void (stopAsked = true);
-    stopping ??= stopLadder(child, exited, [[0, "SIGTERM"], [EXEC_KILL_GRACE_MS, "SIGKILL"]], { wholeGroup: true });
+    const stopped = child;
+    stopping ??= stopLadder(stopped, exited, [[0, "SIGTERM"], [EXEC_KILL_GRACE_MS, "SIGKILL"]], { wholeGroup: true })
+      .finally(() => liveExecutables.delete(stopped));
   };
   try {
     // Its own process group (spawnChild's), so a cancelled script's children go with it.
@@ -4187,12 +4201,14 @@ async function runExecutable(
   } catch (error) {
     throw new Error(`Cannot run ${file}: ${errorMessage(error)}`);
   }
+  liveExecutables.add(child);
   if (stopAsked) stop();
   ctx.signal.addEventListener("abort", stop, { once: true });
   child.write(JSON.stringify(args) + "\n");
   child.end();
   const { code, signal } = await exited;
   ctx.signal.removeEventListener("abort", stop);
+  if (!stopping) liveExecutables.delete(child); // ended by itself; a stopped one leaves when its ladder ends
   stderr.finish();
   if (ctx.signal.aborted) throw ctx.signal.reason;
   if (overflow) return errorResult(`the tool printed more than ${maxBytes} bytes; its output was dropped`);
@@ -10132,6 +10148,19 @@ function onStopSignals(handler: () => void): () => void {
   };
 }
 
+/**
+ * The end of a server command: SIGINT or SIGTERM from now on, or the timer that ends a server whose plugins left
+ * timers behind, kill what executable tools left and exit. The output is out by now: exiting cannot cut it off.
+ */
+function exitSoon(): void {
+  const end = () => {
+    killExecutables();
+    sys.exit();
+  };
+  onStopSignals(end);
+  setTimeout(end, EXEC_KILL_GRACE_MS + 500).unref?.();
+}
+
 // --- 17b. serve, and the flags of every HTTP listener ---
 
 // The flags of every HTTP listener (serve, gateway, proxy, replay); serve and gateway add the OAuth and session ones.
@@ -10355,7 +10384,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
       });
       dog.stop();
       stopWatching();
-      setTimeout(() => sys.exit(), EXEC_KILL_GRACE_MS + 500).unref?.();
+      exitSoon();
       return 0;
     }
     const handle = serve({
@@ -10384,11 +10413,10 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     dog.stop();
     stopWatching();
     unwire();
-    // Stray plugin timers must not keep a finished server alive. The output is
-    // flushed by now, so exiting cannot cut it off; executable tools get their
-    // SIGTERM-to-SIGKILL grace first.
+    // Stray plugin timers must not keep a finished server alive; executable tools get their SIGTERM-to-SIGKILL
+    // grace first, and a signal in the meantime ends it at once, tools' groups and all.
     io.stdin?.destroy?.();
-    setTimeout(() => sys.exit(), EXEC_KILL_GRACE_MS + 500).unref?.();
+    exitSoon();
     return 0;
   } finally {
     stopDog(); // however serving ended: on Deno its worker would keep the process alive

@@ -1849,6 +1849,17 @@ describe("9. Plugins: executable tools and --watch", () => {
     });
   });
 
+  test("a client that gives up on an executable tool and stops the server leaves no tool process behind", async () => {
+    // The client times out, closes the server's stdin and SIGTERMs it 250 ms later: inside the tool's own
+    // SIGTERM-to-SIGKILL grace. The tool ignores SIGTERM, so only the server's SIGKILL to its group ends it.
+    const server = [...RUNTIME, MCP, "serve", HERE + "testdata/exec"].map(quote).join(" ");
+    const run = await runCli(["call", server, "sleepy", "--timeout", "500", "-v"]);
+    assert.equal(run.code, 3, run.stderr);
+    const pid = Number(/pid (\d+)/.exec(run.stderr)?.[1]);
+    assert.ok(pid > 0, run.stderr);
+    assert.ok(await isGone(pid, 3_000), `tool process ${pid} outlived its server`);
+  });
+
   test("cancellation and timeout stop an executable with SIGTERM, then SIGKILL: no process is left", async () => {
     await withServer(["testdata/exec", "--timeout", "1500"], async (server) => {
       await server.initialize();
