@@ -238,12 +238,16 @@ const NEWLINE_BYTE = 0x0a;
 const URL_MCP = "http://127.0.0.1:8080/mcp";
 const JSON_HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
 
-/** A 2026-07-28 POST with its mirror headers; `headers` adds to or overrides them (null removes one). */
+/**
+ * A 2026-07-28 POST with its mirror headers; `headers` adds to or overrides them (null removes one). To `url`
+ * (default a handler's in-process URL): fetch takes it as it is.
+ */
 function modernPost(
   method: string,
   params: Message = {},
   headers: Record<string, string | null> = {},
   id: unknown = 1,
+  url = URL_MCP,
 ) {
   const body = { jsonrpc: "2.0", id, method, params: modern(params) };
   const all: Record<string, string | null> = {
@@ -255,7 +259,7 @@ function modernPost(
     ...headers,
   };
   const sent = Object.fromEntries(Object.entries(all).filter(([, value]) => value !== null)) as Record<string, string>;
-  return new Request(URL_MCP, { method: "POST", headers: sent, body: JSON.stringify(body) });
+  return new Request(url, { method: "POST", headers: sent, body: JSON.stringify(body) });
 }
 
 function legacyPost(message: Message, headers: Record<string, string> = {}) {
@@ -546,6 +550,12 @@ async function isGone(pid: number, ms = 1_000): Promise<boolean> {
 
 // --- Helpers: 10e. and 13. OAuth: the protected server and the client that logs in ---------------
 
+/** An access token from testdata/fake_auth_server.ts at `asUrl`, with these claims. */
+async function mintToken(asUrl: string, claims: Message): Promise<string> {
+  const response = await fetch(asUrl + "/_mint", { method: "POST", body: JSON.stringify(claims) });
+  return (await response.json()).access_token;
+}
+
 interface Started {
   url: string;
   log(): Promise<Message[]>;
@@ -619,17 +629,23 @@ const BROWSER = [...RUNTIME, HERE + "testdata/browser.ts"].map(quote).join(" ");
 // --- Helpers: 7. MCP server: resources, prompts, completion --------------------------------------
 
 /** An in-process server with a message log; `ask` sends a request and returns its answer. */
-function inProcess(options: ConstructorParameters<typeof McpServer>[0]) {
+/**
+ * An McpServer in process and what it sent; `ask` sends a request and waits for its answer: in the legacy era
+ * after initialize, or (`modern`) as a 2026-07-28 request with the envelope and `meta` added to it.
+ */
+function inProcess(options: ConstructorParameters<typeof McpServer>[0], era: "legacy" | "modern" = "legacy") {
   const sent: Message[] = [];
   const server = new McpServer(options, (line) => sent.push(JSON.parse(line)));
   let nextId = 0;
-  const ask = async (method: string, params: unknown = {}) => {
-    const id = `q${++nextId}`;
-    server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
-    for (let i = 0; i < 100 && !sent.some((m) => m.id === id); i++) await sleep(5);
-    return sent.find((m) => m.id === id)!;
+  const answer = (id: unknown) => sent.find((m) => m.id === id && !("method" in m));
+  const ask = async (method: string, params: unknown = {}, meta: Message = {}) => {
+    const id = era === "modern" ? ++nextId : `q${++nextId}`;
+    const sentParams = era === "modern" ? modern(params as Message, meta) : params;
+    server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params: sentParams }));
+    for (let i = 0; i < 200 && !answer(id); i++) await sleep(5);
+    return answer(id)!;
   };
-  server.receive(JSON.stringify(INIT));
+  if (era === "legacy") server.receive(JSON.stringify(INIT));
   return { server, sent, ask };
 }
 
@@ -646,18 +662,8 @@ function modern(params: Message = {}, meta: Message = {}): Message {
 }
 
 /** An in-process server spoken to only in the 2026-07-28 era (no initialize). */
-function stateless(options: ConstructorParameters<typeof McpServer>[0]) {
-  const sent: Message[] = [];
-  const server = new McpServer(options, (line) => sent.push(JSON.parse(line)));
-  let nextId = 0;
-  const ask = async (method: string, params: Message = {}, meta: Message = {}) => {
-    const id = ++nextId;
-    server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params: modern(params, meta) }));
-    for (let i = 0; i < 200 && !sent.some((m) => m.id === id && !("method" in m)); i++) await sleep(5);
-    return sent.find((m) => m.id === id && !("method" in m))!;
-  };
-  return { server, sent, ask };
-}
+/** {@linkcode inProcess} in the 2026-07-28 era. */
+const stateless = (options: ConstructorParameters<typeof McpServer>[0]) => inProcess(options, "modern");
 
 const SERVER_INFO = { "io.modelcontextprotocol/serverInfo": { name: "mcp.ts", version: VERSION } };
 
@@ -2090,17 +2096,7 @@ describe("9. Plugins: fault injection, load errors, fresh reloads", () => {
       assert.equal(ok.status, 200);
       await ok.body?.cancel();
       const started = Date.now();
-      const call = { jsonrpc: "2.0", id: 2, method: "tools/call", params: modern({ name: "spin" }) };
-      void fetch(server.url, {
-        method: "POST",
-        headers: {
-          ...JSON_HEADERS,
-          "mcp-protocol-version": "2026-07-28",
-          "mcp-method": "tools/call",
-          "mcp-name": "spin",
-        },
-        body: JSON.stringify(call),
-      }).catch(() => {});
+      void fetch(modernPost("tools/call", { name: "spin" }, {}, 2, server.url)).catch(() => {});
       await server.printed(/spin: looping/); // the tool says when it has begun: no waiting for time
       const health = await fetch(new URL("/health", server.url), { signal: AbortSignal.timeout(1_000) })
         .then((response) => response.status, () => "no answer");
@@ -3036,20 +3032,11 @@ describe("10e. Bearer tokens: an OAuth protected resource", () => {
         assert.equal(prm.resource, resource);
         assert.deepEqual(prm.scopes_supported, ["mcp:read"]);
       }
-      const mint = async (claims: Message) =>
-        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json()).access_token;
+      const mint = (claims: Message) => mintToken(as.url, claims);
       const call = (token?: string) =>
-        fetch(resource, {
-          method: "POST",
-          headers: {
-            ...JSON_HEADERS,
-            "mcp-protocol-version": "2026-07-28",
-            "mcp-method": "tools/call",
-            "mcp-name": "whoami",
-            ...(token ? { authorization: `Bearer ${token}` } : {}),
-          },
-          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: modern({ name: "whoami" }) }),
-        });
+        fetch(
+          modernPost("tools/call", { name: "whoami" }, token ? { authorization: `Bearer ${token}` } : {}, 1, resource),
+        );
       const none = await call();
       assert.equal(none.status, 401);
       assert.equal(
@@ -3137,10 +3124,7 @@ describe("10e. Bearer tokens: an OAuth protected resource", () => {
 
   test("--max-sessions with OAuth: at most 100 legacy sessions per token subject, another subject's untouched", async () => {
     await withProtectedServer(async (as, server) => {
-      const mint = async (sub: string) =>
-        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify({ aud: server.url, sub }) }))
-          .json())
-          .access_token;
+      const mint = (sub: string) => mintToken(as.url, { aud: server.url, sub });
       const [alice, bob] = await Promise.all([mint("alice"), mint("bob")]);
       const open = async (token: string) => {
         const response = await fetch(server.url, {
@@ -3177,8 +3161,7 @@ describe("10e. Bearer tokens: an OAuth protected resource", () => {
 
   test("tokens: aud compared exactly, times must be numbers, typ must be an access token's", async () => {
     await withProtectedServer(async (as, server) => {
-      const mint = async (claims: Message) =>
-        (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json()).access_token;
+      const mint = (claims: Message) => mintToken(as.url, claims);
       const call = (token: string) =>
         fetch(server.url, {
           method: "POST",
@@ -3225,20 +3208,11 @@ describe("10e. Bearer tokens: tokens signed with RS256 and EdDSA", () => {
   test("tokens of each signing algorithm verify through the issuer's JWKS; a forged one does not", async () => {
     for (const alg of ["RS256", "EdDSA"]) {
       await withProtectedServer(async (as, server) => {
-        const mint = async (claims: Message) =>
-          (await (await fetch(as.url + "/_mint", { method: "POST", body: JSON.stringify(claims) })).json())
-            .access_token;
+        const mint = (claims: Message) => mintToken(as.url, claims);
         const call = async (token: string) => {
-          const response = await fetch(server.url, {
-            method: "POST",
-            headers: {
-              ...JSON_HEADERS,
-              "mcp-protocol-version": "2026-07-28",
-              "mcp-method": "tools/list",
-              authorization: `Bearer ${token}`,
-            },
-            body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: modern() }),
-          });
+          const response = await fetch(
+            modernPost("tools/list", {}, { authorization: `Bearer ${token}` }, 1, server.url),
+          );
           await response.body?.cancel();
           return response.status;
         };
@@ -4599,17 +4573,7 @@ describe("15b. Proxy and replay", () => {
     );
     try {
       const ask = async (url: string, method: string, params: Message = {}) => {
-        const headers: Record<string, string> = {
-          ...JSON_HEADERS,
-          "mcp-protocol-version": "2026-07-28",
-          "mcp-method": method,
-        };
-        if (typeof params.name === "string") headers["mcp-name"] = params.name;
-        const response = await fetch(url, {
-          method: "POST",
-          headers,
-          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: modern(params) }),
-        });
+        const response = await fetch(modernPost(method, params, {}, 1, url));
         return await rpcAnswer(response);
       };
       for (
