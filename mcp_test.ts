@@ -2856,9 +2856,10 @@ describe("10c. The HTTP front", () => {
       allowOrigins: ["https://app.example"],
       methods: "POST",
       maxBodyBytes: 100,
-      route: async ({ request, body }) => {
-        const text = await body();
-        if (text instanceof Response) return text;
+      route: async ({ request, json }) => {
+        let text = "";
+        const parsed = await json((raw) => text = raw);
+        if (parsed instanceof Response) return parsed;
         seen.push({ method: request.method, text });
         return new Response("routed", { headers: { "x-route": "1" } });
       },
