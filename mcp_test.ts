@@ -358,12 +358,7 @@ function sink(terminal: boolean) {
 }
 
 /** Runs `main(argv)` in process with stdout and stderr that are terminals (or not). */
-async function mainWith(argv: string[], terminal: boolean) {
-  const stdout = sink(terminal);
-  const stderr = sink(terminal);
-  const code = await main(argv, { stdin: new PassThrough().end() as unknown as never, stdout, stderr });
-  return { code, stdout: stdout.text, stderr: stderr.text };
-}
+const mainWith = (argv: string[], terminal: boolean) => runInProcess(argv, "", { terminal });
 
 /** Starts testdata/hostile_http_server.ts in `mode`; the URLs it prints and its /_log. */
 async function hostileHttp(mode: string, env: Record<string, string> = {}) {
@@ -447,9 +442,9 @@ function runCli(
   );
 }
 
-async function runInProcess(args: string[], stdin: string): Promise<CliRun> {
-  const stdout = sink(false);
-  const stderr = sink(false);
+async function runInProcess(args: string[], stdin: string, { terminal = false } = {}): Promise<CliRun> {
+  const stdout = sink(terminal);
+  const stderr = sink(terminal);
   const code = await main(args, { stdin: new PassThrough().end(stdin) as unknown as never, stdout, stderr });
   return { code, stdout: stdout.text, stderr: stderr.text, pid: process.pid };
 }
@@ -2262,11 +2257,15 @@ describe("10. Server transports: Streamable HTTP", () => {
 
   test("2026-07-28: calls in flight with the same id (two clients' id 1) each get their own answer, and the id is free after", async () => {
     const gates: Record<string, () => void> = {};
+    let bothRun!: () => void;
+    const running = new Promise<void>((resolve) => bothRun = resolve);
     const wait = {
       name: "wait",
       inputSchema: { type: "object", properties: { key: { type: "string" } } },
       run: async ({ key }: Message) => {
-        await new Promise<void>((resolve) => gates[key as string] = resolve);
+        const gate = new Promise<void>((resolve) => gates[key as string] = resolve);
+        if (Object.keys(gates).length === 2) bothRun();
+        await gate;
         return `done ${key}`;
       },
     };
@@ -2276,7 +2275,7 @@ describe("10. Server transports: Streamable HTTP", () => {
       const second = handler(modernPost("tools/call", { name: "wait", arguments: { key: "b" } }));
       const sync = await handler(modernPost("tools/call", { name: "add", arguments: { a: 1, b: 1 } }));
       assert.equal((await sync.json()).error?.message, undefined, "a third id 1 is answered too");
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      await running;
       assert.deepEqual(Object.keys(gates).sort(), ["a", "b"], "both calls run");
       gates.b();
       gates.a();
@@ -2298,25 +2297,33 @@ describe("10. Server transports: Streamable HTTP", () => {
   });
 
   test("2026-07-28: a closed response stream cancels its call (its plugin code sees the abort)", async () => {
-    let aborted: unknown;
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => started = resolve);
+    let abortedWith!: (reason: unknown) => void;
+    const aborted = new Promise((resolve) => abortedWith = resolve);
     const hang = {
       name: "hang",
       run: (_: unknown, ctx: ToolContext) =>
-        new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject(aborted = ctx.signal.reason))),
+        new Promise((_, reject) => {
+          started();
+          ctx.signal.addEventListener("abort", () => {
+            abortedWith(ctx.signal.reason);
+            reject(ctx.signal.reason);
+          });
+        }),
     };
     const handler = createHandler({ tools: [hang] });
     try {
       const controller = new AbortController();
       const request = new Request(modernPost("tools/call", { name: "hang" }), { signal: controller.signal });
       const response = handler(request);
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      await running;
       assert.equal(handler.pending, 1);
       controller.abort(); // Bun, Node: the request's signal says the client went away
       // Deno gives no such signal: a call still running answers with a stream after a moment; closing it says so.
       void response.then((answered) => answered.body?.cancel());
-      for (let i = 0; i < 100 && handler.pending > 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.match(String(await aborted), /closed the response stream/);
       assert.equal(handler.pending, 0, "nothing left running");
-      assert.match(String(aborted), /closed the response stream/);
     } finally {
       handler.close();
     }
