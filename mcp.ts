@@ -12128,7 +12128,7 @@ function command<const S extends FlagSpecs>(entry: {
 }
 
 // A client command: `<server>` first, then `args` more at least and at most.
-const client = (name: string, help: string, least: number, most: number) =>
+const clientCommand = (name: string, help: string, least: number, most: number) =>
   command({
     help,
     flags: CLIENT_FLAGS,
@@ -12140,18 +12140,18 @@ const client = (name: string, help: string, least: number, most: number) =>
 /** The commands, in the order `mcp.ts help` lists them; `run` looks a command up here. */
 const COMMANDS: Record<string, Command> = {
   serve: command({ help: HELP_SERVE, flags: SERVE_FLAGS, args: [0, 1], run: runServe }),
-  call: client("call", HELP_CALL, 1, Infinity),
-  list: client("list", HELP_LIST, 0, 1),
-  info: client("info", HELP_INFO, 0, 0),
-  ping: client("ping", HELP_PING, 0, 0),
-  batch: client("batch", HELP_BATCH, 0, 0),
-  resources: client("resources", HELP_RESOURCES, 0, 0),
-  read: client("read", HELP_READ, 1, 1),
-  prompts: client("prompts", HELP_PROMPTS, 0, 0),
-  prompt: client("prompt", HELP_PROMPT, 1, Infinity),
-  request: client("request", HELP_REQUEST, 1, 2),
+  call: clientCommand("call", HELP_CALL, 1, Infinity),
+  list: clientCommand("list", HELP_LIST, 0, 1),
+  info: clientCommand("info", HELP_INFO, 0, 0),
+  ping: clientCommand("ping", HELP_PING, 0, 0),
+  batch: clientCommand("batch", HELP_BATCH, 0, 0),
+  resources: clientCommand("resources", HELP_RESOURCES, 0, 0),
+  read: clientCommand("read", HELP_READ, 1, 1),
+  prompts: clientCommand("prompts", HELP_PROMPTS, 0, 0),
+  prompt: clientCommand("prompt", HELP_PROMPT, 1, Infinity),
+  request: clientCommand("request", HELP_REQUEST, 1, 2),
   servers: command({ help: HELP_SERVERS, flags: SERVERS_FLAGS, args: [0, 0], run: runServers }),
-  login: client("login", HELP_LOGIN, 0, 0),
+  login: clientCommand("login", HELP_LOGIN, 0, 0),
   logout: command({ help: HELP_LOGOUT, flags: LOGOUT_FLAGS, args: [0, 1], run: runLogout }),
   gateway: command({ help: HELP_GATEWAY, flags: GATEWAY_FLAGS, args: [0, Infinity], run: runGateway }),
   proxy: command({ help: HELP_PROXY, flags: PROXY_FLAGS, args: [1, 1], server: true, run: runProxy }),
