@@ -6154,6 +6154,8 @@ interface StdioTransportOptions {
   cwd?: string;
   /** Longest line accepted from the server. */
   maxLineBytes?: number;
+  /** Each wait of the stop ladder (default SHUTDOWN_STEP_MS). */
+  stopStepMs?: number;
 }
 
 /** A server spawned with piped stdio, in its own process group; stopped in order by close(). */
@@ -6251,11 +6253,9 @@ class StdioTransport implements ClientTransport {
     child.end();
     // A server that let a request time out has had its chance: a moment to read
     // the cancellation and its closed stdin, not the whole first step.
-    const first = this.#unresponsive ? UNRESPONSIVE_STEP_MS : SHUTDOWN_STEP_MS;
-    await stopLadder(child, this.#exited, [[first, "SIGTERM"], [SHUTDOWN_STEP_MS, "SIGKILL"], [
-      SHUTDOWN_STEP_MS,
-      undefined,
-    ]]);
+    const step = this.#options.stopStepMs ?? SHUTDOWN_STEP_MS;
+    const first = this.#unresponsive ? Math.min(UNRESPONSIVE_STEP_MS, step) : step;
+    await stopLadder(child, this.#exited, [[first, "SIGTERM"], [step, "SIGKILL"], [step, undefined]]);
   }
 }
 
@@ -7797,6 +7797,11 @@ export interface ConnectTransportOptions {
   oauth?: OAuthOptions;
   /** Longest message accepted from the server (default 64 MiB). */
   maxLineBytes?: number;
+  /**
+   * Closing a stdio server: how long each step waits for it to exit — its stdin closed, then SIGTERM to its
+   * process group, then SIGKILL (default 2000).
+   */
+  stopStepMs?: number;
 }
 
 /** The session: its era, timeouts, retries, cancellation, and what the client declares and answers. */
@@ -7924,7 +7929,12 @@ export class McpClient {
     this.#failure = undefined;
     this.#transport = isHttpSpec(spec)
       ? new HttpTransport(spec, { headers: options.headers, maxBytes: options.maxLineBytes, auth: this.#auth })
-      : new StdioTransport(spec, { env: options.env, cwd: options.cwd, maxLineBytes: options.maxLineBytes });
+      : new StdioTransport(spec, {
+        env: options.env,
+        cwd: options.cwd,
+        maxLineBytes: options.maxLineBytes,
+        stopStepMs: options.stopStepMs,
+      });
     const transport = this.#transport;
     const peer = this.#peer = new JsonRpcPeer({
       send: (text, context) => {
@@ -9412,7 +9422,12 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
   }
   const transport: ClientTransport = isHttpSpec(upstream)
     ? new HttpTransport(upstream, { headers: options.headers, maxBytes: options.maxLineBytes, auth })
-    : new StdioTransport(upstream, { env: options.env, cwd: options.cwd, maxLineBytes: options.maxLineBytes });
+    : new StdioTransport(upstream, {
+      env: options.env,
+      cwd: options.cwd,
+      maxLineBytes: options.maxLineBytes,
+      stopStepMs: options.stopStepMs,
+    });
   const http = transport instanceof HttpTransport ? transport : undefined;
   // A client that closed its stream gave up on the request: the upstream hears it the way its transport says.
   client.cancelled = (id) => {
@@ -10028,6 +10043,8 @@ export interface CliIo {
   stdin?: Readable;
   stdout: OutputSink;
   stderr: OutputSink;
+  /** Tests shorten the stop ladder of the stdio servers a command starts (ConnectOptions.stopStepMs). @internal */
+  stopStepMs?: number;
 }
 
 // The process's own stdout and stderr, each made on first use: an untouched one costs nothing.
@@ -11280,6 +11297,7 @@ async function runClient(
   const progress = progressReporter(io, verbose);
   // What the server sent reaches a terminal only as visible text; --json stays exact.
   // (--json and batch print JSON: on a terminal its DEL and C1 characters are \u escapes, the same value.)
+  const stopStepMs = io.stopStepMs;
   const raw = { stdin: io.stdin, stdout: terminalSafe(io.stdout, true), stderr: terminalSafe(io.stderr, true) };
   io = json ? raw : { stdin: io.stdin, stdout: terminalSafe(io.stdout), stderr: terminalSafe(io.stderr) };
   const recorder = values.record === undefined ? undefined : await openRecording(values.record, target);
@@ -11296,6 +11314,7 @@ async function runClient(
     // Tools left out of a list matter where lists are shown.
     onWarning: command === "list" || verbose ? (message) => progress.note(`mcp: warning: ${message}\n`) : undefined,
     onMessage: recorder?.write,
+    stopStepMs,
     timeout: positiveInteger("--timeout", values.timeout, DEFAULT_REQUEST_TIMEOUT_MS),
     maxTime: positiveInteger("--max-time", values["max-time"], DEFAULT_MAX_TIME_MS),
     retries: positiveInteger("--retries", values.retries, 0, { allowZero: true }),

@@ -414,13 +414,20 @@ function runCli(
     env?: Record<string, string>;
     ms?: number;
     onStart?: (pid: number) => void;
+    /** The stderr so far, on each chunk of it (a spawned CLI only): await a line instead of sleeping. */
+    onStderr?: (text: string, pid: number) => void;
     /** A process of its own even where main() in process would do. */
     spawn?: boolean;
+    /** Each wait of a stdio server's stop ladder (in process only; the CLI's own is 2 s). */
+    stopStepMs?: number;
   } = {},
 ): Promise<CliRun> {
-  const own = options.spawn || options.cwd || options.env || options.onStart || options.ms ||
+  const own = options.spawn || options.cwd || options.env || options.onStart || options.onStderr || options.ms ||
     process.cwd() + "/" !== HERE; // relative paths in ARGS name files of the checkout
-  if (!own && IN_PROCESS_COMMANDS.has(args[0])) return runInProcess(args, options.stdin ?? "");
+  if (!own && IN_PROCESS_COMMANDS.has(args[0])) {
+    return runInProcess(args, options.stdin ?? "", { stopStepMs: options.stopStepMs });
+  }
+  assert.equal(options.stopStepMs, undefined, "stopStepMs is injected in process only");
   const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, ...args], {
     cwd: options.cwd ?? HERE,
     env: { ...process.env, ...options.env },
@@ -429,7 +436,10 @@ function runCli(
   let stdout = "";
   let stderr = "";
   child.stdout!.setEncoding("utf8").on("data", (text: string) => stdout += text);
-  child.stderr!.setEncoding("utf8").on("data", (text: string) => stderr += text);
+  child.stderr!.setEncoding("utf8").on("data", (text: string) => {
+    stderr += text;
+    options.onStderr?.(stderr, child.pid!);
+  });
   child.stdin!.on("error", () => {});
   child.stdin!.end(options.stdin ?? "");
   options.onStart?.(child.pid!);
@@ -442,10 +452,19 @@ function runCli(
   );
 }
 
-async function runInProcess(args: string[], stdin: string, { terminal = false } = {}): Promise<CliRun> {
+async function runInProcess(
+  args: string[],
+  stdin: string,
+  { terminal = false, stopStepMs }: { terminal?: boolean; stopStepMs?: number } = {},
+): Promise<CliRun> {
   const stdout = sink(terminal);
   const stderr = sink(terminal);
-  const code = await main(args, { stdin: new PassThrough().end(stdin) as unknown as never, stdout, stderr });
+  const code = await main(args, {
+    stdin: new PassThrough().end(stdin) as unknown as never,
+    stdout,
+    stderr,
+    stopStepMs,
+  });
   return { code, stdout: stdout.text, stderr: stderr.text, pid: process.pid };
 }
 
@@ -3420,24 +3439,28 @@ describe("12. Client transports", () => {
     // ignores stdin closing and SIGTERM, so only a SIGKILL to the group ends it.
     const wrapped = `sh ${quote(HERE + "testdata/wrapper.sh")} ${FAKE}`;
     const started = Date.now();
-    const timedOut = await runCli(["call", wrapped, "echo", "--timeout", "300", "-e", "FAKE_MODE=ignore-sigterm"]);
+    const timedOut = await runCli(["call", wrapped, "echo", "--timeout", "300", "-e", "FAKE_MODE=ignore-sigterm"], {
+      stopStepMs: 300, // in process: the ladder's steps shortened (the CLI's real 2 s steps are the SIGINT case's)
+    });
     const took = Date.now() - started;
     assert.equal(timedOut.code, 3, timedOut.stderr);
     assert.match(timedOut.stderr, /timed out/);
     const pid = Number(/fake: pid (\d+)/.exec(timedOut.stderr)?.[1]);
     assert.ok(pid > 0, timedOut.stderr);
-    assert.ok(took < 6_000, `returned after ${took} ms`);
+    assert.ok(took < 2_000, `returned after ${took} ms: the 300 ms steps, not the 2 s ones`);
     assert.equal(await isGone(pid), true, "the server under the wrapper is gone");
 
     // Ctrl-C: the server is in its own group, so only we get the SIGINT; we stop it in order.
-    let cli = 0;
-    const interrupted = runCli(["call", wrapped, "echo", "-v", "-e", "FAKE_MODE=ignore-sigterm"], {
-      onStart: (child) => cli = child,
+    let signalled = 0;
+    const interrupted = runCli(["call", wrapped, "echo", "-v", "--trace", "-e", "FAKE_MODE=ignore-sigterm"], {
+      onStderr: (text, cli) => {
+        if (signalled || !/^> .*"method":"tools\/call"/m.test(text)) return; // the call is in flight
+        signalled = Date.now();
+        process.kill(cli, "SIGINT");
+      },
     });
-    await sleep(1_500);
-    const before = Date.now();
-    process.kill(cli, "SIGINT");
     const run = await interrupted;
+    const before = signalled;
     assert.equal(run.code, 130, run.stderr);
     assert.ok(Date.now() - before < 4_500, `returned ${Date.now() - before} ms after SIGINT`);
     const second = Number(/fake: pid (\d+)/.exec(run.stderr)?.[1]);
@@ -5013,8 +5036,13 @@ describe("17. CLI", () => {
   });
 
   test("SIGINT cancels the request and exits 130", async () => {
+    let signalled = false;
     const run = await runCli(["call", FAKE, "echo", "--trace", "-e", "FAKE_MODE=hang"], {
-      onStart: (pid) => setTimeout(() => process.kill(pid, "SIGINT"), 1500),
+      onStderr: (text, pid) => {
+        if (signalled || !/^> .*"method":"tools\/call"/m.test(text)) return; // the call is in flight
+        signalled = true;
+        process.kill(pid, "SIGINT");
+      },
     });
     assert.equal(run.code, 130);
     assert.match(run.stderr, /^> .*"method":"notifications\/cancelled"/m);
