@@ -20,7 +20,8 @@
 //   7. MCP server          7a what plugins write and the catalog, 7b options, results, the request
 //                          context, 7c the core all connections share (catalog, timer, requestState),
 //                          7d the session per connection: tools, resources, prompts, completion,
-//                          cancellation, progress, logging, timeouts, input-required, listen, 7e helpers
+//                          cancellation, progress, logging, timeouts, input-required, listen, 7e helpers,
+//                          7f tasks (SEP-2663): calls that outlive their request
 //      ── above: the protocol alone, no process, no Deno or Bun, no node: import (a test checks) ──
 //   8. Runtime             what Deno, Bun and Node do differently, each native path with its measured
 //                          reason: 8a their APIs, the process, files and paths, 8b streams (stdout,
@@ -107,6 +108,12 @@ const DEFAULT_LOG_LEVEL: LogLevel = "info";
 const SHUTDOWN_GRACE_MS = 2_000;
 // Gap between a call's last progress notification and its response (see #finish).
 const PROGRESS_SETTLE_MS = 5;
+// Tasks (SEP-2663): how long a task is kept from its creation, the poll interval announced, how long a
+// task-capable call may run before it becomes a task, how many tasks one server keeps.
+const DEFAULT_TASK_TTL_MS = 3_600_000;
+const DEFAULT_TASK_POLL_MS = 500;
+const DEFAULT_TASK_GRACE_MS = 100;
+const DEFAULT_MAX_TASKS = 1000;
 // A Content-Length header block longer than this is not a header block.
 const MAX_HEADER_BYTES = 8 * 1024;
 // MCP tool names (spec 2025-11-25, server/tools.mdx "Tool names").
@@ -1062,6 +1069,40 @@ export const META = {
   subscriptionId: "io.modelcontextprotocol/subscriptionId",
 } as const;
 
+/** The official extensions of 2026-07-28 this file speaks, as `capabilities.extensions` names them. @internal */
+export const EXTENSIONS = {
+  tasks: "io.modelcontextprotocol/tasks",
+  skills: "io.modelcontextprotocol/skills",
+} as const;
+
+/** Whether capabilities declare extension `id` (its value an object, as SEP-2133 says). */
+function declaresExtension(capabilities: JsonObject, id: string): boolean {
+  const extensions = capabilities.extensions;
+  return isObject(extensions) && isObject(extensions[id]);
+}
+
+/** What mcpNameOf answers for a method that has no Mcp-Name header. */
+const UNNAMED: unique symbol = Symbol("no Mcp-Name");
+
+/**
+ * What a request's Mcp-Name header mirrors (2026-07-28): the name of tools/call and prompts/get, the uri of
+ * resources/read (streamable-http.mdx), the taskId of tasks/get, tasks/update and tasks/cancel (SEP-2663).
+ */
+function mcpNameOf(method: string, params: JsonObject): unknown {
+  switch (method) {
+    case "tools/call":
+    case "prompts/get":
+      return params.name;
+    case "resources/read":
+      return params.uri;
+    case "tasks/get":
+    case "tasks/update":
+    case "tasks/cancel":
+      return params.taskId;
+  }
+  return UNNAMED;
+}
+
 /** What a request is served for: the client's protocol version, capabilities and log level. */
 interface ClientView {
   protocolVersion: string;
@@ -1093,6 +1134,11 @@ interface Era {
    * request of its own; the call's retry brings the answers.
    */
   readonly asksInResult: boolean;
+  /**
+   * Tasks are the SEP-2663 extension, declared per request (tasks/get, tasks/update, tasks/cancel); else the
+   * 2025-11-25 experimental tasks.
+   */
+  readonly taskExtension: boolean;
   /** What a question the client has no capability for ends in. */
   missingCapability(capability: string, method: string): Error;
   /** A cancelled request is ended by closing its stream (`transport` "http"), not by notifications/cancelled. */
@@ -1120,6 +1166,7 @@ const LEGACY_ERA: Era = {
   opening: "initialize",
   envelope: false,
   asksInResult: false,
+  taskExtension: false,
   missingCapability: (capability, method) =>
     new Error(`Cannot send ${method}: the client did not declare the "${capability}" capability`),
   cancelsByClosing: () => false,
@@ -1141,6 +1188,7 @@ const MODERN_ERA: Era = {
   opening: "server/discover",
   envelope: true,
   asksInResult: true,
+  taskExtension: true,
   // basic/index.mdx (2026-07-28): a needed capability the client did not declare is -32021.
   missingCapability: (capability) =>
     new RpcError(ErrorCode.MissingRequiredClientCapability, `Missing required client capability: ${capability}`, {
@@ -1459,6 +1507,12 @@ export interface ToolContext {
   elicit(params: JsonObject, options?: AskOptions): Promise<JsonObject>;
   /** Asks the client for its roots (roots/list). */
   roots(options?: AskOptions): Promise<{ uri: string; name?: string }[]>;
+  /**
+   * Makes the call a task (SEP-2663) when the tool may be one and the client can take one: the request is
+   * answered with the task's handle, `run` goes on, and `statusMessage` is the task's first. Resolves once the
+   * task exists; at once, doing nothing, when the call cannot become a task.
+   */
+  task(statusMessage?: string): Promise<void>;
 }
 
 /**
@@ -1482,8 +1536,21 @@ export interface ToolDefinition {
   annotations?: JsonObject;
   icons?: unknown[];
   _meta?: JsonObject;
+  /**
+   * Whether a call may become a task (SEP-2663): "optional" or "required" ("forbidden" or absent: never);
+   * `ttlMs` overrides the server's task TTL for this tool. Listed only in the 2025-11-25 era's tools/list.
+   */
+  execution?: { taskSupport?: "forbidden" | "optional" | "required"; ttlMs?: number };
   // deno-lint-ignore no-explicit-any
   run(args: any, ctx: ToolContext): unknown;
+}
+
+/** How a task-capable tool's calls may become tasks. @internal */
+interface TaskSupport {
+  mode: "optional" | "required";
+  ttlMs: number | undefined;
+  /** Its tools/list entry in the 2025-11-25 era, which has `execution`. */
+  legacyListing: JsonObject;
 }
 
 /** A tool ready to serve: checked, named, with its tools/list entry prepared. */
@@ -1497,6 +1564,8 @@ export interface Tool {
   run: ToolDefinition["run"];
   /** How a call runs it, made on the first call. @internal */
   job?: Job<JsonObject>;
+  /** Set when its calls may become tasks. @internal */
+  tasks?: TaskSupport;
 }
 
 /** A resource as a plugin writes it (an entry of `export const resources`). */
@@ -1618,7 +1687,25 @@ export function defineTool(definition: unknown, fallbackName?: string, source = 
   const listing = listingOf(definition, LISTED_TOOL_FIELDS, { name });
   listing.inputSchema = inputSchema;
   // Bound once, so `this` in a plugin's run is its own tool object.
-  return { name, listing, source, run: (definition.run as ToolDefinition["run"]).bind(definition) };
+  const tool: Tool = { name, listing, source, run: (definition.run as ToolDefinition["run"]).bind(definition) };
+  const tasks = taskSupportOf(name, definition.execution, listing);
+  if (tasks) tool.tasks = tasks;
+  return tool;
+}
+
+// A tool's `execution`, checked: undefined when its calls never become tasks.
+function taskSupportOf(name: string, execution: unknown, listing: JsonObject): TaskSupport | undefined {
+  if (execution === undefined) return undefined;
+  const mode = isObject(execution) ? execution.taskSupport : undefined;
+  const ttlMs = isObject(execution) ? execution.ttlMs : undefined;
+  if (!isObject(execution) || (mode !== undefined && !["forbidden", "optional", "required"].includes(mode as string))) {
+    throw new TypeError(`tool "${name}": execution.taskSupport must be "optional", "required" or "forbidden"`);
+  }
+  if (ttlMs !== undefined && !(Number.isInteger(ttlMs) && (ttlMs as number) > 0)) {
+    throw new TypeError(`tool "${name}": execution.ttlMs must be a positive integer (milliseconds)`);
+  }
+  if (mode !== "optional" && mode !== "required") return undefined;
+  return { mode, ttlMs: ttlMs as number | undefined, legacyListing: { ...listing, execution: { taskSupport: mode } } };
 }
 
 /** Checks a resource or resource template of a plugin; throws TypeError on a bad shape. */
@@ -1756,6 +1843,18 @@ export interface ServerOptions {
   privateCache?: boolean;
   /** Called with what plugin code threw and what it was running (a tool name, a URI), e.g. to show its stack. */
   onPluginError?: (error: unknown, label: string) => void;
+  /** Tasks (SEP-2663): how long a task is kept, from its creation, in ms (default 3600000). */
+  taskTtl?: number;
+  /** The poll interval a task announces, in ms (default 500). */
+  taskPollInterval?: number;
+  /** How long a task-capable call may run before it becomes a task, in ms (default 100). */
+  taskGrace?: number;
+  /** Tasks kept at most (default 1000); beyond, "optional" tools answer at once and "required" ones -32603. */
+  maxTasks?: number;
+  /** Prefixes task ids (`INSTANCE.…`) so that a load balancer can route tasks/* by Mcp-Name. */
+  instanceId?: string;
+  /** What tool code logs inside a task (the spec sends no logs on tasks), e.g. for --trace. */
+  onTaskLog?: (taskId: string, level: LogLevel, data: unknown) => void;
 }
 
 // A request in flight that runs plugin code (tools/call, resources/read, prompts/get, completion/complete).
@@ -1771,8 +1870,18 @@ interface Work {
   era: Era;
   auth: AuthInfo | undefined; // what the request's token says (ctx.auth)
   questions: Questions | undefined; // 2026-07-28 tools/call, prompts/get, resources/read: may end input_required
+  taskCall: TaskCall | undefined; // a call that may become a task (7f)
   fail(message: string): unknown; // what a throw or a timeout answers: a result, or an RpcError
   resolve(result: unknown): void; // answers the request (or, with NO_RESPONSE, drops it)
+}
+
+// A call that may become a task: a task-capable tool, a client that declared the extension on the request.
+interface TaskCall {
+  support: TaskSupport;
+  task: ServerTask | undefined; // the task it became
+  asked: boolean; // its run called ctx.task()
+  message: string | undefined; // the task's first statusMessage: ctx.task's, else the last progress message
+  made: (() => void)[]; // ctx.task() promises waiting for the task
 }
 
 // The questions of one 2026-07-28 call to the client (basic/patterns/mrtr.mdx).
@@ -1847,6 +1956,8 @@ function errorResult(text: string): JsonObject {
 interface ContextHost {
   notify(work: Work, method: string, params: JsonObject): void;
   ask(work: Work, capability: string, method: string, params: JsonObject, key?: string): Promise<unknown>;
+  task(work: Work, statusMessage: string | undefined): Promise<void>;
+  taskLog(work: Work, level: LogLevel, data: unknown): void;
 }
 
 /**
@@ -1887,6 +1998,12 @@ class RequestContext implements ToolContext {
     const work = this.#work;
     const host = this.#host;
     return this.#progress ??= (progress: number, total?: number, message?: string) => {
+      const call = work.taskCall;
+      if (call) {
+        // Inside a task: the statusMessage; before it: the task's first.
+        if (call.task) return call.task.progress(progress, total, message);
+        call.message = message ?? (total === undefined ? String(progress) : `${progress}/${total}`);
+      }
       // progress.mdx: only with a token, strictly increasing, and not after the response.
       if (work.progressToken === undefined || work.done || !(progress > work.lastProgress)) return;
       work.lastProgress = progress;
@@ -1901,6 +2018,7 @@ class RequestContext implements ToolContext {
     const work = this.#work;
     const host = this.#host;
     return this.#log ??= (level: LogLevel, data: unknown) => {
+      if (work.taskCall?.task) return host.taskLog(work, level, data); // SEP-2663: no logs on tasks
       const index = LOG_LEVELS.indexOf(level);
       if (work.done || (index < 0 ? 1 : index) < work.client.logLevel) return;
       host.notify(work, "notifications/message", { level: index < 0 ? "info" : level, logger: work.label, data });
@@ -1922,6 +2040,10 @@ class RequestContext implements ToolContext {
       const result = await this.#host.ask(this.#work, "roots", "roots/list", {}, options?.key);
       return (isObject(result) && Array.isArray(result.roots) ? result.roots : []) as { uri: string; name?: string }[];
     };
+  }
+
+  get task(): ToolContext["task"] {
+    return (statusMessage) => this.#host.task(this.#work, statusMessage);
   }
 }
 
@@ -1957,6 +2079,7 @@ export class ServerCore {
   #sweepAt = Infinity;
   #facts: ServerFacts | undefined;
   #stateKey: Promise<CryptoKey> | undefined;
+  #tasks: TaskStore | undefined;
 
   constructor(options: ServerOptions) {
     this.options = options;
@@ -2016,6 +2139,17 @@ export class ServerCore {
     return [...templates, ...prompts].some((entry) => typeof entry.definition.complete === "function");
   }
 
+  /** The extensions server/discover declares (SEP-2133): tasks when a tool's calls may become tasks. */
+  extensions(): JsonObject | undefined {
+    if (!this.catalog.tools.some((tool) => tool.tasks)) return undefined;
+    return { [EXTENSIONS.tasks]: {} };
+  }
+
+  /** The tasks this server made (7f), made on first use. */
+  get tasks(): TaskStore {
+    return this.#tasks ??= new TaskStore(this.options, (deadline) => this.scheduleSweep(deadline));
+  }
+
   /** serverInfo and cache hints for 2026-07-28 results. */
   facts(): ServerFacts {
     return this.#facts ??= {
@@ -2052,13 +2186,15 @@ export class ServerCore {
     const now = Date.now();
     let next = Infinity;
     for (const session of this.sessions) next = Math.min(next, session.sweep(now));
+    if (this.#tasks) next = Math.min(next, this.#tasks.sweep(now));
     if (next !== Infinity) this.scheduleSweep(next);
   }
 
-  /** Stops the timer (the sessions close themselves). */
+  /** Stops the timer and cancels running tasks (the sessions close themselves). */
   close(): void {
     clearTimeout(this.#sweepTimer);
     this.#sweepAt = Infinity;
+    this.#tasks?.cancelAll("the server shut down");
   }
 }
 
@@ -2134,6 +2270,8 @@ interface Job<T> {
   run: (input: T, ctx: ToolContext) => unknown;
   map: (value: unknown) => unknown;
   fail: (message: string) => unknown;
+  /** A thrown error with a JSON-RPC code answers as that error (task-capable tools: the contract's "failed"). */
+  coded?: boolean;
 }
 
 // --- 7d. The session: one connection's requests ---
@@ -2186,6 +2324,9 @@ export class McpServer {
     this.#host = {
       notify: (work, method, params) => this.#peer.notify(method, params, { requestId: work.id }),
       ask: (work, capability, method, params, key) => this.#ask(work, capability, method, params, key),
+      task: (work, statusMessage) =>
+        askForTask(work, statusMessage, () => this.#work.get(work.id) === work && this.#becomeTask(work)),
+      taskLog: (work, level, data) => this.#core.options.onTaskLog?.(work.taskCall!.task!.id, level, data),
     };
     this.#core.sessions.add(this);
   }
@@ -2321,7 +2462,7 @@ export class McpServer {
 
   #dispatch(method: string, call: Received): unknown {
     const core = this.#core;
-    const { params, id, era } = call;
+    const { params, era } = call;
     switch (method) {
       case "tools/call":
         return this.#callTool(call);
@@ -2340,7 +2481,13 @@ export class McpServer {
       case "logging/setLevel":
         return this.#setLogLevel(params);
       case "subscriptions/listen":
-        return this.#listen(params, id);
+        return this.#listen(call);
+      case "tasks/get":
+      case "tasks/update":
+      case "tasks/cancel":
+      case "tasks/result":
+      case "tasks/list":
+        return answerTaskRequest(this.#core.tasks, method, call, principalOf(this.auth));
     }
     // Methods of the capabilities DIR provides; the others are not found (completion.mdx).
     const { resources, templates, prompts } = core.catalog;
@@ -2414,10 +2561,10 @@ export class McpServer {
 
   // server/discover.mdx (2026-07-28).
   #discover(): JsonObject {
-    const result: JsonObject = {
-      supportedVersions: [...MODERN_PROTOCOL_VERSIONS],
-      capabilities: this.#core.capabilities(),
-    };
+    const capabilities = this.#core.capabilities();
+    const extensions = this.#core.extensions();
+    if (extensions) capabilities.extensions = extensions;
+    const result: JsonObject = { supportedVersions: [...MODERN_PROTOCOL_VERSIONS], capabilities };
     if (this.#core.options.instructions) result.instructions = this.#core.options.instructions;
     return result;
   }
@@ -2470,8 +2617,19 @@ export class McpServer {
       return errorResult(`Invalid arguments for tool "${name}": ${violations.join("; ")}`);
     }
     // A tool's job is the same for every call: made once, the arguments passed beside it.
-    tool.job ??= { label: name, run: tool.run, map: toCallToolResult, fail: errorResult };
-    return this.#answering(call, "tools/call", name, tool.job, args);
+    tool.job ??= { label: name, run: tool.run, map: toCallToolResult, fail: errorResult, coded: !!tool.tasks };
+    const tasks = tool.tasks;
+    if (!tasks) return this.#answering(call, "tools/call", name, tool.job, args);
+    // SEP-2663: a task only for a client that declared the extension on this request; "required" without it is
+    // -32021 before the tool runs. The legacy era's experimental tasks are not offered: such calls run at once.
+    const declared = call.era.taskExtension && declaresExtension(call.client.capabilities, EXTENSIONS.tasks);
+    if (!declared && tasks.mode === "required" && call.era.taskExtension) throw tasksExtensionMissing();
+    return this.#answering(call, "tools/call", name, tool.job, args, declared ? tasks : undefined);
+  }
+
+  // The call becomes a task (7f): its request is answered with the task, its run goes on.
+  #becomeTask(work: Work): void {
+    becomeTask(work, this.#core.tasks, (result) => this.#finish(work, result));
   }
 
   // --- resources ------------------------------------------------------------
@@ -2482,25 +2640,9 @@ export class McpServer {
     if (typeof uri !== "string") {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: resources/read needs a uri");
     }
-    let read: ((ctx: ToolContext) => unknown) | undefined;
-    let mimeType: string | undefined;
-    const resource = this.#core.resourcesByUri.get(uri);
-    if (resource) {
-      const { definition } = resource;
-      read = (ctx) => definition.read(uri, ctx);
-      mimeType = definition.mimeType;
-    } else {
-      for (const { match, variables, definition } of this.#core.catalog.templates) {
-        const found = match.exec(uri);
-        if (!found) continue;
-        const values: Record<string, string> = {};
-        variables.forEach((name, i) => values[name] = decodeURIComponent(found[i + 1] ?? ""));
-        read = (ctx) => definition.read(uri, values, ctx);
-        mimeType = definition.mimeType;
-        break;
-      }
-    }
-    if (!read) throw call.era.resourceNotFound(uri);
+    const readable = readableAt(this.#core, uri);
+    if (!readable) throw call.era.resourceNotFound(uri);
+    const { read, mimeType } = readable;
     return this.#answering(call, "resources/read", uri, {
       label: uri,
       run: (_, ctx) => read(ctx),
@@ -2538,25 +2680,20 @@ export class McpServer {
 
   // subscriptions.mdx (2026-07-28): acknowledged first, every notification stamped,
   // only the kinds asked for; open until the client cancels it or the server closes.
-  #listen(params: JsonObject, id: RequestId): Promise<unknown> {
+  #listen(call: Received): Promise<unknown> {
+    const { params, id } = call;
     const asked = params.notifications;
     if (!isObject(asked)) {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: subscriptions/listen needs notifications");
     }
-    const honored: JsonObject = {};
-    if (this.#core.options.listChanged) {
-      for (const kind of ["toolsListChanged", "promptsListChanged", "resourcesListChanged"]) {
-        if (asked[kind] === true) honored[kind] = true;
-      }
-    }
-    const watched = (Array.isArray(asked.resourceSubscriptions) ? asked.resourceSubscriptions : [])
-      .map((uri) => typeof uri === "string" ? this.#core.resourcesByUri.get(uri) : undefined)
-      .filter((resource): resource is Resource => typeof resource?.definition.watch === "function");
-    if (watched.length > 0) honored.resourceSubscriptions = watched.map((resource) => resource.key);
+    const { honored, watched, tasks } = listenFilter(asked, this.#core, call, principalOf(this.auth));
     const stamp = { [META.subscriptionId]: id };
     const context = { requestId: id };
     this.#peer.notify("notifications/subscriptions/acknowledged", { _meta: stamp, notifications: honored }, context);
     const listens: Map<RequestId, Listen> = this.#listens ??= new Map();
+    // A listen only for tasks ends, with its result, once they are all terminal.
+    const onlyTasks = tasks.length > 0 && Object.keys(honored).length === 1;
+    const complete = { resultType: "complete", _meta: stamp };
     return new Promise((resolve) => {
       const stops = watched.map((resource) =>
         resource.definition.watch!.call(resource.definition, resource.key, () => {
@@ -2565,6 +2702,14 @@ export class McpServer {
           }
         })
       );
+      for (const task of tasks) {
+        stops.push(task.listen((changed) => {
+          if (!listens.has(id)) return;
+          this.#peer.notify("notifications/tasks", { ...changed.detail(), _meta: stamp }, context);
+          if (onlyTasks && tasks.every((each) => each.terminal)) listens.get(id)!.end(complete);
+        }));
+      }
+      if (onlyTasks && tasks.every((each) => each.terminal)) queueMicrotask(() => listens.get(id)?.end(complete));
       listens.set(id, {
         honored,
         stamp,
@@ -2585,19 +2730,11 @@ export class McpServer {
     const { name } = params;
     const prompt = typeof name === "string" ? this.#core.promptsByName.get(name) : undefined;
     if (!prompt) throw this.#unknown("prompt", String(name));
-    const args = params.arguments ?? {};
-    if (!isObject(args) || Object.values(args).some((value) => typeof value !== "string")) {
-      throw new RpcError(ErrorCode.InvalidParams, "Invalid params: prompt arguments must be strings");
-    }
-    const missing = (prompt.definition.arguments ?? []).filter((arg) => arg.required && !(arg.name in args));
-    if (missing.length > 0) {
-      const names = missing.map((arg) => arg.name).join(", ");
-      throw new RpcError(ErrorCode.InvalidParams, `Invalid params: prompt "${name}" needs ${names}`);
-    }
+    const args = promptArguments(prompt, params.arguments);
     const { definition } = prompt;
     return this.#answering(call, "prompts/get", String(name), {
       label: String(name),
-      run: (_, ctx) => definition.get(args as Record<string, string>, ctx),
+      run: (_, ctx) => definition.get(args, ctx),
       map: (value) => toGetPromptResult(value, definition.passThrough ? undefined : definition.description),
       fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot get prompt "${name}": ${message}`),
     });
@@ -2641,9 +2778,9 @@ export class McpServer {
    * the answers the retry brings (mrtr.mdx: `inputResponses`, and a verified
    * `requestState`); in the legacy era as any job.
    */
-  #answering<T>(call: Received, method: string, name: string, job: Job<T>, input?: T): unknown {
+  #answering<T>(call: Received, method: string, name: string, job: Job<T>, input?: T, tasks?: TaskSupport): unknown {
     const { params } = call;
-    if (!call.era.asksInResult) return this.#track(call, undefined, job, input);
+    if (!call.era.asksInResult) return this.#track(call, undefined, job, input, tasks);
     if (params.inputResponses !== undefined && !isObject(params.inputResponses)) {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: inputResponses must be an object");
     }
@@ -2653,19 +2790,19 @@ export class McpServer {
       method,
       name,
       args: method === "resources/read" ? undefined : params.arguments,
-      principal: auth ? JSON.stringify([auth.sub ?? null, auth.clientId ?? null]) : "",
+      principal: principalOf(auth),
       auth,
       answers: responses,
       asked: undefined,
       used: {},
       counts: {},
     };
-    if (params.requestState === undefined) return this.#track(call, asked, job, input);
+    if (params.requestState === undefined) return this.#track(call, asked, job, input, tasks);
     return this.#core.stateKey()
       .then((key) => openRequestState(key, params.requestState, asked))
       .then((answers) => {
         asked.answers = { ...answers, ...responses };
-        return this.#track(call, asked, job, input);
+        return this.#track(call, asked, job, input, tasks);
       });
   }
 
@@ -2673,7 +2810,7 @@ export class McpServer {
    * Runs plugin code for request `id` with a context, a deadline and
    * cancellation. A synchronous answer costs no promise and no bookkeeping.
    */
-  #track<T>(call: Received, questions: Questions | undefined, job: Job<T>, input?: T): unknown {
+  #track<T>(call: Received, questions: Questions | undefined, job: Job<T>, input?: T, tasks?: TaskSupport): unknown {
     const { id, params, era, client } = call;
     if (this.#work.has(id)) {
       // A reused id would make cancellation ambiguous; the spec forbids it.
@@ -2693,6 +2830,7 @@ export class McpServer {
       era,
       auth: questions ? questions.auth : this.auth,
       questions,
+      taskCall: tasks ? { support: tasks, task: undefined, asked: false, message: undefined, made: [] } : undefined,
       fail,
       resolve: noop,
     };
@@ -2705,7 +2843,7 @@ export class McpServer {
         return map(value);
       }
     } catch (error) {
-      const answer = this.#failed(work, error);
+      const answer = this.#failed(work, error, job.coded);
       work.done = true;
       return rethrow(answer);
     }
@@ -2722,18 +2860,35 @@ export class McpServer {
       if (timeout > 0) work.deadline = Date.now() + timeout;
       this.#work.set(id, work);
       this.#core.scheduleSweep(work.deadline);
-      value.then(
-        (settled) => this.#finish(work, settle(settled)),
-        (error) => this.#finish(work, this.#failed(work, error)),
-      );
+      // A call that became a task ends its task instead of its request.
+      const end = (result: unknown) => {
+        const task = work.taskCall?.task;
+        if (task) task.end(result);
+        else this.#finish(work, result);
+      };
+      value.then((settled) => end(settle(settled)), (error) => end(this.#failed(work, error, job.coded)));
+      const call = work.taskCall;
+      if (call?.asked) this.#becomeTask(work);
+      else if (call) {
+        // Still working after the grace period, and not ended by a question: a task.
+        const grace = setTimeout(() => this.#becomeTask(work), this.#core.options.taskGrace ?? DEFAULT_TASK_GRACE_MS);
+        const stop = () => clearTimeout(grace);
+        value.then(stop, stop);
+      }
     });
   }
 
   // What plugin code that threw answers. A protocol error raised for it (a capability the client
   // lacks) answers the request as such; anything else is the job's failure (an isError result).
-  #failed(work: Work, error: unknown): unknown {
+  #failed(work: Work, error: unknown, coded = false): unknown {
     if (error instanceof RpcError && error.code === ErrorCode.MissingRequiredClientCapability) return error;
     if (!work.done) this.#core.options.onPluginError?.(error, work.label); // not for a call already cancelled
+    const code = isObject(error) ? error.code : undefined;
+    if (coded && Number.isInteger(code) && (code as number) >= -32768 && (code as number) <= -32000) {
+      return error instanceof RpcError
+        ? error
+        : new RpcError(code as number, errorMessage(error), (error as JsonObject).data);
+    }
     return work.fail(errorMessage(error));
   }
 
@@ -2771,6 +2926,10 @@ export class McpServer {
     if (!isObject(work.client.capabilities[capability])) {
       return Promise.reject(work.era.missingCapability(capability, method));
     }
+    const kind = method === "elicitation/create" ? "elicit" : method === "sampling/createMessage" ? "sample" : "roots";
+    // Inside a task: one of its inputRequests, answered by tasks/update (SEP-2663).
+    const task = work.taskCall?.task;
+    if (task) return task.ask(kind, method, params, key);
     if (work.done) return refuse("the request has ended");
     if (!work.era.asksInResult) {
       if (this.noClientRequests) return refuse(this.noClientRequests);
@@ -2779,7 +2938,6 @@ export class McpServer {
     }
     const questions = work.questions;
     if (!questions) return refuse("only tools/call, prompts/get and resources/read can ask the client");
-    const kind = method === "elicitation/create" ? "elicit" : method === "sampling/createMessage" ? "sample" : "roots";
     const name = key ?? `${kind}-${questions.counts[kind] = (questions.counts[kind] ?? 0) + 1}`;
     const answer = questions.answers[name];
     if (Object.hasOwn(questions.answers, name) && isAnswerOf(method, answer)) {
@@ -2815,7 +2973,71 @@ export class McpServer {
   }
 }
 
-// --- 7e. What sessions share: answers' shapes, cursors ---
+// --- 7e. What sessions share: answers' shapes, cursors, lookups, listen filters ---
+
+/** What resources/read runs for `uri`: a resource's read, or the first matching template's; undefined: none. */
+function readableAt(
+  core: ServerCore,
+  uri: string,
+): { read: (ctx: ToolContext) => unknown; mimeType: string | undefined } | undefined {
+  const resource = core.resourcesByUri.get(uri);
+  if (resource) {
+    const { definition } = resource;
+    return { read: (ctx) => definition.read(uri, ctx), mimeType: definition.mimeType };
+  }
+  for (const { match, variables, definition } of core.catalog.templates) {
+    const found = match.exec(uri);
+    if (!found) continue;
+    const values: Record<string, string> = {};
+    variables.forEach((name, i) => values[name] = decodeURIComponent(found[i + 1] ?? ""));
+    return { read: (ctx) => definition.read(uri, values, ctx), mimeType: definition.mimeType };
+  }
+  return undefined;
+}
+
+/** A prompts/get's arguments, checked: strings, the required ones all there; else -32602. */
+function promptArguments(prompt: Prompt, args: unknown = {}): Record<string, string> {
+  if (!isObject(args) || Object.values(args).some((value) => typeof value !== "string")) {
+    throw new RpcError(ErrorCode.InvalidParams, "Invalid params: prompt arguments must be strings");
+  }
+  const missing = (prompt.definition.arguments ?? []).filter((arg) => arg.required && !(arg.name in args));
+  if (missing.length > 0) {
+    const names = missing.map((arg) => arg.name).join(", ");
+    throw new RpcError(ErrorCode.InvalidParams, `Invalid params: prompt "${prompt.key}" needs ${names}`);
+  }
+  return args as Record<string, string>;
+}
+
+/**
+ * What a subscriptions/listen asks for, as far as this server can honor it: list changes (with --watch),
+ * resources that can be watched, and (SEP-2663, -32021 without the extension) the caller's own tasks.
+ */
+function listenFilter(
+  asked: JsonObject,
+  core: ServerCore,
+  call: Received,
+  principal: string,
+): { honored: JsonObject; watched: Resource[]; tasks: ServerTask[] } {
+  const honored: JsonObject = {};
+  if (core.options.listChanged) {
+    for (const kind of ["toolsListChanged", "promptsListChanged", "resourcesListChanged"]) {
+      if (asked[kind] === true) honored[kind] = true;
+    }
+  }
+  const watched = (Array.isArray(asked.resourceSubscriptions) ? asked.resourceSubscriptions : [])
+    .map((uri) => typeof uri === "string" ? core.resourcesByUri.get(uri) : undefined)
+    .filter((resource): resource is Resource => typeof resource?.definition.watch === "function");
+  if (watched.length > 0) honored.resourceSubscriptions = watched.map((resource) => resource.key);
+  let tasks: ServerTask[] = [];
+  if (asked.taskIds !== undefined) {
+    if (!declaresExtension(call.client.capabilities, EXTENSIONS.tasks)) throw tasksExtensionMissing();
+    const ids = Array.isArray(asked.taskIds) ? asked.taskIds : [];
+    tasks = [...new Set(ids)].map((taskId) => core.tasks.find(taskId, principal))
+      .filter((task): task is ServerTask => task !== undefined);
+    honored.taskIds = tasks.map((task) => task.id);
+  }
+  return { honored, watched, tasks };
+}
 
 // Whether an inputResponses value has the shape of the answer to that kind of question;
 // anything else is asked again (mrtr.mdx: missing inputs get a new input_required).
@@ -2849,6 +3071,334 @@ function decodeCursor(cursor: unknown, total: number): number {
     throw new RpcError(ErrorCode.InvalidParams, `Invalid params: unknown cursor ${JSON.stringify(cursor)}`);
   }
   return offset;
+}
+
+// --- 7f. Tasks: calls that outlive their request (SEP-2663) ---
+// A task-capable tool's call becomes a task when its run calls ctx.task() or is still working after the
+// grace period: the request is answered with the task's handle, the run goes on, and the client polls
+// (tasks/get), answers (tasks/update) and cancels (tasks/cancel) by id. Tasks live in the core that made
+// them, bound to the principal whose request made them; nothing survives the process.
+
+/** The five states of a task; the last three are terminal. */
+type TaskStatus = "working" | "input_required" | "completed" | "failed" | "cancelled";
+
+const TERMINAL_TASK_STATUSES: ReadonlySet<string> = new Set(["completed", "failed", "cancelled"]);
+
+/** The -32021 a request about tasks gets from a client that did not declare the extension. */
+function tasksExtensionMissing(): RpcError {
+  return new RpcError(
+    ErrorCode.MissingRequiredClientCapability,
+    `Missing required client capability: the ${EXTENSIONS.tasks} extension`,
+    { requiredCapabilities: { extensions: { [EXTENSIONS.tasks]: {} } } },
+  );
+}
+
+// Who a request is served for, as a task, a requestState and a legacy session are bound to it: the token's
+// subject and client ("" on a server that checks no tokens).
+function principalOf(auth: AuthInfo | undefined): string {
+  return auth ? JSON.stringify([auth.sub ?? null, auth.clientId ?? null]) : "";
+}
+
+// A question a task's run asked and the client has not answered yet.
+interface OpenQuestion {
+  method: string;
+  params: JsonObject;
+  waiting: ((answer: unknown) => void)[];
+}
+
+/** One task: its state as tasks/get shows it, its open questions, and the run it belongs to. @internal */
+class ServerTask {
+  readonly id: string;
+  readonly principal: string;
+  readonly createdAt: string;
+  readonly expiresAt: number;
+  readonly ttlMs: number;
+  readonly pollIntervalMs: number;
+  status: TaskStatus = "working";
+  statusMessage: string | undefined;
+  lastUpdatedAt: string;
+  #result: JsonObject | undefined;
+  #error: JsonObject | undefined;
+  #open = new Map<string, OpenQuestion>();
+  #answered = new Map<string, unknown>();
+  #counts: Record<string, number>;
+  #controller: AbortController;
+  #listeners = new Set<(task: ServerTask) => void>();
+
+  constructor(
+    id: string,
+    principal: string,
+    ttlMs: number,
+    pollIntervalMs: number,
+    controller: AbortController,
+    counts: Record<string, number>,
+  ) {
+    const now = Date.now();
+    this.id = id;
+    this.principal = principal;
+    this.createdAt = this.lastUpdatedAt = new Date(now).toISOString();
+    this.expiresAt = now + ttlMs;
+    this.ttlMs = ttlMs;
+    this.pollIntervalMs = pollIntervalMs;
+    this.#controller = controller;
+    this.#counts = counts;
+  }
+
+  get terminal(): boolean {
+    return TERMINAL_TASK_STATUSES.has(this.status);
+  }
+
+  /** The task as tasks/get and notifications/tasks show it (a DetailedTask). */
+  detail(): JsonObject {
+    const task: JsonObject = {
+      taskId: this.id,
+      status: this.status,
+      createdAt: this.createdAt,
+      lastUpdatedAt: this.lastUpdatedAt,
+      ttlMs: this.ttlMs,
+      pollIntervalMs: this.pollIntervalMs,
+    };
+    if (this.statusMessage !== undefined) task.statusMessage = this.statusMessage;
+    if (this.status === "input_required") {
+      const requests: JsonObject = {};
+      for (const [key, { method, params }] of this.#open) requests[key] = { method, params };
+      task.inputRequests = requests;
+    }
+    if (this.#result) task.result = this.#result;
+    if (this.#error) task.error = this.#error;
+    return task;
+  }
+
+  /** What the request that made it is answered: the task with `resultType: "task"` (a CreateTaskResult). */
+  created(): JsonObject {
+    return { resultType: "task", ...this.detail() };
+  }
+
+  /** Calls `listener` on each change of status or statusMessage; returns what stops it. */
+  listen(listener: (task: ServerTask) => void): () => void {
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
+  }
+
+  /** ctx.progress inside the task: the message, else `progress/total`, becomes the statusMessage. */
+  progress(progress: number, total?: number, message?: string): void {
+    if (this.terminal) return;
+    const text = message ?? (total === undefined ? String(progress) : `${progress}/${total}`);
+    if (text === this.statusMessage) return;
+    this.statusMessage = text;
+    this.#changed();
+  }
+
+  /** A question of the run: open (the task input_required) until tasks/update answers it; an answered key resolves at once. */
+  ask(kind: string, method: string, params: JsonObject, key: string | undefined): Promise<unknown> {
+    const name = key ?? `${kind}-${this.#counts[kind] = (this.#counts[kind] ?? 0) + 1}`;
+    if (this.#answered.has(name)) return Promise.resolve(this.#answered.get(name));
+    if (this.terminal) return new Promise(noop); // cancelled: the run's end is dropped anyway
+    return new Promise((resolve) => {
+      const open = this.#open.get(name);
+      if (open) return void open.waiting.push(resolve);
+      this.#open.set(name, { method, params, waiting: [resolve] });
+      this.status = "input_required";
+      this.#changed();
+    });
+  }
+
+  /** tasks/update: answers the open questions named; other keys are ignored (SEP-2663). */
+  update(responses: JsonObject): void {
+    let answered = false;
+    for (const [key, answer] of Object.entries(responses)) {
+      const open = this.#open.get(key);
+      if (!open || !isAnswerOf(open.method, answer)) continue;
+      this.#open.delete(key);
+      this.#answered.set(key, answer);
+      for (const resolve of open.waiting) resolve(answer);
+      answered = true;
+    }
+    if (answered && this.#open.size === 0 && this.status === "input_required") {
+      this.status = "working";
+      this.#changed();
+    }
+  }
+
+  /** The run ended: its result (completed), or the RpcError it ended with (failed). Dropped once terminal. */
+  end(outcome: unknown): void {
+    if (this.terminal) return;
+    this.#open.clear();
+    if (outcome instanceof RpcError) {
+      this.status = "failed";
+      this.#error = { code: outcome.code, message: outcome.message };
+      if (outcome.data !== undefined) this.#error.data = outcome.data;
+      this.statusMessage ??= outcome.message;
+    } else {
+      this.status = "completed";
+      this.#result = isObject(outcome) ? outcome : {};
+    }
+    this.#changed();
+  }
+
+  /** tasks/cancel, expiry or shutdown: cancelled at once, the run aborted, what it ends with dropped. */
+  cancel(reason: string): void {
+    if (this.terminal) return;
+    this.#open.clear();
+    this.status = "cancelled";
+    this.statusMessage = reason;
+    this.#changed();
+    this.#controller.abort(new Error(reason));
+  }
+
+  #changed(): void {
+    this.lastUpdatedAt = new Date().toISOString();
+    for (const listener of [...this.#listeners]) listener(this);
+  }
+}
+
+/** The tasks of one core: made, found for their principal, expired, cancelled at shutdown. @internal */
+class TaskStore {
+  #tasks = new Map<string, ServerTask>();
+  #options: ServerOptions;
+  #schedule: (deadline: number) => void;
+
+  constructor(options: ServerOptions, schedule: (deadline: number) => void) {
+    this.#options = options;
+    this.#schedule = schedule;
+  }
+
+  get size(): number {
+    return this.#tasks.size;
+  }
+
+  /**
+   * A new task, or undefined when the store is full of running ones (the oldest finished task is forgotten
+   * to make room first).
+   */
+  create(
+    principal: string,
+    ttlMs: number | undefined,
+    controller: AbortController,
+    counts: Record<string, number>,
+  ): ServerTask | undefined {
+    if (this.#tasks.size >= (this.#options.maxTasks ?? DEFAULT_MAX_TASKS)) {
+      const finished = [...this.#tasks.values()].find((task) => task.terminal);
+      if (!finished) return undefined;
+      this.#tasks.delete(finished.id);
+    }
+    const random = base64Url(crypto.getRandomValues(new Uint8Array(16)));
+    const instance = this.#options.instanceId;
+    const task = new ServerTask(
+      instance ? `${instance}.${random}` : random,
+      principal,
+      ttlMs ?? this.#options.taskTtl ?? DEFAULT_TASK_TTL_MS,
+      this.#options.taskPollInterval ?? DEFAULT_TASK_POLL_MS,
+      controller,
+      counts,
+    );
+    this.#tasks.set(task.id, task);
+    this.#schedule(task.expiresAt);
+    return task;
+  }
+
+  /** The task with that id, if it is the principal's and has not expired. */
+  find(id: unknown, principal: string): ServerTask | undefined {
+    const task = typeof id === "string" ? this.#tasks.get(id) : undefined;
+    if (!task || task.principal !== principal) return undefined;
+    if (task.expiresAt <= Date.now()) {
+      this.#expire(task);
+      return undefined;
+    }
+    return task;
+  }
+
+  /** Forgets what has expired (cancelling what still runs); returns the next expiry. */
+  sweep(now: number): number {
+    let next = Infinity;
+    for (const task of this.#tasks.values()) {
+      if (task.expiresAt <= now) this.#expire(task);
+      else if (task.expiresAt < next) next = task.expiresAt;
+    }
+    return next;
+  }
+
+  /** Cancels every running task (the server is stopping: no one could poll them). */
+  cancelAll(reason: string): void {
+    for (const task of this.#tasks.values()) task.cancel(reason);
+  }
+
+  #expire(task: ServerTask): void {
+    this.#tasks.delete(task.id);
+    task.cancel("the task expired (its ttlMs ran out)");
+  }
+}
+
+/**
+ * tasks/get, tasks/update, tasks/cancel (SEP-2663), in the contract's order of errors: the extension undeclared
+ * (-32021), then tasks/result and tasks/list, which only the 2025-11-25 tasks had (-32601, whatever their taskId:
+ * the conformance suite's dispatch scenario), then an id unknown, expired or another principal's (-32602).
+ */
+function answerTaskRequest(tasks: TaskStore, method: string, call: Received, principal: string): unknown {
+  const { params, client } = call;
+  const notFound = () => new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
+  if (!call.era.taskExtension) throw notFound();
+  if (!declaresExtension(client.capabilities, EXTENSIONS.tasks)) throw tasksExtensionMissing();
+  if (method === "tasks/result" || method === "tasks/list") throw notFound();
+  const task = tasks.find(params.taskId, principal);
+  if (!task) {
+    throw new RpcError(
+      ErrorCode.InvalidParams,
+      `Invalid params: unknown or expired task ${JSON.stringify(params.taskId ?? null)}`,
+    );
+  }
+  switch (method) {
+    case "tasks/get":
+      return task.detail();
+    case "tasks/update":
+      if (!isObject(params.inputResponses)) {
+        throw new RpcError(ErrorCode.InvalidParams, "Invalid params: tasks/update needs inputResponses");
+      }
+      task.update(params.inputResponses);
+      return {};
+    default: // tasks/cancel
+      task.cancel("cancelled by the client");
+      return {};
+  }
+}
+
+/** ctx.task(): the call becomes a task now, or (its run still starting) as soon as it is tracked. */
+function askForTask(work: Work, statusMessage: string | undefined, becomeNow: () => unknown): Promise<void> {
+  const call = work.taskCall;
+  if (!call) return Promise.resolve(); // a plain call: a no-op
+  if (call.task) {
+    if (statusMessage !== undefined) call.task.progress(0, undefined, statusMessage);
+    return Promise.resolve();
+  }
+  if (statusMessage !== undefined) call.message = statusMessage;
+  call.asked = true;
+  return new Promise((resolve) => {
+    call.made.push(resolve);
+    becomeNow();
+  });
+}
+
+/**
+ * A tracked call becomes a task: `finish` answers its request with the task and its run goes on. With the
+ * store full (--max-tasks), an optional tool goes on as a plain call and a required one answers -32603.
+ */
+function becomeTask(work: Work, tasks: TaskStore, finish: (result: unknown) => void): void {
+  const call = work.taskCall!;
+  if (work.done || call.task) return;
+  const controller = work.controller ??= new AbortController();
+  const task = tasks.create(principalOf(work.auth), call.support.ttlMs, controller, work.questions?.counts ?? {});
+  if (!task) {
+    work.taskCall = undefined;
+    if (call.support.mode === "required") {
+      finish(new RpcError(ErrorCode.InternalError, "Internal error: too many tasks"));
+      controller.abort(new Error("too many tasks"));
+    }
+  } else {
+    call.task = task;
+    task.statusMessage = call.message;
+    finish(task.created());
+  }
+  for (const made of call.made.splice(0)) made();
 }
 
 // === 8. Runtime ==============================================================
@@ -4667,7 +5217,7 @@ interface LegacySession {
   byRequest: Map<RequestId, SessionStream>; // a POST's stream, until its response
   standalone: SessionStream; // the GET stream's: server-initiated messages
   nextStream: number;
-  principal: string | undefined; // whose token began it (a protected server): nobody else may use it
+  principal: string; // whose token began it (a protected server): nobody else may use it
   subject: string | undefined; // that token's sub: the per-subject cap counts these
 }
 
@@ -5309,8 +5859,8 @@ class StatelessRequests {
           : `Mcp-Method header value '${headerMethod}' does not match body value '${method}'`,
       );
     }
-    const named = method === "resources/read" ? params.uri : params.name;
-    if (method === "tools/call" || method === "prompts/get" || method === "resources/read") {
+    const named = mcpNameOf(method, params);
+    if (named !== UNNAMED) {
       const raw = request.headers.get("mcp-name");
       const headerName = raw === null ? undefined : decodeHeaderValue(raw);
       if (headerName !== named) {
@@ -5733,11 +6283,6 @@ class TokenVerifier {
     })().finally(() => this.#loading = undefined);
     return this.#loading;
   }
-}
-
-// Who a verified token speaks for, as one string: its subject and client.
-function principalOf(auth: AuthInfo | undefined): string | undefined {
-  return auth ? `${auth.sub ?? ""} ${auth.clientId ?? ""}` : undefined;
 }
 
 /** The Protected Resource Metadata (RFC 9728) of a server at `resource`. */
@@ -8638,7 +9183,7 @@ function headerProperties(schema: unknown): [string, string[]][] {
 
 /**
  * The headers an HTTP request mirrors from its body (streamable-http.mdx, 2026-07-28): Mcp-Method, Mcp-Name
- * (tools/call, prompts/get, resources/read), and with a modern `version` MCP-Protocol-Version and the
+ * (mcpNameOf: tools/call, prompts/get, resources/read, tasks/*), and with a modern `version` MCP-Protocol-Version and the
  * Mcp-Param-* of `tool`'s x-mcp-header arguments. Sent in both eras: a legacy server ignores them.
  */
 function mirrorHeaders(
@@ -8648,11 +9193,7 @@ function mirrorHeaders(
   tool: JsonObject | undefined,
 ): Record<string, string> {
   const headers: Record<string, string> = { "mcp-method": method };
-  const name = method === "resources/read"
-    ? params.uri
-    : method === "tools/call" || method === "prompts/get"
-    ? params.name
-    : undefined;
+  const name = mcpNameOf(method, params);
   if (typeof name === "string") headers["mcp-name"] = encodeHeaderValue(name);
   if (version !== undefined) {
     headers["mcp-protocol-version"] = version;
@@ -10238,6 +10779,14 @@ Options:
   --trace                  every frame in (<) and out (>) on stderr (and what --verbose shows)
   -h, --help               this text
 
+Tasks (tools with execution.taskSupport "optional" or "required"; the io.modelcontextprotocol/tasks extension):
+  --task-grace MS          a call still running after MS becomes a task (default ${DEFAULT_TASK_GRACE_MS})
+  --task-ttl MS            a task is kept MS from its creation (default ${DEFAULT_TASK_TTL_MS}); then cancelled, forgotten
+  --task-poll-interval MS  the poll interval tasks announce (default ${DEFAULT_TASK_POLL_MS})
+  --max-tasks N            tasks kept at most (default ${DEFAULT_MAX_TASKS}); beyond, optional tools answer at once
+  --instance-id NAME       task ids start "NAME." so a load balancer routes tasks/* by Mcp-Name (with --http,
+                           default a random one per process)
+
 Over HTTP (Streamable HTTP; both protocol eras on one endpoint):
   --http [HOST:]PORT       listen on HOST (default 127.0.0.1) and PORT (0 picks one); says
                            "mcp: serving http://HOST:PORT/mcp" on stderr when ready
@@ -10267,8 +10816,29 @@ const SERVE_FLAGS = {
   trace: { type: "boolean" },
   verbose: { type: "boolean", short: "v" },
   watch: { type: "boolean" },
+  "task-grace": { type: "string" },
+  "task-ttl": { type: "string" },
+  "task-poll-interval": { type: "string" },
+  "max-tasks": { type: "string" },
+  "instance-id": { type: "string" },
   ...HTTP_FLAGS,
 } as const;
+
+// --task-* and --instance-id, checked. Over HTTP task ids name their instance, random per process by default.
+function taskOptions(values: FlagValues<typeof SERVE_FLAGS>, overHttp: boolean): ServerOptions {
+  const instanceId = values["instance-id"] ??
+    (overHttp ? base64Url(crypto.getRandomValues(new Uint8Array(6))) : undefined);
+  if (instanceId !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(instanceId)) {
+    throw new UsageError(`--instance-id takes 1-64 of A-Z a-z 0-9 _ -, got "${instanceId}"`);
+  }
+  return {
+    taskGrace: positiveInteger("--task-grace", values["task-grace"], DEFAULT_TASK_GRACE_MS, { allowZero: true }),
+    taskTtl: positiveInteger("--task-ttl", values["task-ttl"], DEFAULT_TASK_TTL_MS),
+    taskPollInterval: positiveInteger("--task-poll-interval", values["task-poll-interval"], DEFAULT_TASK_POLL_MS),
+    maxTasks: positiveInteger("--max-tasks", values["max-tasks"], DEFAULT_MAX_TASKS),
+    instanceId,
+  };
+}
 
 async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io: CliIo): Promise<number> {
   const target = positionals[0] ?? "./tools";
@@ -10380,7 +10950,12 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
       pageSize,
       listChanged: watch,
       stateKey: env.MCP_TS_STATE_KEY,
+      ...taskOptions(values, http !== undefined),
       onPluginError: verbose ? (error, label) => log(`"${label}" threw: ${describeStack(error)}`) : undefined,
+      onTaskLog: values.trace
+        ? (taskId, level, data) =>
+          log(`task ${taskId} [${level}] ${typeof data === "string" ? data : JSON.stringify(data)}`)
+        : undefined,
     };
     if (http) {
       const handler = createHandler({

@@ -1733,6 +1733,332 @@ describe("7. MCP server: resources, prompts, completion", () => {
   });
 });
 
+describe("7f. Tasks: calls that outlive their request", () => {
+  const TASKS = { extensions: { "io.modelcontextprotocol/tasks": {} } };
+  /** The 2026-07-28 _meta of a client that declares the tasks extension (and can answer forms). */
+  const declared = { "io.modelcontextprotocol/clientCapabilities": { elicitation: {}, ...TASKS } };
+  /** A promise and what settles it, for a tool the test lets finish. */
+  const gate = () => {
+    let open!: (value?: unknown) => void;
+    const opened = new Promise((resolve) => open = resolve);
+    return { open, opened };
+  };
+  /** tasks/get until `done` says the task is there, or 2 s. */
+  const until = async (
+    ask: (m: string, p?: unknown, meta?: Message) => Promise<Message>,
+    taskId: string,
+    done: (task: Message) => boolean,
+  ) => {
+    for (let i = 0; i < 400; i++) {
+      const task = (await ask("tasks/get", { taskId }, declared)).result;
+      if (task && done(task)) return task;
+      await sleep(5);
+    }
+    throw new Error(`task ${taskId} never got there`);
+  };
+
+  test("a call becomes a task when run calls ctx.task() or outlives the grace; tasks/get follows it to its result", async () => {
+    const release = gate();
+    const tools = [
+      {
+        name: "render",
+        execution: { taskSupport: "optional" as const },
+        run: async (_: unknown, ctx: ToolContext) => {
+          ctx.progress(0, 3, "warming up");
+          await ctx.task("queued");
+          ctx.progress(1, 3, "rendering pages");
+          await release.opened;
+          return { pages: 3 };
+        },
+      },
+      { name: "quick", execution: { taskSupport: "optional" as const }, run: () => Promise.resolve("at once") },
+      {
+        name: "slowish",
+        execution: { taskSupport: "optional" as const, ttlMs: 60_000 },
+        run: async (_: unknown, ctx: ToolContext) => {
+          ctx.progress(1, 2); // before the task: its first statusMessage
+          await sleep(100);
+          return "done";
+        },
+      },
+      { name: "plain", run: () => "plain" },
+    ];
+    const { server, ask } = stateless({ tools, taskGrace: 20, taskPollInterval: 250 });
+    try {
+      const discover = (await ask("server/discover")).result;
+      assert.deepEqual(discover.capabilities.extensions, { "io.modelcontextprotocol/tasks": {} });
+      const listed = (await ask("tools/list")).result.tools;
+      assert.ok(listed.every((tool: Message) => !("execution" in tool)), "execution stays private in 2026-07-28");
+
+      const quick = (await ask("tools/call", { name: "quick" }, declared)).result;
+      assert.deepEqual([quick.resultType, quick.content[0].text], ["complete", "at once"], "settled first: no task");
+
+      const created = (await ask("tools/call", { name: "render" }, declared)).result;
+      assert.equal(created.resultType, "task");
+      assert.match(created.taskId, /^[\w-]{22}$/, "128 random bits, base64url");
+      assert.deepEqual([created.status, created.statusMessage, created.ttlMs, created.pollIntervalMs], [
+        "working",
+        "queued",
+        3_600_000,
+        250,
+      ]);
+      assert.match(created.createdAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d/);
+      assert.ok(!("result" in created) && !("error" in created) && !("inputRequests" in created));
+      const working = await until(ask, created.taskId, (task) => task.statusMessage === "rendering pages");
+      assert.deepEqual([working.resultType, working.status], ["complete", "working"]);
+      release.open();
+      const completed = await until(ask, created.taskId, (task) => task.status === "completed");
+      assert.deepEqual(completed.result, {
+        content: [{ type: "text", text: '{"pages":3}' }],
+        structuredContent: { pages: 3 },
+      });
+
+      const graced = (await ask("tools/call", { name: "slowish" }, declared)).result;
+      assert.deepEqual([graced.resultType, graced.statusMessage, graced.ttlMs], ["task", "1/2", 60_000]);
+      const ended = await until(ask, graced.taskId, (task) => task.status === "completed");
+      assert.equal(ended.result.content[0].text, "done");
+
+      // A client without the extension: the same tools answer as plain calls.
+      const undeclared = (await ask("tools/call", { name: "slowish" })).result;
+      assert.deepEqual([undeclared.resultType, undeclared.content[0].text], ["complete", "done"]);
+      release.open();
+      assert.equal((await ask("tools/call", { name: "render" })).result.content[0].text, '{"pages":3}');
+      assert.equal((await ask("tools/call", { name: "plain" }, declared)).result.resultType, "complete");
+    } finally {
+      server.close();
+    }
+  });
+
+  test("questions inside a task are its inputRequests, answered by tasks/update without running run again", async () => {
+    let runs = 0;
+    const tool = {
+      name: "deploy",
+      execution: { taskSupport: "required" as const },
+      run: async (_: unknown, ctx: ToolContext) => {
+        runs++;
+        await ctx.task();
+        const [region, go] = await Promise.all([
+          ctx.elicit({
+            message: "Region?",
+            requestedSchema: { type: "object", properties: { region: { type: "string" } } },
+          }, { key: "region" }),
+          ctx.elicit({ message: "Go?", requestedSchema: { type: "object", properties: { go: { type: "boolean" } } } }),
+        ]);
+        return `${(region.content as Message).region} ${(go.content as Message).go}`;
+      },
+    };
+    const { server, ask } = stateless({ tools: [tool] });
+    try {
+      const { taskId } = (await ask("tools/call", { name: "deploy" }, declared)).result;
+      const asking = await until(ask, taskId, (task) => task.status === "input_required");
+      assert.deepEqual(Object.keys(asking.inputRequests), ["region", "elicit-1"]);
+      assert.equal(asking.inputRequests.region.method, "elicitation/create");
+      const ack = (await ask("tasks/update", {
+        taskId,
+        inputResponses: { region: { action: "accept", content: { region: "eu" } }, "never-asked": { ignored: true } },
+      }, declared)).result;
+      assert.deepEqual(Object.keys(ack).sort(), ["_meta", "resultType"]);
+      const partly = (await ask("tasks/get", { taskId }, declared)).result;
+      assert.deepEqual([partly.status, Object.keys(partly.inputRequests)], ["input_required", ["elicit-1"]]);
+      await ask(
+        "tasks/update",
+        { taskId, inputResponses: { "elicit-1": { action: "accept", content: { go: true } } } },
+        declared,
+      );
+      const done = await until(ask, taskId, (task) => task.status === "completed");
+      assert.equal(done.result.content[0].text, "eu true");
+      assert.equal(runs, 1, "run ran once: answers resume it in place");
+
+      // Asking for what the creating request did not declare fails the task with -32021.
+      const sampler = {
+        name: "summarise",
+        execution: { taskSupport: "required" as const },
+        run: async (_: unknown, ctx: ToolContext) => {
+          await ctx.task();
+          return await ctx.sample({ messages: [] });
+        },
+      };
+      server.setTools([sampler]);
+      const sampled = (await ask("tools/call", { name: "summarise" }, declared)).result;
+      const failed = await until(ask, sampled.taskId, (task) => task.status === "failed");
+      assert.equal(failed.error.code, -32021);
+    } finally {
+      server.close();
+    }
+  });
+
+  test("errors: -32021 before run and for tasks/* without the extension, -32601 tasks/result, -32602 unknown ids", async () => {
+    let ran = false;
+    const tools = [
+      {
+        name: "required",
+        execution: { taskSupport: "required" as const },
+        run: () => Promise.resolve(void (ran = true)),
+      },
+      {
+        name: "coded",
+        execution: { taskSupport: "optional" as const },
+        run: () => {
+          throw Object.assign(new Error("backend said no"), { code: -32603, data: { retry: false } });
+        },
+      },
+      {
+        name: "crashing",
+        execution: { taskSupport: "optional" as const },
+        run: async (_: unknown, ctx: ToolContext) => {
+          await ctx.task();
+          throw new Error("job crashed");
+        },
+      },
+      {
+        name: "refused",
+        execution: { taskSupport: "optional" as const },
+        run: async (_: unknown, ctx: ToolContext) => {
+          await ctx.task();
+          throw new RpcError(-32001, "quota exhausted");
+        },
+      },
+    ];
+    const { server, ask } = stateless({ tools });
+    try {
+      const required = await ask("tools/call", { name: "required" });
+      assert.deepEqual(required.error, {
+        code: -32021,
+        message: "Missing required client capability: the io.modelcontextprotocol/tasks extension",
+        data: { requiredCapabilities: TASKS },
+      });
+      assert.equal(ran, false, "refused before run started");
+      for (const method of ["tasks/get", "tasks/update", "tasks/cancel", "tasks/result"]) {
+        assert.equal((await ask(method, { taskId: "x", inputResponses: {} })).error.code, -32021, method);
+      }
+      assert.equal((await ask("tasks/result", { taskId: "x" }, declared)).error.code, -32601);
+      assert.equal((await ask("tasks/list", {}, declared)).error.code, -32601);
+      for (const method of ["tasks/get", "tasks/update", "tasks/cancel"]) {
+        assert.equal((await ask(method, { taskId: "nope", inputResponses: {} }, declared)).error.code, -32602, method);
+      }
+      // Not a task: a coded throw is a JSON-RPC error; in a task it fails the task, a plain throw completes it.
+      assert.deepEqual((await ask("tools/call", { name: "coded" }, declared)).error, {
+        code: -32603,
+        message: "backend said no",
+        data: { retry: false },
+      });
+      const crashed = (await ask("tools/call", { name: "crashing" }, declared)).result;
+      const completed = await until(ask, crashed.taskId, (task) => task.status !== "working");
+      assert.deepEqual([completed.status, completed.result.isError], ["completed", true]);
+      assert.match(completed.result.content[0].text, /job crashed/);
+      const refused = (await ask("tools/call", { name: "refused" }, declared)).result;
+      const failed = await until(ask, refused.taskId, (task) => task.status !== "working");
+      assert.deepEqual([failed.status, failed.error, "result" in failed], [
+        "failed",
+        { code: -32001, message: "quota exhausted" },
+        false,
+      ]);
+    } finally {
+      server.close();
+    }
+  });
+
+  test("tasks/cancel cancels at once and drops the late result; the TTL expires a task; --max-tasks bounds them", async () => {
+    const aborted: string[] = [];
+    let release = gate();
+    const tools = [
+      {
+        name: "long",
+        execution: { taskSupport: "optional" as const },
+        run: async (_: unknown, ctx: ToolContext) => {
+          await ctx.task();
+          ctx.signal.addEventListener("abort", () => aborted.push(String((ctx.signal.reason as Error).message)));
+          await release.opened;
+          return "late";
+        },
+      },
+      {
+        name: "must",
+        execution: { taskSupport: "required" as const },
+        run: async (_: unknown, ctx: ToolContext) => {
+          await ctx.task();
+          await release.opened;
+          return "must";
+        },
+      },
+    ];
+    const { server, ask } = stateless({ tools, taskTtl: 300, maxTasks: 2 });
+    try {
+      const first = (await ask("tools/call", { name: "long" }, declared)).result;
+      const cancelled = (await ask("tasks/cancel", { taskId: first.taskId }, declared)).result;
+      assert.deepEqual(Object.keys(cancelled).sort(), ["_meta", "resultType"]);
+      assert.equal((await ask("tasks/get", { taskId: first.taskId }, declared)).result.status, "cancelled");
+      assert.deepEqual(aborted, ["cancelled by the client"]);
+      assert.equal((await ask("tasks/cancel", { taskId: first.taskId }, declared)).result.resultType, "complete");
+      release.open(); // its run ends now: too late, dropped
+      await sleep(10);
+      const dropped = (await ask("tasks/get", { taskId: first.taskId }, declared)).result;
+      assert.deepEqual([dropped.status, "result" in dropped], ["cancelled", false]);
+      release = gate();
+
+      const second = (await ask("tools/call", { name: "long" }, declared)).result;
+      const third = (await ask("tools/call", { name: "long" }, declared)).result;
+      assert.equal(third.resultType, "task", "the cancelled task made room");
+      // Two running: the store is full. An optional tool answers as a plain call, a required one cannot.
+      const full = ask("tools/call", { name: "long" }, declared);
+      const refused = await ask("tools/call", { name: "must" }, declared);
+      assert.deepEqual(refused.error, { code: -32603, message: "Internal error: too many tasks" });
+      release.open();
+      assert.deepEqual((await full).result.content, [{ type: "text", text: "late" }]);
+      assert.equal((await ask("tasks/get", { taskId: first.taskId }, declared)).error.code, -32602, "made room");
+
+      // The TTL (300 ms from creation) ends them: unknown from then on.
+      await sleep(350);
+      for (const { taskId } of [second, third]) {
+        assert.equal((await ask("tasks/get", { taskId }, declared)).error.code, -32602);
+      }
+    } finally {
+      server.close();
+    }
+  });
+
+  test("a task is bound to its principal; subscriptions/listen sends notifications/tasks until all are terminal", async () => {
+    const release = gate();
+    const tool = {
+      name: "job",
+      execution: { taskSupport: "optional" as const },
+      run: async (_: unknown, ctx: ToolContext) => {
+        await ctx.task("started");
+        await release.opened;
+        ctx.progress(1, 1, "finishing");
+        return "ok";
+      },
+    };
+    const { server, sent, ask } = stateless({ tools: [tool], instanceId: "east-1" });
+    try {
+      server.auth = { sub: "alice", scopes: [], claims: {} };
+      const { taskId } = (await ask("tools/call", { name: "job" }, declared)).result;
+      assert.match(taskId, /^east-1\.[\w-]{22}$/);
+      server.auth = { sub: "bob", scopes: [], claims: {} };
+      assert.equal((await ask("tasks/get", { taskId }, declared)).error.code, -32602, "as if it did not exist");
+      const refused = await ask("subscriptions/listen", { notifications: { taskIds: [taskId] } });
+      assert.equal(refused.error.code, -32021);
+      server.auth = { sub: "alice", scopes: [], claims: {} };
+      const listening = ask("subscriptions/listen", { notifications: { taskIds: [taskId, "unknown"] } }, declared);
+      const ack = () => sent.find((m) => m.method === "notifications/subscriptions/acknowledged");
+      for (let i = 0; i < 100 && !ack(); i++) await sleep(5);
+      assert.deepEqual(ack()!.params.notifications, { taskIds: [taskId] });
+      release.open();
+      const ended = await listening;
+      assert.equal(ended.result.resultType, "complete");
+      const changes = sent.filter((m) => m.method === "notifications/tasks").map((m) => m.params);
+      assert.deepEqual(changes.map((task) => [task.status, task.statusMessage]), [
+        ["working", "finishing"],
+        ["completed", "finishing"],
+      ]);
+      assert.equal(changes[1].result.content[0].text, "ok");
+      assert.deepEqual(Object.keys(changes[0]._meta), ["io.modelcontextprotocol/subscriptionId"]);
+    } finally {
+      server.close();
+    }
+  });
+});
+
 describe("9. Plugins", () => {
   test("isPluginFile() skips helpers, sidecars, docs, typings and tests", () => {
     for (const name of ["add.ts", "wc.sh", "x.mjs"]) assert.ok(isPluginFile(name), name);
@@ -1897,6 +2223,58 @@ describe("9. Plugins: executable tools and --watch", () => {
       // SIGTERM is ignored: SIGKILL follows after 1 s.
       for (const pid of pids()) assert.ok(await isGone(pid, 2_500), `tool process ${pid} is still running`);
       assert.ok(!server.messages.some((m) => m.id === 1), "the cancelled call got no answer");
+    });
+  });
+
+  test("an executable as a task: @progress sets its statusMessage, tasks/cancel and stdin's end stop its group", async () => {
+    await withTempDir("mcp-exec-task-", async (dir) => {
+      // Each run says its pid in a file, reports progress, and waits on a child (its group is what is stopped).
+      writeFileSync(
+        join(dir, "render.sh"),
+        '#!/bin/sh\necho $$ >> pids\necho "@progress 1/3 rendering" >&2\nsleep 30\n',
+      );
+      spawnSync("chmod", ["+x", join(dir, "render.sh")]);
+      writeFileSync(join(dir, "render.json"), JSON.stringify({ execution: { taskSupport: "optional" } }));
+      const meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
+      };
+      const ask = (server: ServerProcess, id: string, method: string, params: Message) =>
+        server.request(id, method, { ...params, _meta: meta });
+      const pids = () =>
+        existsSync(join(dir, "pids")) ? readFileSync(join(dir, "pids"), "utf8").trim().split("\n").map(Number) : [];
+      const server = new ServerProcess([dir, "--task-grace", "50", "--task-poll-interval", "200"]);
+      try {
+        const created = (await ask(server, "c1", "tools/call", { name: "render" })).result;
+        assert.deepEqual([created.resultType, created.pollIntervalMs], ["task", 200], "still working after the grace");
+        let polls = 0;
+        let task: Message = {};
+        for (; task.statusMessage !== "rendering" && polls < 100; polls++) {
+          task = (await ask(server, `g${polls}`, "tasks/get", { taskId: created.taskId })).result;
+          if (task.statusMessage !== "rendering") await sleep(20);
+        }
+        assert.deepEqual(
+          [task.status, task.statusMessage],
+          ["working", "rendering"],
+          "the progress line, as the statusMessage",
+        );
+        assert.deepEqual(
+          (await ask(server, "x1", "tasks/cancel", { taskId: created.taskId })).result.resultType,
+          "complete",
+        );
+        assert.equal((await ask(server, "g-end", "tasks/get", { taskId: created.taskId })).result.status, "cancelled");
+        assert.ok(await isGone(pids()[0], 3_000), "the cancelled task's process is gone");
+
+        const second = (await ask(server, "c2", "tools/call", { name: "render" })).result;
+        assert.equal(second.resultType, "task");
+        await server.until(() => pids().length === 2, "the second run started");
+        const started = Date.now();
+        assert.deepEqual(await server.end(), { code: 0, signal: null }, "EOF: nobody can poll it, the server ends");
+        assert.ok(Date.now() - started < 5_000, "without waiting for the task");
+        assert.ok(await isGone(pids()[1], 3_000), "the running task's process is gone");
+      } finally {
+        server.kill();
+      }
     });
   });
 
@@ -2247,6 +2625,77 @@ describe("10. Server transports: stdio", () => {
 });
 
 describe("10. Server transports: Streamable HTTP", () => {
+  test("tasks over HTTP: Mcp-Name must name the task, ids carry the instance, close cancels what runs", async () => {
+    const aborted: string[] = [];
+    let finish!: () => void;
+    let finished = new Promise<void>((resolve) => finish = resolve);
+    const tool = {
+      name: "build",
+      execution: { taskSupport: "optional" as const },
+      run: async (_: unknown, ctx: ToolContext) => {
+        const waiting = finished;
+        await ctx.task("compiling");
+        ctx.signal.addEventListener("abort", () => aborted.push((ctx.signal.reason as Error).message));
+        await waiting;
+        return "built";
+      },
+    };
+    const handler = createHandler({ tools: [tool], instanceId: "eu-1" });
+    const post = (method: string, params: Message, name?: string) =>
+      handler(
+        new Request(URL_MCP, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": method,
+            ...(name === undefined ? {} : { "mcp-name": name }),
+          },
+          body: JSON.stringify({
+            jsonrpc: "2.0",
+            id: 1,
+            method,
+            params: {
+              ...params,
+              _meta: {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
+              },
+            },
+          }),
+        }),
+      );
+    try {
+      const created = await (await post("tools/call", { name: "build" }, "build")).json();
+      assert.equal(created.result.resultType, "task");
+      const { taskId } = created.result;
+      assert.match(taskId, /^eu-1\./);
+      const wrong = await post("tasks/get", { taskId }, "eu-2.other");
+      assert.equal(wrong.status, 400);
+      assert.equal((await wrong.json()).error.code, -32020);
+      const missing = await post("tasks/get", { taskId });
+      assert.equal(missing.status, 400, "Mcp-Name is required on tasks/get");
+      await missing.body?.cancel();
+      const got = await (await post("tasks/get", { taskId }, taskId)).json();
+      assert.deepEqual([got.result.status, got.result.statusMessage], ["working", "compiling"]);
+      const second = await (await post("tools/call", { name: "build" }, "build")).json();
+      finish();
+      for (let i = 0; i < 100; i++) {
+        const task = (await (await post("tasks/get", { taskId }, taskId)).json()).result;
+        if (task.status === "completed") break;
+        await sleep(5);
+      }
+      assert.equal((await (await post("tasks/get", { taskId }, taskId)).json()).result.result.content[0].text, "built");
+      assert.equal(second.result.resultType, "task");
+      assert.deepEqual(aborted, [], "both ended by themselves");
+      finished = new Promise<void>(() => {}); // the next one runs until the server closes
+      assert.equal((await (await post("tools/call", { name: "build" }, "build")).json()).result.resultType, "task");
+    } finally {
+      handler.close();
+    }
+    assert.deepEqual(aborted, ["the server shut down"], "closing the handler cancelled the task still running");
+  });
+
   test("2026-07-28: a plain answer is JSON; notifications first make an SSE stream that the answer ends", async () => {
     const handler = createHandler({ tools: HTTP_TOOLS });
     try {
@@ -4590,6 +5039,48 @@ describe("15b. Proxy and replay", () => {
       assert.deepEqual(viaStdio, direct);
       assert.deepEqual(viaHttp, direct);
     } finally {
+      http.close();
+    }
+  });
+
+  test("a task through the proxy to an HTTP upstream: tasks/get, tasks/update, tasks/cancel carry Mcp-Name", async () => {
+    const http = await startListening(
+      [MCP, "serve", HERE + "testdata/conformance/tools_tasks.ts", "--http", "0"],
+      /serving (\S+)/,
+    );
+    const proxy = new ServerProcess([http.url], false, "proxy");
+    try {
+      const meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+          elicitation: {},
+          extensions: { "io.modelcontextprotocol/tasks": {} },
+        },
+      };
+      const ask = (id: string, method: string, params: Message) =>
+        proxy.request(id, method, { ...params, _meta: meta });
+      const created =
+        (await ask("c", "tools/call", { name: "confirm_delete", arguments: { filename: "a.txt" } })).result;
+      assert.equal(created.resultType, "task");
+      let task: Message = {};
+      for (let i = 0; task.status !== "input_required" && i < 100; i++) {
+        task = (await ask(`g${i}`, "tasks/get", { taskId: created.taskId })).result;
+        if (task.status !== "input_required") await sleep(20);
+      }
+      const [key] = Object.keys(task.inputRequests);
+      const ack = await ask("u", "tasks/update", {
+        taskId: created.taskId,
+        inputResponses: { [key]: { action: "accept", content: { confirm: true } } },
+      });
+      assert.equal(ack.result.resultType, "complete", JSON.stringify(ack));
+      for (let i = 0; task.status !== "completed" && i < 100; i++) {
+        task = (await ask(`h${i}`, "tasks/get", { taskId: created.taskId })).result;
+        if (task.status !== "completed") await sleep(20);
+      }
+      assert.equal(task.result.content[0].text, "deleted 'a.txt'");
+      assert.equal((await ask("x", "tasks/cancel", { taskId: created.taskId })).result.resultType, "complete");
+    } finally {
+      proxy.kill();
       http.close();
     }
   });
