@@ -34,7 +34,7 @@
 //  12. Client transports   12a stdio, 12b Streamable HTTP and HTTP+SSE
 //  13. OAuth               13a the token store, 13b discovery and signing, 13c the provider
 //  14. MCP client          14a options, 14b the session (McpClient), 14c connect(), 14d the 2026-07-28
-//                          rules a client keeps, 14e arguments as typed
+//                          rules a client keeps, 14e arguments as typed, 14f following a task
 //  15. Gateway, proxy and replay   15a gateway, 15b proxy, 15c replay
 //  16. Output              what the client commands print (pure); text made safe for a terminal
 //  17. CLI                 argv → exit code: 17a the process's I/O and flags, 17b serve, 17c the client's
@@ -225,8 +225,8 @@ export class AuthorizationError extends Error {
 
 /** Stopped by SIGINT. Exit code 130. */
 export class InterruptedError extends Error {
-  constructor() {
-    super("interrupted");
+  constructor(message = "interrupted") {
+    super(message);
     this.name = "InterruptedError";
   }
 }
@@ -8345,6 +8345,10 @@ interface InternalRequestOptions extends RequestOptions {
   handshake?: boolean;
   /** The probe: the 2026-07-28 envelope before the era is known. */
   probe?: string;
+  /** Extensions declared on this request besides the client's capabilities (2026-07-28). */
+  extensions?: JsonObject;
+  /** Sent after the client's own signal aborted (tasks/cancel on Ctrl-C): that signal does not stop it. */
+  afterInterrupt?: boolean;
 }
 
 /** Where and how the server is reached: its process or its URL, credentials, message size. */
@@ -8460,6 +8464,12 @@ export class McpClient {
   #tools: Map<string, JsonObject> | undefined; // 2026-07-28 over HTTP: schemas for Mcp-Param-* headers
   #listed: JsonObject[] | undefined; // the last tools/list, for idempotentHint
   #dropped: Map<string, string> | undefined; // tools left out of the list, and why
+  /** Tasks (SEP-2663) by id: `get`, `result` (waits for the end, answering what it asks), `cancel`. */
+  readonly tasks: ClientTasks = new ClientTasks(
+    (method, params, options) => this.request(method, params, options),
+    (method, params, cause) => this.#answerServer(method, params, cause),
+    () => this.#options,
+  );
 
   constructor(spec: ServerSpec, options: ConnectOptions = {}) {
     this.spec = spec;
@@ -8737,7 +8747,8 @@ export class McpClient {
       );
     };
     armHard(maxTime);
-    const outer = [options.signal, this.#options.signal].filter((signal): signal is AbortSignal => !!signal);
+    const outer = [options.signal, options.afterInterrupt ? undefined : this.#options.signal]
+      .filter((signal): signal is AbortSignal => !!signal);
     const forward = (event: Event) => abortWith((event.target as AbortSignal).reason);
     for (const signal of outer) {
       if (signal.aborted) abortWith(signal.reason);
@@ -8757,7 +8768,7 @@ export class McpClient {
     try {
       for (let round = 0;; round++) {
         const version = options.probe ?? (this.#era.envelope ? this.protocolVersion : undefined);
-        const [sent, context] = this.#envelope(method, params, version);
+        const [sent, context] = this.#envelope(method, params, version, options.extensions);
         let result: unknown;
         let id: RequestId | undefined;
         try {
@@ -8791,6 +8802,10 @@ export class McpClient {
         // basic/index.mdx (2026-07-28): no resultType is "complete"; one we do not know is invalid.
         const type = result.resultType ?? "complete";
         if (type === "complete") return result;
+        // SEP-2663: a task, for a tools/call that declared the extension.
+        if (type === "task" && method === "tools/call" && isObject(options.extensions?.[EXTENSIONS.tasks])) {
+          return result;
+        }
         if (type !== "input_required" || !INPUT_METHODS.has(method)) {
           throw new ServerError(`the server sent an invalid ${method} result: resultType ${JSON.stringify(type)}`);
         }
@@ -8818,16 +8833,26 @@ export class McpClient {
 
   // A request as the era sends it: 2026-07-28 puts the envelope in _meta and, over HTTP, mirrors
   // the method, name and x-mcp-header arguments in headers (basic/index.mdx, streamable-http.mdx).
-  #envelope(method: string, params: JsonObject, version: string | undefined): [JsonObject, SendContext | undefined] {
+  #envelope(
+    method: string,
+    params: JsonObject,
+    version: string | undefined,
+    extensions: JsonObject | undefined,
+  ): [JsonObject, SendContext | undefined] {
     const http = this.#transport.kind === "http";
     const tool = method === "tools/call" ? this.#tools?.get(String(params.name)) : undefined;
     const context = http ? { headers: mirrorHeaders(method, params, version, tool) } : undefined;
     if (version === undefined) return [params, context];
     const options = this.#options;
+    let capabilities = options.capabilities ?? {};
+    if (extensions) {
+      const own = isObject(capabilities.extensions) ? capabilities.extensions : {};
+      capabilities = { ...capabilities, extensions: { ...own, ...extensions } };
+    }
     const meta: JsonObject = {
       ...(isObject(params._meta) ? params._meta : {}),
       [META.protocolVersion]: version,
-      [META.clientCapabilities]: options.capabilities ?? {},
+      [META.clientCapabilities]: capabilities,
       [META.clientInfo]: { name: "mcp.ts", version: VERSION },
     };
     if (options.logLevel) meta[META.logLevel] = options.logLevel;
@@ -8918,12 +8943,7 @@ export class McpClient {
   async callTool(
     name: string,
     args: JsonObject = {},
-    options: RequestOptions & {
-      retries?: number;
-      onRetry?: (error: ServerError, attempt: number) => void;
-      /** Added to the request's `_meta`. */
-      meta?: JsonObject;
-    } = {},
+    options: CallToolOptions = {},
   ): Promise<JsonObject> {
     const retries = options.retries ?? 0;
     if (retries > 0 && !this.#listed) await this.listTools(options); // which tools say idempotentHint
@@ -8947,11 +8967,7 @@ export class McpClient {
     }
   }
 
-  async #callOnce(
-    name: string,
-    args: JsonObject,
-    options: RequestOptions & { meta?: JsonObject },
-  ): Promise<JsonObject> {
+  async #callOnce(name: string, args: JsonObject, options: CallToolOptions): Promise<JsonObject> {
     if (this.#era.envelope && this.#transport.kind === "http" && !this.#tools) {
       await this.listTools(options).catch(noop); // the Mcp-Param-* headers need the tool's schema
     }
@@ -8963,7 +8979,9 @@ export class McpClient {
     try {
       const params: JsonObject = { name, arguments: args };
       if (options.meta) params._meta = options.meta;
-      result = await this.request("tools/call", params, options);
+      // SEP-2663: the call may become a task; it is followed to its end here (or, detached, handed back).
+      result = await this.request("tools/call", params, { ...options, extensions: TASKS_DECLARED });
+      if (result.resultType === "task") return options.detach ? result : await this.tasks.follow(result, options);
     } catch (error) {
       if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
         await this.#throwIfUnknown(error, { kind: "tool", name, list: () => this.listTools(options), field: "name" });
@@ -9361,6 +9379,202 @@ function editDistance(a: string, b: string): number {
     previous = current;
   }
   return previous[b.length];
+}
+
+// --- 14f. Tasks: following a call that became one (SEP-2663) ---
+
+// What a tools/call declares in the 2026-07-28 era: the tasks extension (a client that follows tasks).
+const TASKS_DECLARED: JsonObject = { [EXTENSIONS.tasks]: {} };
+// tasks/cancel on Ctrl-C or --max-time waits at most this long (best effort: the command is ending).
+const TASK_CANCEL_WAIT_MS = 1_000;
+// The poll interval when the task names none, and the bounds of one it names.
+const TASK_POLL_DEFAULT_MS = 1_000;
+const TASK_POLL_MIN_MS = 100;
+const TASK_POLL_MAX_MS = 10_000;
+
+/** Options of {@linkcode McpClient.callTool}. */
+export interface CallToolOptions extends RequestOptions {
+  /** When the server dies under the call, start it again and repeat the call, for an idempotentHint tool. */
+  retries?: number;
+  onRetry?: (error: ServerError, attempt: number) => void;
+  /** Added to the request's `_meta`. */
+  meta?: JsonObject;
+  /** A call that becomes a task: hand back its CreateTaskResult at once instead of following it. */
+  detach?: boolean;
+  /** Each state of a task the call became, as tasks/get showed it (the first: its CreateTaskResult). */
+  onTask?: (task: JsonObject) => void;
+}
+
+/** How a task the client follows ended other than with a result: failed, cancelled, or stopped by us. */
+export class TaskEndedError extends ServerError {
+  /** The task's id. */
+  readonly taskId: string;
+  constructor(taskId: string, message: string, options: { code?: number; data?: unknown } = {}) {
+    super(message, options);
+    this.name = "TaskEndedError";
+    this.taskId = taskId;
+  }
+}
+
+// A question of a task that this client cannot answer: the task is cancelled, the command ends naming it.
+class UnanswerableTaskError extends TaskEndedError {}
+
+/**
+ * A client's tasks (SEP-2663): `follow` polls a task to its end, paced by its pollIntervalMs (clamped to
+ * 100 ms…10 s, 1 s when absent), answering its inputRequests through tasks/update (each key once), and returns
+ * its result; a failed or cancelled task throws TaskEndedError. Ctrl-C (the client's signal), --max-time, or a
+ * question it cannot answer cancel the task first (tasks/cancel, at most 1 s), and the error names it.
+ * @internal
+ */
+export class ClientTasks {
+  #request: (method: string, params: JsonObject, options: InternalRequestOptions) => Promise<JsonObject>;
+  #answer: (method: string, params: JsonObject, cause: unknown) => unknown;
+  #options: () => ConnectOptions;
+
+  constructor(
+    request: (method: string, params: JsonObject, options: InternalRequestOptions) => Promise<JsonObject>,
+    answer: (method: string, params: JsonObject, cause: unknown) => unknown,
+    options: () => ConnectOptions,
+  ) {
+    this.#request = request;
+    this.#answer = answer;
+    this.#options = options;
+  }
+
+  /** tasks/get: the task as the server shows it now. */
+  get(taskId: string, options: RequestOptions = {}): Promise<JsonObject> {
+    return this.#request("tasks/get", { taskId }, { ...options, extensions: TASKS_DECLARED });
+  }
+
+  /** tasks/cancel: the server's acknowledgement (the task may still end otherwise). */
+  cancel(taskId: string, options: RequestOptions = {}): Promise<JsonObject> {
+    return this.#request("tasks/cancel", { taskId }, { ...options, extensions: TASKS_DECLARED });
+  }
+
+  /** Waits for the task's end, answering what it asks, and returns its result (as {@linkcode follow}). */
+  async result(taskId: string, options: CallToolOptions = {}): Promise<JsonObject> {
+    return await this.follow(await this.get(taskId, options), options);
+  }
+
+  /** Follows a task from `task` (a CreateTaskResult or a tasks/get result) to its end. */
+  async follow(task: JsonObject, options: CallToolOptions = {}): Promise<JsonObject> {
+    const taskId = task.taskId;
+    if (typeof taskId !== "string" || taskId === "") {
+      throw new ServerError("the server sent an invalid task: no taskId");
+    }
+    const connection = this.#options();
+    const maxTime = options.maxTime ?? connection.maxTime ?? DEFAULT_MAX_TIME_MS;
+    const deadline = Date.now() + maxTime;
+    const signals = [options.signal, connection.signal].filter((signal): signal is AbortSignal => !!signal);
+    const answered = new Set<string>();
+    const overdue = () => new TimeoutError(`task ${taskId} timed out after ${maxTime} ms (--max-time)`);
+    try {
+      for (;;) {
+        options.onTask?.(task);
+        switch (task.status) {
+          case "completed":
+            if (!isObject(task.result)) throw new ServerError(`the server sent an invalid task ${taskId}: no result`);
+            return task.result;
+          case "failed": {
+            const error = isObject(task.error) ? task.error : {};
+            const code = typeof error.code === "number" ? error.code : undefined;
+            const why = typeof error.message === "string" ? error.message : String(task.statusMessage ?? "no reason");
+            throw new TaskEndedError(taskId, `task ${taskId} failed: ${why}${code === undefined ? "" : ` (${code})`}`, {
+              code,
+              data: error.data,
+            });
+          }
+          case "cancelled":
+            throw new TaskEndedError(
+              taskId,
+              `task ${taskId} was cancelled${typeof task.statusMessage === "string" ? `: ${task.statusMessage}` : ""}`,
+            );
+          case "input_required":
+            await this.#answerInputs(taskId, task, answered, options);
+            break;
+          case "working":
+            break;
+          default:
+            throw new ServerError(`the server sent an invalid task ${taskId}: status ${JSON.stringify(task.status)}`);
+        }
+        const left = deadline - Date.now();
+        if (left <= 0) throw overdue();
+        const interval = typeof task.pollIntervalMs === "number" && task.pollIntervalMs > 0
+          ? Math.min(Math.max(task.pollIntervalMs, TASK_POLL_MIN_MS), TASK_POLL_MAX_MS)
+          : TASK_POLL_DEFAULT_MS;
+        await sleepUnlessAborted(Math.min(interval, left), signals);
+        if (Date.now() >= deadline) throw overdue();
+        task = await this.get(taskId, { signal: options.signal, timeout: options.timeout });
+      }
+    } catch (error) {
+      // Ctrl-C, --max-time and a question we cannot answer end the task too; a poll's own failure does not.
+      const stopped = error instanceof InterruptedError || error instanceof UnanswerableTaskError ||
+        (error instanceof TimeoutError && error.message === overdue().message);
+      if (!stopped) throw error;
+      const cancelled = await this.#request("tasks/cancel", { taskId }, {
+        extensions: TASKS_DECLARED,
+        timeout: TASK_CANCEL_WAIT_MS,
+        maxTime: TASK_CANCEL_WAIT_MS,
+        afterInterrupt: true,
+      }).then(() => true, () => false);
+      const note = cancelled ? `task ${taskId} cancelled` : `task ${taskId} may still run (tasks/cancel failed)`;
+      if (error instanceof InterruptedError) throw new InterruptedError(`interrupted; ${note}`);
+      if (error instanceof TimeoutError) throw new TimeoutError(`${error.message}; ${cancelled ? "cancelled" : note}`);
+      throw error;
+    }
+  }
+
+  // Answers each inputRequest not answered before (SEP-2663: keys are unique over the task's life), then
+  // sends them in one tasks/update. One that cannot be answered ends the task (cancelled by follow).
+  async #answerInputs(taskId: string, task: JsonObject, answered: Set<string>, options: CallToolOptions) {
+    const requests = isObject(task.inputRequests) ? task.inputRequests : {};
+    const responses: JsonObject = {};
+    for (const [key, request] of Object.entries(requests)) {
+      if (answered.has(key)) continue;
+      if (!isObject(request) || typeof request.method !== "string") {
+        throw new ServerError(`the server sent an invalid task ${taskId}: input request "${key}" has no method`);
+      }
+      try {
+        responses[key] = await this.#answer(
+          request.method,
+          isObject(request.params) ? request.params : {},
+          options.cause,
+        );
+      } catch (error) {
+        throw new UnanswerableTaskError(
+          taskId,
+          `task ${taskId} needs input mcp.ts cannot give: ${describeInputRequest(request)} (${errorMessage(error)})`,
+        );
+      }
+      answered.add(key);
+    }
+    if (Object.keys(responses).length === 0) return;
+    await this.#request("tasks/update", { taskId, inputResponses: responses }, {
+      signal: options.signal,
+      extensions: TASKS_DECLARED,
+    });
+  }
+}
+
+/** Waits `ms`, or rejects with the reason of the first of `signals` to abort. */
+function sleepUnlessAborted(ms: number, signals: AbortSignal[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const aborted = signals.find((signal) => signal.aborted);
+    if (aborted) return reject(aborted.reason);
+    const onAbort = (event: Event) => {
+      done();
+      reject((event.target as AbortSignal).reason);
+    };
+    const done = () => {
+      clearTimeout(timer);
+      for (const signal of signals) signal.removeEventListener("abort", onAbort);
+    };
+    const timer = setTimeout(() => {
+      done();
+      resolve();
+    }, ms);
+    for (const signal of signals) signal.addEventListener("abort", onAbort, { once: true });
+  });
 }
 
 // === 15. Gateway, proxy and replay ===========================================
@@ -11221,6 +11435,21 @@ unless it only repeats an image) and other content as one JSON line each; on a t
 images and audio as one summary line ([image image/png, 26.7 KB]). --json prints the whole
 result. -o FILE writes the result's one binary item (an image, say) to FILE.
 --meta JSON adds that object to the request's _meta.
+A call the server makes a task (a long job; the io.modelcontextprotocol/tasks extension, or
+the 2025-11-25 experimental tasks) is followed to its end: polled, its questions answered as
+a call's, printed as a call's result. On a terminal stderr shows "task ID: STATUS: message";
+-v prints each change. A failed or cancelled task is exit 3; Ctrl-C and --max-time cancel it.
+--detach (an HTTP server only) prints the task's id and exits 0 at once; follow it later
+with mcp.ts task <server> result ID.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_TASK = `Usage: mcp.ts task <server> get|result|cancel ID [options]
+
+A task a call became (mcp.ts call --detach prints its id), by its id:
+  get      prints STATUS[: statusMessage] (--json: the tasks/get result)
+  result   (or wait) waits for its end, answering its questions, and prints it as call does
+  cancel   asks the server to cancel it
+An id the server does not know (unknown, expired, or another user's) is exit 2.
 ${CLIENT_OPTIONS_HELP}`;
 
 const HELP_REQUEST = `Usage: mcp.ts request <server> <method> [JSON] [options]
@@ -11324,6 +11553,7 @@ const CLIENT_FLAGS = {
   concurrency: { type: "string" },
   output: { type: "string", short: "o" },
   meta: { type: "string" },
+  detach: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -11708,6 +11938,7 @@ async function readAll(stream: Readable): Promise<string> {
 function progressReporter(io: CliIo, verbose: boolean) {
   let tty: boolean | undefined; // asked on the first progress: on Bun the answer costs start-up time
   let shown = ""; // the progress line on the terminal now
+  let lastTask = ""; // the task's state last shown
   return {
     update(params: JsonObject): void {
       tty ??= io.stderr.isTTY === true;
@@ -11719,6 +11950,19 @@ function progressReporter(io: CliIo, verbose: boolean) {
         io.stderr.write(`\r\x1b[K${shown}`);
       } else if (verbose) {
         io.stderr.write(`mcp: ${line}\n`);
+      }
+    },
+    /** A task's state: one updating line on a terminal; with -v a line per change. */
+    task(task: JsonObject): void {
+      const message = typeof task.statusMessage === "string" ? `: ${task.statusMessage}` : "";
+      const line = `task ${task.taskId}: ${task.status}${message}`;
+      if (line === lastTask) return;
+      lastTask = line;
+      tty ??= io.stderr.isTTY === true;
+      if (verbose) this.note(`mcp: ${line}\n`);
+      if (tty) {
+        shown = visible(line).slice(0, 200);
+        io.stderr.write(`\r\x1b[K${shown}`);
       }
     },
     /** Writes text to stderr above the progress line (cleared first, then drawn again). */
@@ -11889,6 +12133,21 @@ async function runClient(
   const requestParams = command === "request" ? jsonObjectArg(rest[1] ?? "{}", `the params of ${name}`) : undefined;
   const meta = values.meta === undefined ? undefined : jsonObjectArg(values.meta, "--meta");
   if (meta && command !== "call") throw new UsageError(`--meta goes with call, not ${command}`);
+  const detach = values.detach === true;
+  if (detach && command !== "call") throw new UsageError(`--detach goes with call, not ${command}`);
+  const taskAction = command === "task" ? rest[0] : undefined;
+  if (taskAction !== undefined && !["get", "result", "wait", "cancel"].includes(taskAction)) {
+    throw new UsageError(`task takes get, result or cancel, got "${taskAction}" (see: mcp.ts help task)`);
+  }
+  // A detached task lives on the server: one a stdio server would take with it when the command ends.
+  const server = detach
+    ? await resolveServer(target, { config: values.config, env: { ...sys.env(), ...env } })
+    : target;
+  if (detach && !isHttpSpec(server as ServerSpec)) {
+    throw new UsageError(
+      "--detach needs an HTTP server (a URL, or a config entry with a url): a stdio server's task ends with the command",
+    );
+  }
 
   const interrupt = new AbortController();
   const onSigint = () => interrupt.abort(new InterruptedError());
@@ -11937,7 +12196,7 @@ async function runClient(
   let client: McpClient | undefined;
   let code = 0;
   try {
-    client = await connect(target, options);
+    client = await connect(server, options);
     const capabilities = isObject(client.initializeResult.capabilities) ? client.initializeResult.capabilities : {};
     const offers = (capability: string) => isObject(capabilities[capability]);
     // A list the server does not offer is an empty list (and a line saying so).
@@ -11973,8 +12232,15 @@ async function runClient(
           retries,
           onRetry: (error, attempt) =>
             progress.note(`mcp: ${error.message}; calling idempotent "${name}" again (${attempt} of ${retries})\n`),
+          detach,
+          onTask: (task) => progress.task(task),
         });
         progress.clear();
+        if (detach && result.resultType === "task") {
+          io.stdout.write(json ? JSON.stringify(result) + "\n" : `${result.taskId}\n`);
+          break;
+        }
+        if (detach) progress.note("mcp: the server answered at once: there is no task to detach\n");
         if (output !== undefined) result = await writeBinaryItem(result, output);
         if (json) {
           io.stdout.write(JSON.stringify(result) + "\n");
@@ -12072,6 +12338,9 @@ async function runClient(
         for (const part of parts) io.stdout.write(part);
         break;
       }
+      case "task":
+        code = await runTask(client, taskAction!, rest[1], { json, io, progress });
+        break;
       case "request": {
         const result = await client.request(name, requestParams!, { onProgress: (params) => progress.update(params) });
         progress.clear();
@@ -12123,6 +12392,44 @@ async function runClient(
     );
   }
   return code;
+}
+
+// `task <server> get|result|cancel ID`: an unknown id (-32602) is a usage error, exit 2.
+async function runTask(
+  client: McpClient,
+  action: string,
+  taskId: string,
+  { json, io, progress }: { json: boolean; io: CliIo; progress: ReturnType<typeof progressReporter> },
+): Promise<number> {
+  try {
+    switch (action) {
+      case "get": {
+        const task = await client.tasks.get(taskId);
+        const message = typeof task.statusMessage === "string" ? `: ${task.statusMessage}` : "";
+        io.stdout.write(json ? JSON.stringify(task) + "\n" : `${task.status}${message}\n`);
+        return 0;
+      }
+      case "cancel":
+        await client.tasks.cancel(taskId);
+        return 0;
+    }
+    const result = await client.tasks.result(taskId, { onTask: (task) => progress.task(task) });
+    progress.clear();
+    if (json) io.stdout.write(JSON.stringify(result) + "\n");
+    else {
+      const rendered = renderCallResult(result, {});
+      if (rendered.stdout) io.stdout.write(rendered.stdout);
+      if (rendered.stderr) io.stderr.write(rendered.stderr);
+    }
+    return result.isError === true ? 1 : 0;
+  } catch (error) {
+    if (error instanceof ServerError && !(error instanceof TaskEndedError) && error.code === ErrorCode.InvalidParams) {
+      throw new UsageError(
+        `the server does not know task ${taskId} (unknown, expired, or not yours): ${error.message}`,
+      );
+    }
+    throw error;
+  }
 }
 
 // `call -o FILE`: writes the result's one binary item to FILE and returns the result without it.
@@ -12768,6 +13075,7 @@ const COMMANDS: Record<string, Command> = {
   prompts: clientCommand("prompts", HELP_PROMPTS, 0, 0),
   prompt: clientCommand("prompt", HELP_PROMPT, 1, Infinity),
   request: clientCommand("request", HELP_REQUEST, 1, 2),
+  task: clientCommand("task", HELP_TASK, 2, 2),
   servers: command({ help: HELP_SERVERS, flags: SERVERS_FLAGS, args: [0, 0], run: runServers }),
   login: clientCommand("login", HELP_LOGIN, 0, 0),
   logout: command({ help: HELP_LOGOUT, flags: LOGOUT_FLAGS, args: [0, 1], run: runLogout }),
@@ -12793,6 +13101,8 @@ Usage:
                                      a prompt's messages
   mcp.ts request <server> <method> [JSON]
                                      any method by name; its result as JSON
+  mcp.ts task <server> get|result|cancel ID
+                                     a task a call became (call --detach prints its id)
   mcp.ts servers [--check]           the server names MCP config files define (--check: connect to each)
   mcp.ts login <server>              authorize with an HTTP server's OAuth and keep the token
   mcp.ts logout [<server>] [--all]   forget its tokens (--all: every token and registration)

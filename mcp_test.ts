@@ -4783,6 +4783,132 @@ describe("14. MCP client over HTTP and in both eras", () => {
   });
 });
 
+describe("14f. Tasks: following a call that became one", () => {
+  const FIXTURES = HERE + "testdata/conformance/tools_tasks.ts";
+  /** serve --http of the task fixtures, for the body. */
+  const withTaskServer = async (body: (url: string) => Promise<void>, args: string[] = []) => {
+    const server = await startListening([MCP, "serve", FIXTURES, "--http", "0", ...args], /serving (\S+)/);
+    try {
+      await body(server.url);
+    } finally {
+      server.close();
+    }
+  };
+
+  test("call follows a task to its end: its result, its questions answered, a failed task exit 3 naming it", async () => {
+    await withTaskServer(async (url) => {
+      const [done, failed, crashed, asked, stdio] = await Promise.all([
+        runCli(["call", url, "slow_compute", "seconds=1", "label=x", "-v"]),
+        runCli(["call", url, "protocol_error_job"]),
+        runCli(["call", url, "failing_job", "--json"]),
+        runCli(["call", url, "multi_input", "--elicit", "accept", "--elicit-json", '{"name":"Ada","confirm":true}']),
+        runCli([
+          "call",
+          `${RUNTIME.join(" ")} ${MCP} serve ${FIXTURES}`,
+          "test_tool_with_task",
+          "--elicit",
+          "accept",
+          "--elicit-json",
+          '{"name":"Alice"}',
+        ]),
+      ]);
+      assert.deepEqual([done.code, done.stdout], [0, 'Computation "x" completed after 1 seconds. Result: 42.\n']);
+      const changes = done.stderr.match(/^mcp: task \S+: .*$/gm) ?? [];
+      assert.ok(changes.length >= 2, done.stderr);
+      assert.match(changes[0]!, /^mcp: task [\w-]+\.[\w-]+: working: computing "x"$/);
+      assert.match(changes.at(-1)!, /: completed: 1\/1 seconds$/);
+      assert.equal(failed.code, 3);
+      assert.match(
+        failed.stderr,
+        /^mcp: task \S+ failed: simulated protocol error: the job's backend refused it \(-32603\)\n/,
+      );
+      assert.equal(crashed.code, 1, "a completed task with an isError result is a tool error, as a call's");
+      assert.equal(JSON.parse(crashed.stdout).content[0].text, "simulated failure: job crashed");
+      assert.deepEqual([asked.code, asked.stdout], [0, 'name="Ada" confirmed=true\n']);
+      assert.deepEqual([stdio.code, stdio.stdout], [0, "Hello, Alice! (computed in task)\n"], stdio.stderr);
+    });
+  });
+
+  test("--detach prints the task's id at once; task get, result and cancel find it by id; unknown ids are exit 2", async () => {
+    await withTaskServer(async (url) => {
+      const started = Date.now();
+      const detached = await runCli(["call", url, "slow_compute", "seconds=1", "--detach"]);
+      assert.equal(detached.code, 0, detached.stderr);
+      assert.ok(Date.now() - started < 900, "without waiting for the task");
+      const taskId = detached.stdout.trim();
+      assert.match(taskId, /^[\w-]+\.[\w-]{22}$/);
+      const got = await runCli(["task", url, "get", taskId]);
+      assert.deepEqual([got.code, got.stdout], [0, 'working: computing "job"\n']);
+      const result = await runCli(["task", url, "result", taskId]);
+      assert.deepEqual([result.code, result.stdout], [0, 'Computation "job" completed after 1 seconds. Result: 42.\n']);
+      const json = JSON.parse((await runCli(["task", url, "get", taskId, "--json"])).stdout);
+      assert.deepEqual([json.status, json.result.content[0].type], ["completed", "text"]);
+      const long = (await runCli(["call", url, "slow_compute", "seconds=60", "--detach", "--json"])).stdout;
+      const created = JSON.parse(long);
+      assert.equal(created.resultType, "task");
+      assert.equal((await runCli(["task", url, "cancel", created.taskId])).code, 0);
+      assert.equal((await runCli(["task", url, "get", created.taskId])).stdout, "cancelled: cancelled by the client\n");
+      const unknown = await runCli(["task", url, "get", "nope"]);
+      assert.equal(unknown.code, 2);
+      assert.match(unknown.stderr, /^mcp: the server does not know task nope \(unknown, expired, or not yours\)/);
+      const instant = await runCli(["call", url, "slow_compute", "seconds=0", "--detach"]);
+      assert.deepEqual([instant.code, instant.stdout], [0, 'Computation "job" completed instantly. Result: 42.\n']);
+      assert.match(instant.stderr, /answered at once: there is no task to detach/);
+    });
+    const stdio = await runCli(["call", `${RUNTIME.join(" ")} ${MCP} serve ${FIXTURES}`, "slow_compute", "--detach"]);
+    assert.equal(stdio.code, 2);
+    assert.match(stdio.stderr, /--detach needs an HTTP server/);
+  });
+
+  test("Ctrl-C and --max-time cancel the task they follow, naming it: exit 130 and 3", async () => {
+    await withTaskServer(async (url) => {
+      let taskLine = "";
+      const interrupted = await runCli(["call", url, "slow_compute", "seconds=60", "-v"], {
+        onStderr: (text, pid) => {
+          if (taskLine || !/^mcp: task (\S+): working/m.test(text)) return;
+          taskLine = /^mcp: task (\S+):/m.exec(text)![1];
+          process.kill(pid, "SIGINT");
+        },
+      });
+      assert.equal(interrupted.code, 130, interrupted.stderr);
+      assert.ok(interrupted.stderr.includes(`mcp: interrupted; task ${taskLine} cancelled\n`), interrupted.stderr);
+      assert.equal((await runCli(["task", url, "get", taskLine])).stdout, "cancelled: cancelled by the client\n");
+      const timedOut = await runCli(["call", url, "slow_compute", "seconds=60", "--max-time", "700", "--json"]);
+      assert.equal(timedOut.code, 3);
+      const report = JSON.parse(timedOut.stderr);
+      assert.match(report.error, /^task (\S+) timed out after 700 ms \(--max-time\); cancelled$/);
+      const id = /^task (\S+) /.exec(report.error)![1];
+      assert.equal((await runCli(["task", url, "get", id])).stdout, "cancelled: cancelled by the client\n");
+    });
+  });
+
+  test("the library: callTool hides the polling, detach hands the task back, client.tasks get, result and cancel", async () => {
+    await withTaskServer(async (url) => {
+      const client = await connect(url, { auth: false });
+      try {
+        const seen: string[] = [];
+        const result = await client.callTool("slow_compute", { seconds: 1 }, {
+          onTask: (task) => seen.push(String(task.status)),
+        });
+        assert.equal((result as Message).content[0].text, 'Computation "job" completed after 1 seconds. Result: 42.');
+        assert.deepEqual([seen[0], seen.at(-1)], ["working", "completed"]);
+        const created = await client.callTool("slow_compute", { seconds: 60 }, { detach: true });
+        assert.equal(created.resultType, "task");
+        const taskId = String(created.taskId);
+        assert.equal((await client.tasks.get(taskId)).status, "working");
+        await client.tasks.cancel(taskId);
+        await assert.rejects(client.tasks.result(taskId), (error: Error) => {
+          assert.equal(error.name, "TaskEndedError");
+          assert.equal(error.message, `task ${taskId} was cancelled: cancelled by the client`);
+          return true;
+        });
+      } finally {
+        await client.close();
+      }
+    });
+  });
+});
+
 describe("15a. Gateway", () => {
   test("gatewayName(): only [A-Za-z0-9_-], at most 64 characters, a long one cut with a stable hash", () => {
     assert.equal(gatewayName("gh", "create_issue", true), "gh__create_issue");
