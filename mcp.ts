@@ -8469,6 +8469,7 @@ export class McpClient {
     (method, params, options) => this.request(method, params, options),
     (method, params, cause) => this.#answerServer(method, params, cause),
     () => this.#options,
+    () => !this.#era.taskExtension,
   );
 
   constructor(spec: ServerSpec, options: ConnectOptions = {}) {
@@ -8979,9 +8980,12 @@ export class McpClient {
     try {
       const params: JsonObject = { name, arguments: args };
       if (options.meta) params._meta = options.meta;
+      // 2025-11-25: a task only when asked for, as the server and the tool say it may be.
+      if (!this.#era.taskExtension && await this.#asTask(name, options)) params.task = {};
       // SEP-2663: the call may become a task; it is followed to its end here (or, detached, handed back).
       result = await this.request("tools/call", params, { ...options, extensions: TASKS_DECLARED });
-      if (result.resultType === "task") return options.detach ? result : await this.tasks.follow(result, options);
+      const task = result.resultType === "task" ? result : params.task ? createdTask(result) : undefined;
+      if (task) return options.detach ? result : await this.tasks.follow(task, options);
     } catch (error) {
       if (error instanceof ServerError && error.code === ErrorCode.InvalidParams) {
         await this.#throwIfUnknown(error, { kind: "tool", name, list: () => this.listTools(options), field: "name" });
@@ -8999,6 +9003,18 @@ export class McpClient {
       }
     }
     return result;
+  }
+
+  // 2025-11-25 experimental tasks: a server that takes task-augmented tools/call, and a tool whose
+  // execution.taskSupport is "required" (or "optional", to detach). The listing is fetched only then.
+  async #asTask(name: string, options: CallToolOptions): Promise<boolean> {
+    const tasks = this.initializeResult.capabilities;
+    const requests = isObject(tasks) && isObject(tasks.tasks) ? tasks.tasks.requests : undefined;
+    if (!isObject(requests) || !isObject(requests.tools) || !isObject(requests.tools.call)) return false;
+    if (!this.#listed) await this.listTools(options).catch(noop);
+    const tool = this.#listed?.find((candidate) => candidate.name === name);
+    const support = isObject(tool?.execution) ? tool.execution.taskSupport : undefined;
+    return support === "required" || (support === "optional" && options.detach === true);
   }
 
   // -32602 means an unknown name or bad params; the list tells which, and names
@@ -9416,8 +9432,17 @@ export class TaskEndedError extends ServerError {
   }
 }
 
+// 2025-11-25: the states whose end (and questions, input_required) tasks/result gives.
+const LEGACY_TASK_ENDS = new Set(["input_required", "completed", "failed", "cancelled"]);
+
 // A question of a task that this client cannot answer: the task is cancelled, the command ends naming it.
 class UnanswerableTaskError extends TaskEndedError {}
+
+/** The task a tools/call result hands back instead of its result: 2026-07-28's CreateTaskResult, or 2025-11-25's `task`. */
+function createdTask(result: JsonObject): JsonObject | undefined {
+  if (result.resultType === "task") return result;
+  return isObject(result.task) && typeof result.task.taskId === "string" ? result.task : undefined;
+}
 
 /**
  * A client's tasks (SEP-2663): `follow` polls a task to its end, paced by its pollIntervalMs (clamped to
@@ -9430,15 +9455,18 @@ export class ClientTasks {
   #request: (method: string, params: JsonObject, options: InternalRequestOptions) => Promise<JsonObject>;
   #answer: (method: string, params: JsonObject, cause: unknown) => unknown;
   #options: () => ConnectOptions;
+  #legacy: () => boolean;
 
   constructor(
     request: (method: string, params: JsonObject, options: InternalRequestOptions) => Promise<JsonObject>,
     answer: (method: string, params: JsonObject, cause: unknown) => unknown,
     options: () => ConnectOptions,
+    legacy: () => boolean,
   ) {
     this.#request = request;
     this.#answer = answer;
     this.#options = options;
+    this.#legacy = legacy;
   }
 
   /** tasks/get: the task as the server shows it now. */
@@ -9468,9 +9496,14 @@ export class ClientTasks {
     const signals = [options.signal, connection.signal].filter((signal): signal is AbortSignal => !!signal);
     const answered = new Set<string>();
     const overdue = () => new TimeoutError(`task ${taskId} timed out after ${maxTime} ms (--max-time)`);
+    const legacy = this.#legacy();
     try {
       for (;;) {
         options.onTask?.(task);
+        // 2025-11-25: the end (and, input_required, the questions on its way) comes from tasks/result.
+        if (legacy && LEGACY_TASK_ENDS.has(String(task.status))) {
+          return await this.#legacyResult(taskId, task, deadline, options);
+        }
         switch (task.status) {
           case "completed":
             if (!isObject(task.result)) throw new ServerError(`the server sent an invalid task ${taskId}: no result`);
@@ -9499,8 +9532,9 @@ export class ClientTasks {
         }
         const left = deadline - Date.now();
         if (left <= 0) throw overdue();
-        const interval = typeof task.pollIntervalMs === "number" && task.pollIntervalMs > 0
-          ? Math.min(Math.max(task.pollIntervalMs, TASK_POLL_MIN_MS), TASK_POLL_MAX_MS)
+        const asked = task.pollIntervalMs ?? task.pollInterval; // 2025-11-25 says pollInterval
+        const interval = typeof asked === "number" && asked > 0
+          ? Math.min(Math.max(asked, TASK_POLL_MIN_MS), TASK_POLL_MAX_MS)
           : TASK_POLL_DEFAULT_MS;
         await sleepUnlessAborted(Math.min(interval, left), signals);
         if (Date.now() >= deadline) throw overdue();
@@ -9520,6 +9554,40 @@ export class ClientTasks {
       const note = cancelled ? `task ${taskId} cancelled` : `task ${taskId} may still run (tasks/cancel failed)`;
       if (error instanceof InterruptedError) throw new InterruptedError(`interrupted; ${note}`);
       if (error instanceof TimeoutError) throw new TimeoutError(`${error.message}; ${cancelled ? "cancelled" : note}`);
+      throw error;
+    }
+  }
+
+  // 2025-11-25: tasks/result waits for the end and returns what the call would have (a result, or its
+  // error); a task input_required sends its questions on the way (answered as any server request).
+  async #legacyResult(taskId: string, task: JsonObject, deadline: number, options: CallToolOptions) {
+    if (task.status === "cancelled") {
+      const why = typeof task.statusMessage === "string" ? `: ${task.statusMessage}` : "";
+      throw new TaskEndedError(taskId, `task ${taskId} was cancelled${why}`);
+    }
+    const left = Math.max(1, deadline - Date.now());
+    try {
+      return await this.#request("tasks/result", { taskId }, {
+        signal: options.signal,
+        cause: options.cause,
+        maxTime: left,
+        timeout: Math.max(left, options.timeout ?? 0),
+      });
+    } catch (error) {
+      if (error instanceof ServerError && error.code !== undefined && !(error instanceof TaskEndedError)) {
+        const why = error.message.replace(/^the server answered tasks\/result with error -?\d+: /, "");
+        throw new TaskEndedError(taskId, `task ${taskId} failed: ${why} (${error.code})`, {
+          code: error.code,
+          data: error.data,
+        });
+      }
+      if (error instanceof TimeoutError && Date.now() >= deadline) {
+        throw new TimeoutError(
+          `task ${taskId} timed out after ${
+            options.maxTime ?? this.#options().maxTime ?? DEFAULT_MAX_TIME_MS
+          } ms (--max-time)`,
+        );
+      }
       throw error;
     }
   }
@@ -12236,8 +12304,9 @@ async function runClient(
           onTask: (task) => progress.task(task),
         });
         progress.clear();
-        if (detach && result.resultType === "task") {
-          io.stdout.write(json ? JSON.stringify(result) + "\n" : `${result.taskId}\n`);
+        const detached = detach ? createdTask(result) : undefined;
+        if (detached) {
+          io.stdout.write(json ? JSON.stringify(result) + "\n" : `${detached.taskId}\n`);
           break;
         }
         if (detach) progress.note("mcp: the server answered at once: there is no task to detach\n");

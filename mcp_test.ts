@@ -4882,6 +4882,33 @@ describe("14f. Tasks: following a call that became one", () => {
     });
   });
 
+  test("a 2025-11-25 task: asked for only when the tool requires it, followed through tasks/get and tasks/result", async () => {
+    const server = `${RUNTIME.join(" ")} ${HERE}testdata/fake_task_server.ts`;
+    const [researched, plain, doomed, bad, timedOut] = await Promise.all([
+      runCli(["call", server, "research", "-v", "--elicit", "accept", "--elicit-json", '{"topic":"mcp"}']),
+      runCli(["call", server, "render", "-v"]),
+      runCli(["call", server, "doomed"]),
+      runCli(["call", server, "render", "--detach", "-e", "FAKE_TASK_MODE=bad-status"]),
+      runCli(["call", server, "forever", "--max-time", "600", "-v"]),
+    ]);
+    assert.deepEqual([researched.code, researched.stdout], [0, 'researched {"topic":"mcp"}\n'], researched.stderr);
+    assert.match(researched.stderr, /fake-task: tools\/call research task=yes/);
+    assert.match(researched.stderr, /^mcp: task t-1: working: starting$/m);
+    assert.match(researched.stderr, /^mcp: task t-1: input_required: which topic\?$/m);
+    assert.match(researched.stderr, /fake-task: answer \{"action":"accept","content":\{"topic":"mcp"\}\}/);
+    assert.deepEqual([plain.code, plain.stdout], [0, "render at once\n"], "optional: a plain call unless detached");
+    assert.match(plain.stderr, /fake-task: tools\/call render task=no/);
+    assert.equal(doomed.code, 3);
+    assert.match(doomed.stderr, /^mcp: task t-1 failed: the job's backend is gone \(-32000\)\n/);
+    assert.equal(bad.code, 2, "--detach needs an HTTP server");
+    assert.equal(timedOut.code, 3);
+    assert.match(timedOut.stderr, /mcp: task t-1 timed out after 600 ms \(--max-time\); cancelled\n/);
+    assert.match(timedOut.stderr, /fake-task: cancelled t-1/);
+    const invalid = await runCli(["call", server, "forever", "-e", "FAKE_TASK_MODE=bad-status"]);
+    assert.equal(invalid.code, 3);
+    assert.match(invalid.stderr, /^mcp: the server sent an invalid task t-1: status "sleeping"\n/);
+  });
+
   test("the library: callTool hides the polling, detach hands the task back, client.tasks get, result and cancel", async () => {
     await withTaskServer(async (url) => {
       const client = await connect(url, { auth: false });
