@@ -5,6 +5,7 @@
 // tasks/get with a status that does not exist.
 import process from "node:process";
 
+// deno-lint-ignore no-explicit-any
 type Message = Record<string, any>;
 type Task = {
   taskId: string;
