@@ -21,7 +21,7 @@
 //                          context, 7c the core all connections share (catalog, timer, requestState),
 //                          7d the session per connection: tools, resources, prompts, completion,
 //                          cancellation, progress, logging, timeouts, input-required, listen, 7e helpers,
-//                          7f tasks (SEP-2663): calls that outlive their request
+//                          7f tasks (SEP-2663): calls that outlive their request, 7g skills (SEP-2640)
 //      ── above: the protocol alone, no process, no Deno or Bun, no node: import (a test checks) ──
 //   8. Runtime             what Deno, Bun and Node do differently, each native path with its measured
 //                          reason: 8a their APIs, the process, files and paths, 8b streams (stdout,
@@ -34,13 +34,13 @@
 //  12. Client transports   12a stdio, 12b Streamable HTTP and HTTP+SSE
 //  13. OAuth               13a the token store, 13b discovery and signing, 13c the provider
 //  14. MCP client          14a options, 14b the session (McpClient), 14c connect(), 14d the 2026-07-28
-//                          rules a client keeps, 14e arguments as typed, 14f following a task
+//                          rules a client keeps, 14e arguments as typed, 14f following a task, 14g skills
 //  15. Gateway, proxy and replay   15a gateway, 15b proxy, 15c replay
 //  16. Output              what the client commands print (pure); text made safe for a terminal
 //  17. CLI                 argv → exit code: 17a the process's I/O and flags, 17b serve, 17c the client's
-//                          help, flags and answers, 17d the client commands, 17e login, gateway, proxy,
-//                          replay, servers (each command's help beside it), 17f the command table, the
-//                          main help and main; `if (import.meta.main)` is last
+//                          help, flags and answers, 17d the client commands, 17e tasks and skills,
+//                          17f login, gateway, proxy, replay, servers (each command's help beside it),
+//                          17g the command table, the main help and main; `if (import.meta.main)` is last
 
 // No built-in is imported here for its code: each costs start-up time (node:fs
 // ~45 ms on Deno), so each is imported where it is used.
@@ -1157,6 +1157,8 @@ const CACHEABLE_METHODS = new Set([
   "resources/list",
   "resources/templates/list",
   "resources/read",
+  "skills/list",
+  "skills/get",
 ]);
 
 /** The handshake era, 2024-11-05 … 2025-11-25. */
@@ -1656,6 +1658,8 @@ export interface Catalog {
   prompts: Prompt[];
   /** Files that failed to load, so that a call to a tool of one of them can say why. */
   failed?: PluginError[];
+  /** Skills (SEP-2640): folders of instructions, served as skill:// resources. */
+  skills?: Skill[];
 }
 
 const LISTED_TOOL_FIELDS = ["title", "description", "outputSchema", "annotations", "icons", "_meta"] as const;
@@ -1834,6 +1838,8 @@ export interface ServerOptions {
   log?: (line: string) => void;
   /** Files that failed to load: a call to a tool of one of them says why. */
   failed?: PluginError[];
+  /** Skills to serve (SEP-2640), as {@linkcode loadSkills} reads them. */
+  skills?: Skill[];
   /**
    * Signs the requestState of 2026-07-28 input-required results (HMAC-SHA256).
    * Instances sharing it continue each other's calls (default: random per process).
@@ -1940,6 +1946,10 @@ export function toGetPromptResult(value: unknown, description?: string): JsonObj
   else throw new TypeError("a prompt's get must return a string, an array of messages, or { messages }");
   if (result.description === undefined && description !== undefined) result = { description, ...result };
   return result;
+}
+
+function base64ToBytes(data: string): Uint8Array {
+  return Uint8Array.from(atob(data), (ch) => ch.charCodeAt(0));
 }
 
 function bytesToBase64(bytes: Uint8Array): string {
@@ -2070,6 +2080,8 @@ export class ServerCore {
   toolsByName: Map<string, Tool> = new Map();
   resourcesByUri: Map<string, Resource> = new Map();
   promptsByName: Map<string, Prompt> = new Map();
+  /** The skills served (7g), indexed; undefined when there are none. */
+  skills: SkillIndex | undefined;
   /** Per request that runs plugin code, in ms (0: none). */
   readonly timeout: number;
   readonly pageSize: number;
@@ -2092,6 +2104,7 @@ export class ServerCore {
     }
     catalog.prompts = (options.prompts ?? []).map((item) => "listing" in item ? item as Prompt : definePrompt(item));
     catalog.failed = options.failed;
+    catalog.skills = options.skills;
     this.setCatalog(catalog);
   }
 
@@ -2100,6 +2113,10 @@ export class ServerCore {
    * client which lists changed. Requests in flight finish on the code they started with.
    */
   setCatalog(catalog: Catalog): void {
+    if (catalog.skills?.length || catalog.resources.some((resource) => resource.source === SKILLS_SOURCE)) {
+      const own = catalog.resources.filter((resource) => resource.source !== SKILLS_SOURCE);
+      catalog = { ...catalog, resources: [...own, ...skillResources(catalog.skills ?? [])] };
+    }
     const duplicate = findCatalogDuplicate(catalog);
     if (duplicate) throw new TypeError(duplicate);
     const before = this.catalog;
@@ -2107,6 +2124,7 @@ export class ServerCore {
     this.toolsByName = new Map(catalog.tools.map((tool) => [tool.name, tool]));
     this.resourcesByUri = new Map(catalog.resources.map((resource) => [resource.key, resource]));
     this.promptsByName = new Map(catalog.prompts.map((prompt) => [prompt.key, prompt]));
+    this.skills = catalog.skills?.length ? indexSkills(catalog.skills) : undefined;
     if (!this.options.listChanged || this.sessions.size === 0) return;
     const differ = (a: { listing: JsonObject }[], b: { listing: JsonObject }[]) =>
       a.length !== b.length || a.some((entry, i) => JSON.stringify(entry.listing) !== JSON.stringify(b[i].listing));
@@ -2139,10 +2157,15 @@ export class ServerCore {
     return [...templates, ...prompts].some((entry) => typeof entry.definition.complete === "function");
   }
 
-  /** The extensions server/discover declares (SEP-2133): tasks when a tool's calls may become tasks. */
+  /**
+   * The extensions server/discover declares (SEP-2133): tasks when a tool's calls may become tasks, skills
+   * (with resources/directory/read) when there are skills.
+   */
   extensions(): JsonObject | undefined {
-    if (!this.catalog.tools.some((tool) => tool.tasks)) return undefined;
-    return { [EXTENSIONS.tasks]: {} };
+    const extensions: JsonObject = {};
+    if (this.catalog.tools.some((tool) => tool.tasks)) extensions[EXTENSIONS.tasks] = {};
+    if (this.skills) extensions[EXTENSIONS.skills] = { directoryRead: true };
+    return Object.keys(extensions).length > 0 ? extensions : undefined;
   }
 
   /** The tasks this server made (7f), made on first use. */
@@ -2517,6 +2540,11 @@ export class McpServer {
       case "completion/complete":
         if (core.completes()) return this.#complete(call);
         break;
+      case "skills/list":
+      case "skills/get":
+      case "resources/directory/read":
+        if (core.skills) return answerSkillRequest(core.skills, method, params, core.catalog.skills!, core.pageSize);
+        break;
     }
     throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
   }
@@ -2587,18 +2615,6 @@ export class McpServer {
     return result;
   }
 
-  // An unknown name whose file failed to load says why (data.loadError), so that
-  // the caller sees the plugin author's mistake, not just "unknown".
-  #unknown(kind: string, name: string): RpcError {
-    const failed = this.#core.catalog.failed?.find((failure) => {
-      const file = basenameOf(failure.file);
-      return file.slice(0, file.length - extensionOf(file).length) === name;
-    });
-    if (!failed) return new RpcError(ErrorCode.InvalidParams, `Unknown ${kind}: ${name}`);
-    const loadError = `${failed.file} failed to load: ${failed.message}`;
-    return new RpcError(ErrorCode.InvalidParams, `Unknown ${kind}: ${name}; ${loadError}`, { loadError });
-  }
-
   // --- tools ----------------------------------------------------------------
 
   #callTool(call: Received): unknown {
@@ -2608,7 +2624,7 @@ export class McpServer {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: tools/call needs a name");
     }
     const tool = this.#core.toolsByName.get(name);
-    if (!tool) throw this.#unknown("tool", name);
+    if (!tool) throw unknownName(this.#core, "tool", name);
     const args = params.arguments ?? {};
     if (!isObject(args)) throw new RpcError(ErrorCode.InvalidParams, "Invalid params: arguments must be an object");
     // spec 2025-11-25 (SEP-1303): input validation errors are tool execution errors.
@@ -2729,7 +2745,7 @@ export class McpServer {
     const { params } = call;
     const { name } = params;
     const prompt = typeof name === "string" ? this.#core.promptsByName.get(name) : undefined;
-    if (!prompt) throw this.#unknown("prompt", String(name));
+    if (!prompt) throw unknownName(this.#core, "prompt", String(name));
     const args = promptArguments(prompt, params.arguments);
     const { definition } = prompt;
     return this.#answering(call, "prompts/get", String(name), {
@@ -2985,6 +3001,8 @@ function readableAt(
     const { definition } = resource;
     return { read: (ctx) => definition.read(uri, ctx), mimeType: definition.mimeType };
   }
+  const file = core.skills?.byFile.get(uri);
+  if (file) return { read: () => readSkillFile(file), mimeType: file.mimeType };
   for (const { match, variables, definition } of core.catalog.templates) {
     const found = match.exec(uri);
     if (!found) continue;
@@ -2993,6 +3011,18 @@ function readableAt(
     return { read: (ctx) => definition.read(uri, values, ctx), mimeType: definition.mimeType };
   }
   return undefined;
+}
+
+// An unknown name whose file failed to load says why (data.loadError), so that the caller sees the plugin
+// author's mistake, not just "unknown".
+function unknownName(core: ServerCore, kind: string, name: string): RpcError {
+  const failed = core.catalog.failed?.find((failure) => {
+    const file = basenameOf(failure.file);
+    return file.slice(0, file.length - extensionOf(file).length) === name;
+  });
+  if (!failed) return new RpcError(ErrorCode.InvalidParams, `Unknown ${kind}: ${name}`);
+  const loadError = `${failed.file} failed to load: ${failed.message}`;
+  return new RpcError(ErrorCode.InvalidParams, `Unknown ${kind}: ${name}; ${loadError}`, { loadError });
 }
 
 /** A prompts/get's arguments, checked: strings, the required ones all there; else -32602. */
@@ -3399,6 +3429,380 @@ function becomeTask(work: Work, tasks: TaskStore, finish: (result: unknown) => v
     finish(task.created());
   }
   for (const made of call.made.splice(0)) made();
+}
+
+// --- 7g. Skills: folders of instructions as skill:// resources (SEP-2640) ---
+// A skill is a directory with a SKILL.md (YAML frontmatter, then Markdown) and any files beside it. Its files
+// are read once, at load (9. Plugins), and served from memory: their digests and sizes are of the very bytes
+// served. skills/list and skills/get list skills with their frontmatter and a manifest of their files;
+// resources/read reads a file, resources/directory/read a directory.
+
+/** A file of a skill, as loaded: its bytes and what the manifest says of them. @internal */
+export interface SkillFile {
+  uri: string;
+  bytes: Uint8Array;
+  /** "sha256:" and the lowercase hex SHA-256 of the bytes. */
+  digest: string;
+  mimeType: string;
+}
+
+/** A skill as loaded: its SKILL.md's URI, its name, its frontmatter as JSON, every file under it. @internal */
+export interface Skill {
+  uri: string;
+  name: string;
+  frontmatter: JsonObject;
+  /** Its files, SKILL.md and nested skills' included, by URI. */
+  items: SkillFile[];
+}
+
+const SKILL_FILE = "SKILL.md";
+// The `source` of the resources a catalog's skills add (their SKILL.md files), so that they are made once.
+const SKILLS_SOURCE = "(skills)";
+// The naming rules of a skill's name (the directory's name too): 1-64 of a-z 0-9 -, no leading, trailing or double -.
+const SKILL_NAME_PATTERN = /^(?!.*--)[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
+
+/** The mime type of a skill file, from its extension (text only as text/*). */
+function skillMimeType(name: string): string {
+  if (name === SKILL_FILE) return "text/markdown";
+  const types: Record<string, string> = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".txt": "text/plain",
+    ".csv": "text/csv",
+    ".html": "text/html",
+    ".css": "text/css",
+    ".xml": "text/xml",
+    ".yaml": "text/yaml",
+    ".yml": "text/yaml",
+    ".py": "text/x-python",
+    ".sh": "text/x-shellscript",
+    ".js": "text/javascript",
+    ".mjs": "text/javascript",
+    ".ts": "text/x-typescript",
+    ".json": "application/json",
+    ".pdf": "application/pdf",
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".svg": "image/svg+xml",
+    ".webp": "image/webp",
+  };
+  return types[extensionOf(name).toLowerCase()] ?? "application/octet-stream";
+}
+
+/**
+ * The frontmatter of a SKILL.md (a `---` block at its top, a BOM before it allowed), as JSON; a SyntaxError
+ * naming the line when there is none or it is outside the YAML subset mcp.ts reads (see parseYamlSubset).
+ * @internal
+ */
+export function skillFrontmatter(text: string): JsonObject {
+  const match = /^\uFEFF?---\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|$)/.exec(text);
+  if (!match) throw new SyntaxError("no frontmatter: the file must start with a --- line, and a --- line end it");
+  const value = parseYamlSubset(match[1], 2);
+  if (!isObject(value)) throw new SyntaxError("the frontmatter is not a mapping of keys to values");
+  return value;
+}
+
+/**
+ * The YAML subset a skill's frontmatter may use, read with no dependency: block mappings and sequences,
+ * plain, single- and double-quoted scalars on one line, true/false/null/~, the YAML 1.2 core schema's
+ * integers and floats, comments. The JSON it gives is what a YAML 1.2 parser gives for the same text.
+ * Anything else (anchors, aliases, tags, flow collections, block scalars, multi-line scalars, duplicate keys)
+ * is a SyntaxError naming its line (`firstLine`: the number of the text's first line in its file).
+ * @internal
+ */
+export function parseYamlSubset(text: string, firstLine = 1): unknown {
+  type Line = { number: number; indent: number; text: string };
+  const lines: Line[] = [];
+  text.split("\n").forEach((raw, i) => {
+    const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
+    const body = line.trimStart();
+    if (body === "" || body.startsWith("#")) return;
+    const indent = line.length - body.length;
+    if (line.slice(0, indent).includes("\t")) throw yamlError(i + firstLine, "a tab in the indentation");
+    lines.push({ number: i + firstLine, indent, text: body.trimEnd() });
+  });
+  let at = 0;
+  const isItem = (line: Line) => line.text === "-" || line.text.startsWith("- ");
+  const block = (indent: number): unknown => isItem(lines[at]) ? sequence(indent) : mapping(indent);
+  // A value on its own lines below a key or an item: deeper, or (a sequence) at the key's own indentation.
+  const below = (indent: number, sequenceHere: boolean): unknown => {
+    const next = lines[at];
+    if (next && (next.indent > indent || (sequenceHere && next.indent === indent && isItem(next)))) {
+      return block(next.indent);
+    }
+    return null;
+  };
+  const mapping = (indent: number): JsonObject => {
+    const result: JsonObject = {};
+    while (at < lines.length && lines[at].indent === indent && !isItem(lines[at])) {
+      const line = lines[at++];
+      const { key, rest } = yamlKey(line.text, line.number);
+      if (Object.hasOwn(result, key)) throw yamlError(line.number, `the key "${key}" appears twice`);
+      result[key] = rest === "" ? below(indent, true) : yamlScalar(rest, line.number);
+    }
+    if (at < lines.length && lines[at].indent > indent) throw yamlError(lines[at].number, "unexpected indentation");
+    return result;
+  };
+  const sequence = (indent: number): unknown[] => {
+    const result: unknown[] = [];
+    while (at < lines.length && lines[at].indent === indent && isItem(lines[at])) {
+      const line = lines[at];
+      const content = line.text.slice(1).trimStart();
+      if (content === "" || content.startsWith("#")) {
+        at++;
+        result.push(below(indent, false));
+      } else if (content === "-" || content.startsWith("- ") || yamlKeyEnd(content) >= 0) {
+        // `- key: value` or `- - item`: a block that starts on the item's line, at the column of its content.
+        lines[at] = { number: line.number, indent: indent + line.text.length - content.length, text: content };
+        result.push(block(lines[at].indent));
+      } else {
+        at++;
+        result.push(yamlScalar(content, line.number));
+      }
+    }
+    if (at < lines.length && lines[at].indent > indent) throw yamlError(lines[at].number, "unexpected indentation");
+    return result;
+  };
+  if (lines.length === 0) return null;
+  const value = block(lines[0].indent);
+  if (at < lines.length) throw yamlError(lines[at].number, "unexpected indentation");
+  return value;
+}
+
+function yamlError(line: number, why: string): SyntaxError {
+  return new SyntaxError(`line ${line}: ${why} (not in the YAML subset mcp.ts reads)`);
+}
+
+// Where a plain `key: value` line's key ends (the colon), or -1: a colon followed by a space or the end.
+function yamlKeyEnd(text: string): number {
+  if (text.startsWith('"') || text.startsWith("'")) {
+    const quoted = yamlQuoted(text, 0);
+    return quoted && /^\s*:(\s|$)/.test(text.slice(quoted.end)) ? text.indexOf(":", quoted.end) : -1;
+  }
+  const match = /:(\s|$)/.exec(text);
+  const comment = text.search(/\s#/);
+  return match && (comment < 0 || match.index < comment) ? match.index : -1;
+}
+
+function yamlKey(text: string, line: number): { key: string; rest: string } {
+  const end = yamlKeyEnd(text);
+  if (end < 0) throw yamlError(line, "expected key: value (a scalar on a line of its own, or over several lines?)");
+  const raw = text.slice(0, end).trim();
+  const resolved = raw.startsWith('"') || raw.startsWith("'") ? yamlScalar(raw, line) : yamlPlain(raw, line);
+  // Keys are strings in JSON: a YAML 1.2 parser turns 1, true and null into "1", "true" and "".
+  const rest = text.slice(end + 1).trim();
+  return { key: resolved === null ? "" : String(resolved), rest: rest.startsWith("#") ? "" : rest };
+}
+
+// A scalar after `key:` or `- `: quoted, or plain (a comment after it dropped).
+function yamlScalar(text: string, line: number): unknown {
+  if (text.startsWith('"') || text.startsWith("'")) {
+    const quoted = yamlQuoted(text, 0);
+    if (!quoted) throw yamlError(line, "a quoted scalar that does not end on its line");
+    const after = text.slice(quoted.end).trim();
+    if (after !== "" && !after.startsWith("#")) throw yamlError(line, `text after a quoted scalar: ${after}`);
+    if (quoted.value instanceof SyntaxError) throw yamlError(line, quoted.value.message);
+    return quoted.value;
+  }
+  const comment = text.search(/\s#/);
+  return yamlPlain((comment < 0 ? text : text.slice(0, comment)).trim(), line);
+}
+
+// A quoted scalar at `start`: its value (or a SyntaxError for a bad escape) and where it ends.
+function yamlQuoted(text: string, start: number): { value: string | SyntaxError; end: number } | undefined {
+  const quote = text[start];
+  let value = "";
+  for (let i = start + 1; i < text.length; i++) {
+    const char = text[i];
+    if (quote === "'") {
+      if (char !== "'") value += char;
+      else if (text[i + 1] === "'") value += text[++i];
+      else return { value, end: i + 1 };
+      continue;
+    }
+    if (char === '"') return { value, end: i + 1 };
+    if (char !== "\\") {
+      value += char;
+      continue;
+    }
+    const escape = text[++i];
+    const simple: Record<string, string> = {
+      "0": "\0",
+      a: "\x07",
+      b: "\b",
+      t: "\t",
+      "\t": "\t",
+      n: "\n",
+      v: "\v",
+      f: "\f",
+      r: "\r",
+      e: "\x1b",
+      " ": " ",
+      '"': '"',
+      "/": "/",
+      "\\": "\\",
+      N: "\x85",
+      _: "\xa0",
+      L: "\u2028",
+      P: "\u2029",
+    };
+    if (escape !== undefined && Object.hasOwn(simple, escape)) {
+      value += simple[escape];
+      continue;
+    }
+    const digits = escape === "x" ? 2 : escape === "u" ? 4 : escape === "U" ? 8 : 0;
+    const hex = text.slice(i + 1, i + 1 + digits);
+    if (digits === 0 || !new RegExp(`^[0-9a-fA-F]{${digits}}$`).test(hex)) {
+      return { value: new SyntaxError(`the escape \\${escape ?? ""} in a double-quoted scalar`), end: text.length };
+    }
+    value += String.fromCodePoint(parseInt(hex, 16));
+    i += digits;
+  }
+  return undefined;
+}
+
+// A plain scalar as the YAML 1.2 core schema reads it: null, a boolean, a number, else a string.
+function yamlPlain(text: string, line: number): unknown {
+  if (/^[[\]{},&*!|>%@`]/.test(text) || /^[-?:](\s|$)/.test(text) || text.startsWith("#")) {
+    const what: Record<string, string> = {
+      "[": "a flow sequence",
+      "{": "a flow mapping",
+      "&": "an anchor",
+      "*": "an alias",
+      "!": "a tag",
+      "|": "a block scalar",
+      ">": "a block scalar",
+    };
+    throw yamlError(line, `${what[text[0]] ?? `a scalar starting with ${text[0]}`}: ${text}`);
+  }
+  if (/:\s/.test(text)) throw yamlError(line, `a mapping inside a value: ${text}`);
+  if (/^(?:~|[Nn]ull|NULL)?$/.test(text)) return null;
+  if (/^(?:[Tt]rue|TRUE)$/.test(text)) return true;
+  if (/^(?:[Ff]alse|FALSE)$/.test(text)) return false;
+  if (/^0o[0-7]+$/.test(text)) return parseInt(text.slice(2), 8);
+  if (/^0x[0-9a-fA-F]+$/.test(text)) return parseInt(text.slice(2), 16);
+  if (/^[-+]?[0-9]+$/.test(text)) return Number(text);
+  if (/^(?:[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/.test(text)) {
+    throw yamlError(line, `${text} has no JSON value`);
+  }
+  if (
+    /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$/.test(text) ||
+    /^[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)$/.test(text)
+  ) {
+    return Number(text);
+  }
+  return text;
+}
+
+/** A skill's entry in skills/list and skills/get: its SKILL.md's URI, frontmatter and manifest. */
+function skillEntry(skill: Skill): JsonObject {
+  return {
+    uri: skill.uri,
+    frontmatter: skill.frontmatter,
+    resources: skill.items.map((item) => ({ uri: item.uri, digest: item.digest, size: item.bytes.length })),
+  };
+}
+
+/** What a catalog's skills serve: their files by URI, their directories' children, SKILL.md as resources. */
+interface SkillIndex {
+  byUri: Map<string, Skill>;
+  byFile: Map<string, SkillFile>;
+  directories: Map<string, JsonObject[]>;
+}
+
+function indexSkills(skills: Skill[]): SkillIndex {
+  const byFile = new Map<string, SkillFile>();
+  const directories = new Map<string, Map<string, JsonObject>>();
+  const child = (parent: string, entry: JsonObject) => {
+    let children = directories.get(parent);
+    if (!children) directories.set(parent, children = new Map());
+    children.set(String(entry.uri), entry);
+  };
+  for (const skill of skills) {
+    for (const file of skill.items) {
+      byFile.set(file.uri, file);
+      // Every directory from the scheme down: its files and subdirectories.
+      const path = file.uri.slice("skill://".length).split("/");
+      for (let depth = 1; depth < path.length; depth++) {
+        const parent = "skill://" + path.slice(0, depth).join("/");
+        const name = decodeURIComponent(path[depth]);
+        const uri = `${parent}/${path[depth]}`;
+        if (depth === path.length - 1) child(parent, { uri, name, mimeType: file.mimeType, size: file.bytes.length });
+        else child(parent, { uri, name, mimeType: "inode/directory" });
+      }
+    }
+  }
+  const listed = new Map<string, JsonObject[]>();
+  for (const [uri, children] of directories) {
+    listed.set(uri, [...children.values()].sort((a, b) => String(a.uri) < String(b.uri) ? -1 : 1));
+  }
+  return { byUri: new Map(skills.map((skill) => [skill.uri, skill])), byFile, directories: listed };
+}
+
+/** Each skill's SKILL.md as a resource of resources/list and resources/read (its name and description). */
+function skillResources(skills: Skill[]): Resource[] {
+  return skills.map((skill) => {
+    const file = skill.items.find((candidate) => candidate.uri === skill.uri)!;
+    const text = new TextDecoder().decode(file.bytes);
+    const listing: JsonObject = {
+      uri: skill.uri,
+      name: skill.name,
+      mimeType: "text/markdown",
+      size: file.bytes.length,
+    };
+    if (typeof skill.frontmatter.description === "string") listing.description = skill.frontmatter.description;
+    return {
+      key: skill.uri,
+      listing,
+      source: SKILLS_SOURCE,
+      definition: { uri: skill.uri, name: skill.name, mimeType: "text/markdown", read: () => text },
+    };
+  });
+}
+
+/**
+ * skills/list (sorted by URI, paged), skills/get and resources/directory/read (a directory's children,
+ * paged): -32602 for a URI that is not a skill, or not a directory.
+ */
+function answerSkillRequest(
+  index: SkillIndex,
+  method: string,
+  params: JsonObject,
+  skills: Skill[],
+  pageSize: number,
+): JsonObject {
+  const page = (items: JsonObject[], key: string) => {
+    const start = params.cursor === undefined ? 0 : decodeCursor(params.cursor, items.length);
+    const result: JsonObject = { [key]: items.slice(start, start + pageSize) };
+    if (start + pageSize < items.length) result.nextCursor = encodeCursor(start + pageSize);
+    return result;
+  };
+  if (method === "skills/list") {
+    return page([...skills].sort((a, b) => a.uri < b.uri ? -1 : 1).map(skillEntry), "skills");
+  }
+  const uri = params.uri;
+  if (method === "skills/get") {
+    const skill = typeof uri === "string" ? index.byUri.get(uri) : undefined;
+    if (!skill) throw new RpcError(ErrorCode.InvalidParams, `Invalid params: no skill ${JSON.stringify(uri ?? null)}`);
+    return { skill: skillEntry(skill) };
+  }
+  const children = typeof uri === "string" ? index.directories.get(uri.replace(/\/+$/, "")) : undefined;
+  if (!children) {
+    throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${JSON.stringify(uri ?? null)} is not a directory`);
+  }
+  return page(children, "resources");
+}
+
+/** What resources/read answers for a skill file: text for UTF-8 text/*, else a blob. */
+function readSkillFile(file: SkillFile): string | Uint8Array {
+  if (!file.mimeType.startsWith("text/")) return file.bytes;
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(file.bytes);
+  } catch {
+    return file.bytes;
+  }
 }
 
 // === 8. Runtime ==============================================================
@@ -4808,10 +5212,96 @@ async function runExecutable(
  * Calls `onChange` once for each burst of changes in DIR (files added, edited
  * or removed). Returns a function that stops watching.
  */
-async function watchDirectory(dir: string, onChange: () => void): Promise<() => void> {
+// Skills (SEP-2640): at most this many files, and bytes in all, per skill.
+const SKILL_MAX_FILES = 512;
+const SKILL_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The skills under `root` (7g): every directory with a SKILL.md, its path under `root` its skill-path. Its
+ * files (nested skills' too) are read now, their digests taken. A skill is skipped, with one entry in
+ * `skipped` naming its path and why, when its frontmatter is missing or outside the YAML subset, its name or
+ * description is not a string, its name is not its directory's or breaks the naming rules, it holds a
+ * symlink or a special file, or it is over 512 files or 16 MiB. Dot files and directories are not served.
+ * @internal
+ */
+export async function loadSkills(root: string): Promise<{ skills: Skill[]; skipped: { path: string; why: string }[] }> {
+  const { lstat, readdir, readFile } = await import("node:fs/promises");
+  type Found = { path: string[]; abs: string; kind: "file" | "other" };
+  const found: Found[] = [];
+  const walk = async (dir: string, path: string[]) => {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      if (entry.name.startsWith(".")) continue;
+      const abs = joinPath(dir, entry.name);
+      const at = [...path, entry.name];
+      if (entry.isDirectory()) await walk(abs, at);
+      else {found.push({
+          path: at,
+          abs,
+          kind: entry.isFile() && !(await lstat(abs)).isSymbolicLink() ? "file" : "other",
+        });}
+    }
+  };
+  await walk(resolvePath(root), []);
+  const skills: Skill[] = [];
+  const skipped: { path: string; why: string }[] = [];
+  const homes = found.filter((entry) =>
+    entry.kind === "file" && entry.path.at(-1) === SKILL_FILE && entry.path.length > 1
+  );
+  for (const home of homes.sort((a, b) => a.path.join("/") < b.path.join("/") ? -1 : 1)) {
+    const dir = home.path.slice(0, -1);
+    const label = dir.join("/");
+    const inside = found.filter((entry) =>
+      dir.every((part, i) => entry.path[i] === part) && entry.path.length > dir.length
+    );
+    try {
+      const strange = inside.find((entry) => entry.kind !== "file");
+      if (strange) throw new Error(`${strange.path.slice(dir.length).join("/")} is a symlink or a special file`);
+      if (inside.length > SKILL_MAX_FILES) throw new Error(`${inside.length} files (at most ${SKILL_MAX_FILES})`);
+      const bytes = await Promise.all(inside.map((entry) => readFile(entry.abs)));
+      const total = bytes.reduce((sum, each) => sum + each.length, 0);
+      if (total > SKILL_MAX_BYTES) throw new Error(`${total} bytes (at most ${SKILL_MAX_BYTES})`);
+      const text = new TextDecoder().decode(bytes[inside.indexOf(home)]);
+      let frontmatter: JsonObject;
+      try {
+        frontmatter = skillFrontmatter(text);
+      } catch (error) {
+        throw new Error(`${SKILL_FILE}: ${errorMessage(error)}`);
+      }
+      const { name, description } = frontmatter;
+      if (typeof name !== "string" || typeof description !== "string") {
+        throw new Error(`${SKILL_FILE}: its frontmatter needs a name and a description, both strings`);
+      }
+      if (name !== dir.at(-1)) throw new Error(`its name "${name}" is not its directory's, "${dir.at(-1)}"`);
+      if (!SKILL_NAME_PATTERN.test(name)) {
+        throw new Error(
+          `its name "${name}" breaks the naming rules (1-64 of a-z 0-9 -, no leading, trailing or double -)`,
+        );
+      }
+      const uriOf = (path: string[]) => "skill://" + path.map(encodeURIComponent).join("/");
+      const files = await Promise.all(inside.map(async (entry, i) => ({
+        uri: uriOf(entry.path),
+        bytes: new Uint8Array(bytes[i]),
+        digest: "sha256:" + [...new Uint8Array(await crypto.subtle.digest("SHA-256", new Uint8Array(bytes[i])))]
+          .map((byte) => byte.toString(16).padStart(2, "0")).join(""),
+        mimeType: skillMimeType(entry.path.at(-1)!),
+      })));
+      files.sort((a, b) => a.uri < b.uri ? -1 : 1);
+      skills.push({ uri: uriOf(home.path), name, frontmatter, items: files });
+    } catch (error) {
+      skipped.push({ path: label, why: errorMessage(error) });
+    }
+  }
+  return { skills, skipped };
+}
+
+async function watchDirectory(
+  dir: string,
+  onChange: () => void,
+  options: { recursive?: boolean } = {},
+): Promise<() => void> {
   const { watch } = await import("node:fs");
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const watcher = watch(dir, (_event, name) => {
+  const watcher = watch(dir, { recursive: options.recursive === true }, (_event, name) => {
     // Dot files are ours (Bun's reload copies) or editors' swap files.
     if (typeof name === "string" && name.startsWith(".")) return;
     clearTimeout(timer);
@@ -8813,7 +9303,12 @@ export class McpClient {
         if (round >= MAX_INPUT_ROUNDS) {
           throw new ServerError(`the server still asked for input after ${MAX_INPUT_ROUNDS} rounds of ${method}`);
         }
-        params = await this.#fulfil(method, params, result, options.cause);
+        params = await fulfilInputRequests(
+          method,
+          params,
+          result,
+          (asked, askedParams) => this.#answerServer(asked, askedParams, options.cause),
+        );
         armIdle();
       }
     } catch (error) {
@@ -8858,35 +9353,6 @@ export class McpClient {
     };
     if (options.logLevel) meta[META.logLevel] = options.logLevel;
     return [{ ...params, _meta: meta }, context];
-  }
-
-  // mrtr.mdx: answer every input request, then the same request again with a new id, the answers,
-  // and the requestState exactly as given (none when none was given).
-  async #fulfil(method: string, params: JsonObject, result: JsonObject, cause: unknown): Promise<JsonObject> {
-    const requests = isObject(result.inputRequests) ? result.inputRequests : {};
-    const responses: JsonObject = {};
-    for (const [key, request] of Object.entries(requests)) {
-      if (!isObject(request) || typeof request.method !== "string") {
-        throw new ServerError(`the server sent an invalid ${method} result: input request "${key}" has no method`);
-      }
-      try {
-        responses[key] = await this.#answerServer(
-          request.method,
-          isObject(request.params) ? request.params : {},
-          cause,
-        );
-      } catch (error) {
-        throw new ServerError(
-          `the server needs input mcp.ts cannot give: ${describeInputRequest(request)} (${errorMessage(error)})`,
-        );
-      }
-    }
-    const next: JsonObject = { ...params };
-    delete next.inputResponses;
-    delete next.requestState;
-    if (Object.keys(responses).length > 0) next.inputResponses = responses;
-    if (typeof result.requestState === "string") next.requestState = result.requestState;
-    return next;
   }
 
   /** Every tool of the server, following nextCursor to the end. */
@@ -9008,13 +9474,9 @@ export class McpClient {
   // 2025-11-25 experimental tasks: a server that takes task-augmented tools/call, and a tool whose
   // execution.taskSupport is "required" (or "optional", to detach). The listing is fetched only then.
   async #asTask(name: string, options: CallToolOptions): Promise<boolean> {
-    const tasks = this.initializeResult.capabilities;
-    const requests = isObject(tasks) && isObject(tasks.tasks) ? tasks.tasks.requests : undefined;
-    if (!isObject(requests) || !isObject(requests.tools) || !isObject(requests.tools.call)) return false;
+    if (!takesLegacyTasks(this.initializeResult)) return false;
     if (!this.#listed) await this.listTools(options).catch(noop);
-    const tool = this.#listed?.find((candidate) => candidate.name === name);
-    const support = isObject(tool?.execution) ? tool.execution.taskSupport : undefined;
-    return support === "required" || (support === "optional" && options.detach === true);
+    return legacyTaskWanted(this.#listed?.find((candidate) => candidate.name === name), options.detach === true);
   }
 
   // -32602 means an unknown name or bad params; the list tells which, and names
@@ -9067,6 +9529,31 @@ export class McpClient {
       throw new ServerError("the server sent an invalid resources/read result: no contents array");
     }
     return result;
+  }
+
+  /** Every skill entry of the server (SEP-2640 skills/list), following nextCursor to the end. */
+  async listSkills(options: RequestOptions = {}): Promise<JsonObject[]> {
+    return await this.#listAll("skills/list", "skills", options);
+  }
+
+  /** One skill's entry by its SKILL.md URI (skills/get). */
+  async getSkill(uri: string, options: RequestOptions = {}): Promise<JsonObject> {
+    const result = await this.request("skills/get", { uri }, options);
+    if (!isObject(result.skill)) throw new ServerError("the server sent an invalid skills/get result: no skill");
+    return result.skill;
+  }
+
+  /**
+   * A skill file's bytes, read with resources/read and checked against the skill's entry: its size, then its
+   * digest, then (SKILL.md) its frontmatter; a mismatch throws SkillVerificationError naming which. A
+   * "dynamic" skill has nothing to check against: `verified` is false.
+   */
+  async readSkillFile(
+    entry: JsonObject,
+    uri: string,
+    options: RequestOptions = {},
+  ): Promise<{ bytes: Uint8Array; mimeType: string | undefined; verified: boolean }> {
+    return await readCheckedSkillFile(this, entry, uri, options);
   }
 
   /** Every prompt of the server, following nextCursor to the end. */
@@ -9176,6 +9663,36 @@ export async function connect(server: string | ServerSpec, options: ConnectOptio
 }
 
 // --- 14d. The 2026-07-28 rules a client keeps ---
+
+// mrtr.mdx: answer every input request, then the same request again with a new id, the answers,
+// and the requestState exactly as given (none when none was given).
+async function fulfilInputRequests(
+  method: string,
+  params: JsonObject,
+  result: JsonObject,
+  answer: (method: string, params: JsonObject) => unknown,
+): Promise<JsonObject> {
+  const requests = isObject(result.inputRequests) ? result.inputRequests : {};
+  const responses: JsonObject = {};
+  for (const [key, request] of Object.entries(requests)) {
+    if (!isObject(request) || typeof request.method !== "string") {
+      throw new ServerError(`the server sent an invalid ${method} result: input request "${key}" has no method`);
+    }
+    try {
+      responses[key] = await answer(request.method, isObject(request.params) ? request.params : {});
+    } catch (error) {
+      throw new ServerError(
+        `the server needs input mcp.ts cannot give: ${describeInputRequest(request)} (${errorMessage(error)})`,
+      );
+    }
+  }
+  const next: JsonObject = { ...params };
+  delete next.inputResponses;
+  delete next.requestState;
+  if (Object.keys(responses).length > 0) next.inputResponses = responses;
+  if (typeof result.requestState === "string") next.requestState = result.requestState;
+  return next;
+}
 
 // A version of -32022's `supported` list (or discover's) that we speak: the newest modern one.
 function mutualVersion(data: unknown): string | undefined {
@@ -9438,6 +9955,19 @@ const LEGACY_TASK_ENDS = new Set(["input_required", "completed", "failed", "canc
 // A question of a task that this client cannot answer: the task is cancelled, the command ends naming it.
 class UnanswerableTaskError extends TaskEndedError {}
 
+/** 2025-11-25: whether the server takes task-augmented tools/call (capabilities.tasks.requests.tools.call). */
+function takesLegacyTasks(initialized: JsonObject): boolean {
+  const capabilities = isObject(initialized.capabilities) ? initialized.capabilities : {};
+  const requests = isObject(capabilities.tasks) ? capabilities.tasks.requests : undefined;
+  return isObject(requests) && isObject(requests.tools) && isObject(requests.tools.call);
+}
+
+/** 2025-11-25: a tool called as a task: one whose taskSupport is "required", or "optional" when detaching. */
+function legacyTaskWanted(tool: JsonObject | undefined, detach: boolean): boolean {
+  const support = isObject(tool?.execution) ? tool.execution.taskSupport : undefined;
+  return support === "required" || (support === "optional" && detach);
+}
+
 /** The task a tools/call result hands back instead of its result: 2026-07-28's CreateTaskResult, or 2025-11-25's `task`. */
 function createdTask(result: JsonObject): JsonObject | undefined {
   if (result.resultType === "task") return result;
@@ -9643,6 +10173,82 @@ function sleepUnlessAborted(ms: number, signals: AbortSignal[]): Promise<void> {
     }, ms);
     for (const signal of signals) signal.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+// --- 14g. Skills: what a client checks before it trusts a skill file (SEP-2640) ---
+
+/** A skill file that is not what its skill's entry says: its `check` ("size", "digest" or "frontmatter") failed. */
+export class SkillVerificationError extends ServerError {
+  readonly check: "size" | "digest" | "frontmatter";
+  constructor(check: "size" | "digest" | "frontmatter", message: string) {
+    super(message);
+    this.name = "SkillVerificationError";
+    this.check = check;
+  }
+}
+
+// McpClient.readSkillFile: the file read, then checked when the skill lists it (not when it is "dynamic").
+async function readCheckedSkillFile(
+  client: McpClient,
+  entry: JsonObject,
+  uri: string,
+  options: RequestOptions,
+): Promise<{ bytes: Uint8Array; mimeType: string | undefined; verified: boolean }> {
+  const listed = Array.isArray(entry.resources)
+    ? entry.resources.find((item) => isObject(item) && item.uri === uri) as JsonObject | undefined
+    : undefined;
+  if (Array.isArray(entry.resources) && !listed) throw new UsageError(`${uri} is not a file of ${entry.uri}`);
+  const result = await client.readResource(uri, options);
+  const content = (result.contents as unknown[]).find((item) => isObject(item) && item.uri === uri) ??
+    (result.contents as unknown[])[0];
+  if (!isObject(content) || (typeof content.text !== "string" && typeof content.blob !== "string")) {
+    throw new ServerError(`the server sent an invalid resources/read result for ${uri}: no text or blob`);
+  }
+  const bytes = typeof content.text === "string" ? encoder.encode(content.text) : base64ToBytes(String(content.blob));
+  const mimeType = typeof content.mimeType === "string" ? content.mimeType : undefined;
+  if (!listed) return { bytes, mimeType, verified: false };
+  await verifySkillBytes(entry, listed, bytes);
+  return { bytes, mimeType, verified: true };
+}
+
+/**
+ * Checks a skill file's bytes against its manifest item, in order: size, digest (sha256 of the raw bytes), then,
+ * for the skill's SKILL.md, its frontmatter against the entry's (deep, key by key; a missing key is null).
+ */
+async function verifySkillBytes(entry: JsonObject, listed: JsonObject, bytes: Uint8Array): Promise<void> {
+  const uri = String(listed.uri);
+  if (listed.size !== bytes.length) {
+    throw new SkillVerificationError(
+      "size",
+      `${uri} failed the size check: ${bytes.length} bytes, the skill lists ${listed.size}`,
+    );
+  }
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", new Uint8Array(bytes)));
+  const digest = "sha256:" + [...hash].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+  if (listed.digest !== digest) {
+    throw new SkillVerificationError(
+      "digest",
+      `${uri} failed the digest check: it is ${digest}, the skill lists ${listed.digest}`,
+    );
+  }
+  if (uri !== entry.uri) return;
+  let frontmatter: JsonObject;
+  try {
+    frontmatter = skillFrontmatter(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch (error) {
+    throw new SkillVerificationError("frontmatter", `${uri} failed the frontmatter check: ${errorMessage(error)}`);
+  }
+  const listedFrontmatter = isObject(entry.frontmatter) ? entry.frontmatter : {};
+  for (const key of new Set([...Object.keys(frontmatter), ...Object.keys(listedFrontmatter)])) {
+    if (canonicalJson(frontmatter[key] ?? null) !== canonicalJson(listedFrontmatter[key] ?? null)) {
+      throw new SkillVerificationError(
+        "frontmatter",
+        `${uri} failed the frontmatter check: its "${key}" is ${brief(frontmatter[key] ?? null)}, the skill lists ${
+          brief(listedFrontmatter[key] ?? null)
+        }`,
+      );
+    }
+  }
 }
 
 // === 15. Gateway, proxy and replay ===========================================
@@ -10680,10 +11286,6 @@ function binaryBytes(item: unknown): Uint8Array | undefined {
   return data === undefined ? undefined : base64ToBytes(data);
 }
 
-function base64ToBytes(data: string): Uint8Array {
-  return Uint8Array.from(atob(data), (ch) => ch.charCodeAt(0));
-}
-
 // "[image image/png, 26.7 KB]": a binary item for a terminal.
 function summarizeBinary(item: JsonObject, data: string): string {
   const resource = isObject(item.resource) ? item.resource : undefined;
@@ -10815,6 +11417,23 @@ function renderResourceList(
 }
 
 /** One line per prompt: its name, its arguments (* = required) and the first line of its description. */
+// `skills`: a skill a line, its name and the first line of its description; its URI too when names collide.
+function renderSkillList(skills: JsonObject[], options: RenderOptions = {}): string {
+  const nameOf = (entry: JsonObject) =>
+    isObject(entry.frontmatter) && typeof entry.frontmatter.name === "string"
+      ? entry.frontmatter.name
+      : String(entry.uri);
+  const names = skills.map(nameOf);
+  return renderRows(
+    skills.map((entry, i) => {
+      const shared = names.indexOf(names[i]) !== names.lastIndexOf(names[i]);
+      const description = isObject(entry.frontmatter) ? entry.frontmatter.description : undefined;
+      return [shared ? `${names[i]} (${entry.uri})` : names[i], firstLine(description)];
+    }),
+    options,
+  );
+}
+
 function renderPromptList(prompts: JsonObject[], options: RenderOptions = {}): string {
   return renderRows(
     prompts.map((prompt) => [
@@ -11061,6 +11680,10 @@ Options:
   --trace                  every frame in (<) and out (>) on stderr (and what --verbose shows)
   -h, --help               this text
 
+Skills (folders with a SKILL.md; the io.modelcontextprotocol/skills extension): DIR/skills is served
+when there is one, with each file as a skill:// resource.
+  --skills DIR2            serve the skills under DIR2 instead (e.g. ~/.claude/skills)
+
 Tasks (tools with execution.taskSupport "optional" or "required"; the io.modelcontextprotocol/tasks extension):
   --task-grace MS          a call still running after MS becomes a task (default ${DEFAULT_TASK_GRACE_MS})
   --task-ttl MS            a task is kept MS from its creation (default ${DEFAULT_TASK_TTL_MS}); then cancelled, forgotten
@@ -11103,6 +11726,7 @@ const SERVE_FLAGS = {
   "task-poll-interval": { type: "string" },
   "max-tasks": { type: "string" },
   "instance-id": { type: "string" },
+  skills: { type: "string" },
   ...HTTP_FLAGS,
 } as const;
 
@@ -11149,6 +11773,24 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     }
   }
 
+  // Skills (SEP-2640): --skills DIR2, else DIR/skills when there is one (not for serve FILE).
+  let skillsRoot = values.skills;
+  if (skillsRoot !== undefined && (await (await files()).kind(skillsRoot)) !== "directory") {
+    throw new UsageError(`Cannot serve skills from "${skillsRoot}": no such directory`);
+  }
+  if (
+    skillsRoot === undefined && kind === "directory" &&
+    (await (await files()).kind(joinPath(dir, "skills"))) === "directory"
+  ) {
+    skillsRoot = joinPath(dir, "skills");
+  }
+  // One stderr line per skipped skill, at load and at each reload.
+  const withSkills = async (catalog: Catalog): Promise<Catalog> => {
+    if (!skillsRoot) return catalog;
+    const { skills, skipped } = await loadSkills(skillsRoot);
+    for (const { path, why } of skipped) log(`skipped skill ${joinPath(skillsRoot, path)}: ${why}`);
+    return { ...catalog, skills };
+  };
   // Plugins run in this process: keep their console output off the protocol
   // stream, and their process.exit and stray errors from ending it.
   const redirected = guardProcessStdout(io);
@@ -11180,7 +11822,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
           if (next.copy) copies.push(next.copy);
           for (const failure of next.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
           try {
-            apply(next.catalog);
+            apply(await withSkills(next.catalog));
             parts = next.parts;
             log(`reloaded "${target}": ${describeCatalog(next.catalog)}`);
           } catch (error) {
@@ -11193,11 +11835,14 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
         reloading = undefined;
       } while (again);
     };
-    return watchDirectory(dir, () => void reload());
+    const stops = [watchDirectory(dir, () => void reload())];
+    if (skillsRoot) stops.push(watchDirectory(skillsRoot, () => void reload(), { recursive: true }));
+    return Promise.all(stops).then((stopAll) => () => stopAll.forEach((stop) => stop()));
   };
   let stopDog = noop;
   try {
     const loaded = await loadCatalog(dir, { only, maxOutputBytes: maxLineBytes });
+    loaded.catalog = await withSkills(loaded.catalog);
     parts = loaded.parts;
     for (const failure of loaded.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
     const duplicate = findCatalogDuplicate(loaded.catalog);
@@ -11225,6 +11870,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
       resources: [...resources, ...templates],
       prompts,
       failed: loaded.errors,
+      skills: loaded.catalog.skills,
       name: values.name,
       version: values["server-version"],
       instructions: values.instructions,
@@ -11511,6 +12157,25 @@ a call's, printed as a call's result. On a terminal stderr shows "task ID: STATU
 with mcp.ts task <server> result ID.
 ${CLIENT_OPTIONS_HELP}`;
 
+const HELP_SKILLS = `Usage: mcp.ts skills <server> [--json] [options]
+
+Lists the server's skills (the io.modelcontextprotocol/skills extension: folders of instructions,
+a SKILL.md and its files), one per line: its name and the first line of its description (its
+URI too when two share a name). Reads no skill file. --json prints the entries as one array.
+A server without skills is exit 2.
+${CLIENT_OPTIONS_HELP}`;
+
+const HELP_SKILL = `Usage: mcp.ts skill <server> NAME|URI [FILE] [--out DIR [--force]] [options]
+
+Prints a skill's SKILL.md, or FILE of it (a path in the skill, as its manifest lists it), after
+checking it against the skill's entry: its size, then its digest, then (SKILL.md) its
+frontmatter. A file that fails a check is exit 3 naming the check, and nothing is printed.
+NAME is looked up in skills/list (an unknown or ambiguous one is exit 2); a skill:// URI goes
+through skills/get. --out DIR reads and checks every file of the skill, then writes them to
+DIR/NAME at once (exit 2 when that exists, unless --force). A "dynamic" skill has no manifest:
+its SKILL.md is printed unverified (said on stderr), and --out is refused.
+${CLIENT_OPTIONS_HELP}`;
+
 const HELP_TASK = `Usage: mcp.ts task <server> get|result|cancel ID [options]
 
 A task a call became (mcp.ts call --detach prints its id), by its id:
@@ -11622,6 +12287,8 @@ const CLIENT_FLAGS = {
   output: { type: "string", short: "o" },
   meta: { type: "string" },
   detach: { type: "boolean" },
+  out: { type: "string" },
+  force: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -12410,6 +13077,42 @@ async function runClient(
       case "task":
         code = await runTask(client, taskAction!, rest[1], { json, io, progress });
         break;
+      case "skills": {
+        const skills = await skillsOf(client);
+        if (json) io.stdout.write(JSON.stringify(skills) + "\n");
+        else io.stdout.write(renderSkillList(skills, fit()));
+        break;
+      }
+      case "skill": {
+        const entry = await findSkill(client, name);
+        if (values.out !== undefined) {
+          await writeSkill(client, entry, values.out, values.force === true, (note) => progress.note(note));
+          break;
+        }
+        const root = String(entry.uri).replace(/\/SKILL\.md$/, "");
+        const uri = rest[1] === undefined
+          ? String(entry.uri)
+          : `${root}/${rest[1].split("/").map(encodeURIComponent).join("/")}`;
+        if (entry.resources === "dynamic" && uri !== entry.uri) {
+          throw new UsageError(`${entry.uri} is a dynamic skill: it lists no files, so only its SKILL.md can be read`);
+        }
+        if (Array.isArray(entry.resources) && !entry.resources.some((item) => isObject(item) && item.uri === uri)) {
+          const files = entry.resources.map((item) => isObject(item) ? String(item.uri).slice(root.length + 1) : "");
+          throw new UsageError(`${entry.uri} lists no ${rest[1]}; its files: ${files.join(", ")}`);
+        }
+        const { bytes, verified } = await client.readSkillFile(entry, uri);
+        if (!verified) progress.note(`mcp: ${uri} is unverified (dynamic skill)\n`);
+        let text: string | undefined;
+        try {
+          text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+        } catch {
+          if (io.stdout.isTTY) {
+            throw new UsageError(`Cannot print ${uri} (${bytes.length} bytes of binary) to a terminal: use --out DIR`);
+          }
+        }
+        io.stdout.write(text ?? bytes);
+        break;
+      }
       case "request": {
         const result = await client.request(name, requestParams!, { onProgress: (params) => progress.update(params) });
         progress.clear();
@@ -12461,44 +13164,6 @@ async function runClient(
     );
   }
   return code;
-}
-
-// `task <server> get|result|cancel ID`: an unknown id (-32602) is a usage error, exit 2.
-async function runTask(
-  client: McpClient,
-  action: string,
-  taskId: string,
-  { json, io, progress }: { json: boolean; io: CliIo; progress: ReturnType<typeof progressReporter> },
-): Promise<number> {
-  try {
-    switch (action) {
-      case "get": {
-        const task = await client.tasks.get(taskId);
-        const message = typeof task.statusMessage === "string" ? `: ${task.statusMessage}` : "";
-        io.stdout.write(json ? JSON.stringify(task) + "\n" : `${task.status}${message}\n`);
-        return 0;
-      }
-      case "cancel":
-        await client.tasks.cancel(taskId);
-        return 0;
-    }
-    const result = await client.tasks.result(taskId, { onTask: (task) => progress.task(task) });
-    progress.clear();
-    if (json) io.stdout.write(JSON.stringify(result) + "\n");
-    else {
-      const rendered = renderCallResult(result, {});
-      if (rendered.stdout) io.stdout.write(rendered.stdout);
-      if (rendered.stderr) io.stderr.write(rendered.stderr);
-    }
-    return result.isError === true ? 1 : 0;
-  } catch (error) {
-    if (error instanceof ServerError && !(error instanceof TaskEndedError) && error.code === ErrorCode.InvalidParams) {
-      throw new UsageError(
-        `the server does not know task ${taskId} (unknown, expired, or not yours): ${error.message}`,
-      );
-    }
-    throw error;
-  }
 }
 
 // `call -o FILE`: writes the result's one binary item to FILE and returns the result without it.
@@ -12596,7 +13261,142 @@ async function runBatch(client: McpClient, io: CliIo, concurrency: number, maxLi
   return worst;
 }
 
-// --- 17e. Login, the gateway, the proxy, replay, servers ---
+// --- 17e. Tasks and skills: task, skills, skill ---
+
+// Every skill of the server; one without the extension (skills/list not found) is exit 2.
+async function skillsOf(client: McpClient): Promise<JsonObject[]> {
+  try {
+    return await client.listSkills();
+  } catch (error) {
+    if (error instanceof ServerError && error.code === ErrorCode.MethodNotFound) {
+      throw new UsageError("the server does not offer skills");
+    }
+    throw error;
+  }
+}
+
+// The skill a NAME (looked up in the listing) or a skill:// URI (skills/get) names: exit 2 when none or several.
+async function findSkill(client: McpClient, wanted: string): Promise<JsonObject> {
+  if (wanted.includes("://")) {
+    try {
+      return await client.getSkill(wanted);
+    } catch (error) {
+      if (!(error instanceof ServerError) || error.code !== ErrorCode.InvalidParams) throw error;
+      throw new UsageError(`the server has no skill ${wanted}`);
+    }
+  }
+  const skills = await skillsOf(client);
+  const nameOf = (entry: JsonObject) =>
+    isObject(entry.frontmatter) && typeof entry.frontmatter.name === "string"
+      ? entry.frontmatter.name
+      : String(entry.uri).split("/").at(-2) ?? "";
+  const matches = skills.filter((entry) => nameOf(entry) === wanted);
+  if (matches.length === 1) return matches[0];
+  if (matches.length > 1) {
+    throw new UsageError(
+      `${matches.length} skills are named ${wanted}: give one's URI (${matches.map((entry) => entry.uri).join(", ")})`,
+    );
+  }
+  const near = closestNames(wanted, skills.map(nameOf));
+  throw new UsageError(
+    `the server has no skill named ${wanted}${near.length > 0 ? `; did you mean ${near.join(", ")}?` : ""}`,
+  );
+}
+
+// `skill --out DIR`: every file read and checked (SKILL.md first), then DIR/NAME written at once (a temporary
+// directory beside it, renamed). A file whose path would leave the skill is refused.
+async function writeSkill(
+  client: McpClient,
+  entry: JsonObject,
+  out: string,
+  force: boolean,
+  note: (line: string) => void,
+): Promise<void> {
+  if (!Array.isArray(entry.resources)) {
+    throw new UsageError(`${entry.uri} is a dynamic skill: it lists no files to write`);
+  }
+  const root = String(entry.uri).replace(/\/SKILL\.md$/, "");
+  const name = isObject(entry.frontmatter) && typeof entry.frontmatter.name === "string"
+    ? entry.frontmatter.name
+    : root.split("/").at(-1)!;
+  if (!SKILL_NAME_PATTERN.test(name)) {
+    throw new ServerError(`the skill's name ${brief(name)} cannot be a directory name`);
+  }
+  const items = (entry.resources as unknown[]).filter(isObject);
+  const paths = items.map((item) => {
+    const uri = String(item.uri);
+    const parts = uri.startsWith(root + "/") ? uri.slice(root.length + 1).split("/").map(decodeURIComponent) : [];
+    if (
+      parts.length === 0 || parts.some((part) => part === "" || part === "." || part === ".." || /[\\/\0]/.test(part))
+    ) {
+      throw new ServerError(`the skill lists ${brief(uri)}, which is not a path inside it: nothing written`);
+    }
+    return parts;
+  });
+  const order = items.map((_, i) => i).sort((a, b) =>
+    (items[b].uri === entry.uri ? 1 : 0) - (items[a].uri === entry.uri ? 1 : 0)
+  );
+  const contents: Uint8Array[] = [];
+  for (const i of order) contents[i] = (await client.readSkillFile(entry, String(items[i].uri))).bytes;
+  const { mkdir, rename, rm, stat, writeFile } = await import("node:fs/promises");
+  const target = joinPath(out, name);
+  const exists = await stat(target).then(() => true, () => false);
+  if (exists && !force) throw new UsageError(`${target} exists: give --force to replace it`);
+  const temporary = joinPath(out, `.${name}.mcp-${crypto.randomUUID()}`);
+  try {
+    for (const [i, parts] of paths.entries()) {
+      const file = joinPath(temporary, parts.join("/"));
+      await mkdir(dirnameOf(file), { recursive: true });
+      await writeFile(file, contents[i]);
+    }
+    if (exists) await rm(target, { recursive: true, force: true });
+    await rename(temporary, target);
+  } catch (error) {
+    await rm(temporary, { recursive: true, force: true });
+    throw new UsageError(`Cannot write ${target}: ${errorMessage(error)}`);
+  }
+  note(`mcp: wrote ${items.length} file(s) of ${entry.uri} to ${target}\n`);
+}
+
+// `task <server> get|result|cancel ID`: an unknown id (-32602) is a usage error, exit 2.
+async function runTask(
+  client: McpClient,
+  action: string,
+  taskId: string,
+  { json, io, progress }: { json: boolean; io: CliIo; progress: ReturnType<typeof progressReporter> },
+): Promise<number> {
+  try {
+    switch (action) {
+      case "get": {
+        const task = await client.tasks.get(taskId);
+        const message = typeof task.statusMessage === "string" ? `: ${task.statusMessage}` : "";
+        io.stdout.write(json ? JSON.stringify(task) + "\n" : `${task.status}${message}\n`);
+        return 0;
+      }
+      case "cancel":
+        await client.tasks.cancel(taskId);
+        return 0;
+    }
+    const result = await client.tasks.result(taskId, { onTask: (task) => progress.task(task) });
+    progress.clear();
+    if (json) io.stdout.write(JSON.stringify(result) + "\n");
+    else {
+      const rendered = renderCallResult(result, {});
+      if (rendered.stdout) io.stdout.write(rendered.stdout);
+      if (rendered.stderr) io.stderr.write(rendered.stderr);
+    }
+    return result.isError === true ? 1 : 0;
+  } catch (error) {
+    if (error instanceof ServerError && !(error instanceof TaskEndedError) && error.code === ErrorCode.InvalidParams) {
+      throw new UsageError(
+        `the server does not know task ${taskId} (unknown, expired, or not yours): ${error.message}`,
+      );
+    }
+    throw error;
+  }
+}
+
+// --- 17f. Login, the gateway, the proxy, replay, servers ---
 
 /** The OAuth options of a client command: its flags, the environment, and whether a browser may be used. */
 async function oauthOptions(
@@ -13076,7 +13876,7 @@ async function checkServers(
   return results.every((result) => result.ok) ? 0 : 3;
 }
 
-// --- 17f. The command table (COMMANDS), the main help, main ---
+// --- 17g. The command table (COMMANDS), the main help, main ---
 
 /** Runs the CLI with `argv` (without the runtime and script) and returns the exit code. */
 export async function main(argv: string[], io?: CliIo): Promise<number> {
@@ -13145,6 +13945,8 @@ const COMMANDS: Record<string, Command> = {
   prompt: clientCommand("prompt", HELP_PROMPT, 1, Infinity),
   request: clientCommand("request", HELP_REQUEST, 1, 2),
   task: clientCommand("task", HELP_TASK, 2, 2),
+  skills: clientCommand("skills", HELP_SKILLS, 0, 0),
+  skill: clientCommand("skill", HELP_SKILL, 1, 2),
   servers: command({ help: HELP_SERVERS, flags: SERVERS_FLAGS, args: [0, 0], run: runServers }),
   login: clientCommand("login", HELP_LOGIN, 0, 0),
   logout: command({ help: HELP_LOGOUT, flags: LOGOUT_FLAGS, args: [0, 1], run: runLogout }),
@@ -13172,6 +13974,8 @@ Usage:
                                      any method by name; its result as JSON
   mcp.ts task <server> get|result|cancel ID
                                      a task a call became (call --detach prints its id)
+  mcp.ts skills <server>             the server's skills (folders of instructions)
+  mcp.ts skill <server> NAME [FILE]  a skill's SKILL.md (or FILE), checked against its digest (--out DIR: all)
   mcp.ts servers [--check]           the server names MCP config files define (--check: connect to each)
   mcp.ts login <server>              authorize with an HTTP server's OAuth and keep the token
   mcp.ts logout [<server>] [--all]   forget its tokens (--all: every token and registration)

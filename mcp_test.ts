@@ -15,8 +15,10 @@ import {
   realpathSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from "node:fs";
+import { createHash } from "node:crypto";
 import { Buffer } from "node:buffer";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { createConnection, createServer as createNetServer } from "node:net";
@@ -50,6 +52,7 @@ import {
   main,
   McpServer,
   NotFoundError,
+  parseYamlSubset,
   renderCallResult,
   renderInfo,
   renderToolDetail,
@@ -58,6 +61,7 @@ import {
   RpcError,
   serve,
   ServerError,
+  skillFrontmatter,
   splitCommand,
   SseReader,
   TimeoutError,
@@ -2059,6 +2063,63 @@ describe("7f. Tasks: calls that outlive their request", () => {
   });
 });
 
+describe("7g. Skills: folders of instructions as skill:// resources", () => {
+  test("the frontmatter's YAML subset reads as a YAML 1.2 parser reads it, and anything else names its line", () => {
+    // Expected values: what the yaml package (2.9.1, the conformance suite's parser) gives for each text.
+    const cases: [string, unknown][] = [
+      ["name: a\ndescription: b", { name: "a", description: "b" }],
+      [
+        "a: 1\nb: -2\nc: +3\nd: 012\ne: 0o17\nf: 0x1F\ng: 1.5\nh: .5\ni: 1e3\nj: -1.2E-3\nk: 1_000\nl: 0b11",
+        { a: 1, b: -2, c: 3, d: 12, e: 15, f: 31, g: 1.5, h: 0.5, i: 1000, j: -0.0012, k: "1_000", l: "0b11" },
+      ],
+      [
+        "t: true\nf: False\nn: null\nn2: ~\nn3:\ny: yes\nno: no\non: on",
+        { t: true, f: false, n: null, n2: null, n3: null, y: "yes", no: "no", on: "on" },
+      ],
+      [
+        "q1: 'it''s'\nq2: \"tab\\there \\u00e9 \\x41 \\\\ \\\"\"\nq3: \"\"\nq4: ''",
+        { q1: "it's", q2: 'tab\there é A \\ "', q3: "", q4: "" },
+      ],
+      [
+        "list:\n- a\n- b\nnested:\n  k: v\n  deeper:\n    - 1\n    - two\n    - x: 1\n      y: 2",
+        { list: ["a", "b"], nested: { k: "v", deeper: [1, "two", { x: 1, y: 2 }] } },
+      ],
+      ["seq:\n  - - a\n    - b\n  - c", { seq: [["a", "b"], "c"] }],
+      [
+        "url: http://example.com/x#y\ncolon: a:b\nhash: a#b\ncomment: x # comment\n# full line\nempty: # c",
+        { url: "http://example.com/x#y", colon: "a:b", hash: "a#b", comment: "x", empty: null },
+      ],
+      [
+        "key with spaces: value\n'quoted key': v\n\"dq\": w\n1: one\ntrue: yes\nnull: nothing",
+        { "key with spaces": "value", "quoted key": "v", dq: "w", "1": "one", true: "yes", "": "nothing" },
+      ],
+      ["date: 2024-01-01\nver: 1.2.3\nneg: -.5", { date: "2024-01-01", ver: "1.2.3", neg: -0.5 }],
+    ];
+    for (const [text, expected] of cases) assert.deepEqual(parseYamlSubset(text), expected, text);
+    const refused: [string, RegExp][] = [
+      ["a: [1, 2]", /line 1: a flow sequence/],
+      ["a: {b: 1}", /line 1: a flow mapping/],
+      ["a: &x 1", /line 1: an anchor/],
+      ["a: !!str 1", /line 1: a tag/],
+      ["a: |\n  x", /line 1: a block scalar/],
+      ["a: 1\nb: b: c", /line 2: a mapping inside a value/],
+      ["a: 1\na: 2", /line 2: the key "a" appears twice/],
+      ["a: .inf", /line 1: \.inf has no JSON value/],
+      ['a: "open', /line 1: a quoted scalar that does not end on its line/],
+      ["a: b\n  c", /line 2: unexpected indentation/],
+      ["a:\n\tb: 1", /line 2: a tab in the indentation/],
+    ];
+    for (const [text, why] of refused) assert.throws(() => parseYamlSubset(text), why, text);
+    assert.deepEqual(skillFrontmatter("\uFEFF---\nname: x\ndescription: y\n---  \nbody"), {
+      name: "x",
+      description: "y",
+    });
+    assert.throws(() => skillFrontmatter("name: x\n"), /no frontmatter/);
+    assert.throws(() => skillFrontmatter("---\nname: x\ndescription: [y]\n---\n"), /line 3: a flow sequence/);
+    assert.throws(() => skillFrontmatter("---\n- a\n---\n"), /not a mapping/);
+  });
+});
+
 describe("9. Plugins", () => {
   test("isPluginFile() skips helpers, sidecars, docs, typings and tests", () => {
     for (const name of ["add.ts", "wc.sh", "x.mjs"]) assert.ok(isPluginFile(name), name);
@@ -2307,6 +2368,141 @@ describe("9. Plugins: executable tools and --watch", () => {
         assert.deepEqual(await names("d"), ["one"]);
         assert.equal(await answer("e", "one"), "one v2");
       });
+    });
+  });
+});
+
+describe("9. Plugins: skills", () => {
+  /** DIR with a tool, and DIR/skills with good skills and one of each way to be skipped. */
+  const skillsDir = (dir: string) => {
+    const file = (path: string, text: string | Uint8Array) => {
+      mkdirSync(dirname(join(dir, path)), { recursive: true });
+      writeFileSync(join(dir, path), text);
+    };
+    const front = (name: string, more = "") =>
+      `---\nname: ${name}\ndescription: The ${name} skill\n${more}---\n\nBody of ${name}.\n`;
+    file("add.ts", "export default { run: () => 'added' };");
+    file("skills/good-skill/SKILL.md", front("good-skill", "metadata:\n  version: 2\n  tags:\n    - a\n    - b\n"));
+    file("skills/good-skill/refs/guide.md", "# Guide\n");
+    file("skills/good-skill/logo.png", new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0, 1, 2]));
+    file("skills/good-skill/.hidden", "not served");
+    file("skills/acme/outer/SKILL.md", front("outer"));
+    file("skills/acme/outer/inner/SKILL.md", front("inner"));
+    file("skills/no-front/SKILL.md", "Just text.\n");
+    file("skills/wrong-name/SKILL.md", front("other-name"));
+    file("skills/Bad_Name/SKILL.md", front("Bad_Name"));
+    file("skills/no-desc/SKILL.md", "---\nname: no-desc\n---\n");
+    file("skills/flow/SKILL.md", "---\nname: flow\ndescription: x\ntags: [a, b]\n---\n");
+    file("skills/linked/SKILL.md", front("linked"));
+    symlinkSync(join(dir, "add.ts"), join(dir, "skills/linked/link.ts"));
+  };
+  const meta = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+  };
+  const ask = async (server: ServerProcess, id: string, method: string, params: Message = {}) =>
+    await server.request(id, method, { ...params, _meta: meta });
+
+  test("serve DIR serves DIR/skills: each file by its digest, directories, SKILL.md listed; a skipped skill, a line", async () => {
+    await withTempDir("mcp-skills-", async (dir) => {
+      skillsDir(dir);
+      await withServer([dir], async (server) => {
+        const discover = (await ask(server, "d", "server/discover")).result;
+        assert.deepEqual(discover.capabilities.extensions, {
+          "io.modelcontextprotocol/skills": { directoryRead: true },
+        });
+        assert.ok(discover.capabilities.resources, "skill files are resources");
+        const { skills } = (await ask(server, "l", "skills/list")).result;
+        assert.deepEqual(skills.map((entry: Message) => entry.uri), [
+          "skill://acme/outer/SKILL.md",
+          "skill://acme/outer/inner/SKILL.md",
+          "skill://good-skill/SKILL.md",
+        ]);
+        const good = skills[2];
+        assert.deepEqual(good.frontmatter, {
+          name: "good-skill",
+          description: "The good-skill skill",
+          metadata: { version: 2, tags: ["a", "b"] },
+        });
+        const guide = good.resources.find((item: Message) => item.uri === "skill://good-skill/refs/guide.md");
+        assert.deepEqual(guide, {
+          uri: "skill://good-skill/refs/guide.md",
+          digest: "sha256:" + createHash("sha256").update("# Guide\n").digest("hex"),
+          size: 8,
+        });
+        assert.deepEqual(good.resources.map((item: Message) => item.uri).sort(), [
+          "skill://good-skill/SKILL.md",
+          "skill://good-skill/logo.png",
+          "skill://good-skill/refs/guide.md",
+        ], "every file, SKILL.md included, no dot file");
+        assert.ok(skills[0].resources.some((item: Message) => item.uri === "skill://acme/outer/inner/SKILL.md"));
+        assert.deepEqual((await ask(server, "g", "skills/get", { uri: good.uri })).result.skill, good);
+        assert.equal((await ask(server, "g2", "skills/get", { uri: "skill://nope/SKILL.md" })).error.code, -32602);
+
+        const text = (await ask(server, "r1", "resources/read", { uri: "skill://good-skill/refs/guide.md" })).result;
+        assert.deepEqual(text.contents, [{
+          uri: "skill://good-skill/refs/guide.md",
+          text: "# Guide\n",
+          mimeType: "text/markdown",
+        }]);
+        const blob = (await ask(server, "r2", "resources/read", { uri: "skill://good-skill/logo.png" })).result;
+        assert.deepEqual(blob.contents[0].mimeType, "image/png");
+        assert.equal(blob.contents[0].blob, Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 1, 2]).toString("base64"));
+        const listed = (await ask(server, "rl", "resources/list")).result.resources;
+        assert.deepEqual(listed.find((item: Message) => item.uri === good.uri), {
+          uri: "skill://good-skill/SKILL.md",
+          name: "good-skill",
+          description: "The good-skill skill",
+          mimeType: "text/markdown",
+          size: good.resources.find((item: Message) => item.uri === good.uri).size,
+        });
+        const children = (await ask(server, "dr", "resources/directory/read", { uri: "skill://good-skill" })).result;
+        assert.deepEqual(children.resources.map((item: Message) => [item.name, item.mimeType]), [
+          ["SKILL.md", "text/markdown"],
+          ["logo.png", "image/png"],
+          ["refs", "inode/directory"],
+        ]);
+        const prefix = (await ask(server, "dp", "resources/directory/read", { uri: "skill://acme" })).result;
+        assert.deepEqual(prefix.resources.map((item: Message) => item.uri), ["skill://acme/outer"]);
+        const file = await ask(server, "df", "resources/directory/read", { uri: good.uri });
+        assert.equal(file.error.code, -32602, "a file is not a directory");
+        const skipped = server.stderr.split("\n").filter((line) => line.includes("skipped skill"));
+        assert.deepEqual(skipped.map((line) => line.replace(dir + "/", "")).sort(), [
+          'mcp: skipped skill skills/Bad_Name: its name "Bad_Name" breaks the naming rules (1-64 of a-z 0-9 -, no leading, trailing or double -)',
+          "mcp: skipped skill skills/flow: SKILL.md: line 4: a flow sequence: [a, b] (not in the YAML subset mcp.ts reads)",
+          "mcp: skipped skill skills/linked: link.ts is a symlink or a special file",
+          "mcp: skipped skill skills/no-desc: SKILL.md: its frontmatter needs a name and a description, both strings",
+          "mcp: skipped skill skills/no-front: SKILL.md: no frontmatter: the file must start with a --- line, and a --- line end it",
+          'mcp: skipped skill skills/wrong-name: its name "other-name" is not its directory\'s, "wrong-name"',
+        ]);
+      });
+    });
+  });
+
+  test("--skills DIR2 serves another folder; --watch reloads a changed skill with its new digest", async () => {
+    await withTempDir("mcp-skills-", async (dir) => {
+      skillsDir(dir);
+      const other = join(dir, "elsewhere");
+      mkdirSync(join(other, "solo"), { recursive: true });
+      writeFileSync(join(other, "solo", "SKILL.md"), "---\nname: solo\ndescription: One\n---\nv1\n");
+      await withServer([dir, "--skills", other, "--watch"], async (server) => {
+        const uris = async (id: string) =>
+          (await ask(server, id, "skills/list")).result.skills.map((entry: Message) => entry.resources[0].digest);
+        const before = await uris("a");
+        assert.equal(before.length, 1, "only --skills DIR2");
+        writeFileSync(join(other, "solo", "SKILL.md"), "---\nname: solo\ndescription: One\n---\nv2\n");
+        await server.until(() => /reloaded/.test(server.stderr), "the reload");
+        for (let i = 0; i < 50; i++) {
+          if ((await uris(`b${i}`))[0] !== before[0]) break;
+          await sleep(20);
+        }
+        const after = (await ask(server, "c", "resources/read", { uri: "skill://solo/SKILL.md" })).result;
+        assert.equal(after.contents[0].text, "---\nname: solo\ndescription: One\n---\nv2\n");
+        assert.notDeepEqual(await uris("d"), before);
+      });
+      const missing = await runCli(["serve", dir, "--skills", join(dir, "none")]);
+      assert.equal(missing.code, 2);
+      assert.match(missing.stderr, /Cannot serve skills from ".*none": no such directory/);
     });
   });
 });
@@ -4492,7 +4688,9 @@ describe("14. MCP client over HTTP and in both eras", () => {
       for (const { headers, body } of posts) {
         const meta = body.params._meta;
         assert.equal(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
-        assert.deepEqual(meta["io.modelcontextprotocol/clientCapabilities"], {});
+        // A tools/call declares the tasks extension (it follows a task); nothing else declares anything.
+        const declared = body.method === "tools/call" ? { extensions: { "io.modelcontextprotocol/tasks": {} } } : {};
+        assert.deepEqual(meta["io.modelcontextprotocol/clientCapabilities"], declared, body.method);
         assert.equal(headers["mcp-protocol-version"], "2026-07-28");
         assert.equal(headers["mcp-method"], body.method);
       }
@@ -6336,5 +6534,94 @@ describe("17. CLI: resources and prompts", () => {
     assert.equal(got.stdout, "[user] Prompt with arguments: arg1='007', arg2='true'\n");
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /did you mean test_simple_prompt/);
+  });
+});
+
+describe("17. CLI: skills", () => {
+  const FAKE_SKILLS = [...RUNTIME, HERE + "testdata/fake_skills_server.ts"].map(quote).join(" ");
+  /** The skill files the fake served in a run, as it logged them. */
+  const reads = (run: CliRun) => [...run.stderr.matchAll(/fake-skills: read (\S+)/g)].map((match) => match[1]);
+
+  test("skills lists every page and reads no file; skill checks size, then digest, then frontmatter before a byte", async () => {
+    const [listed, json, honest, size, digest, front, dynamic, binary] = await Promise.all([
+      runCli(["skills", FAKE_SKILLS, "-v"]),
+      runCli(["skills", FAKE_SKILLS, "--json"]),
+      runCli(["skill", FAKE_SKILLS, "honest", "-v"]),
+      runCli(["skill", FAKE_SKILLS, "bad-size", "-v"]),
+      runCli(["skill", FAKE_SKILLS, "bad-digest", "-v"]),
+      runCli(["skill", FAKE_SKILLS, "skill://bad-front/SKILL.md", "-v"]),
+      runCli(["skill", FAKE_SKILLS, "dynamic", "-v"]),
+      runCli(["skill", FAKE_SKILLS, "honest", "data/b.bin"]),
+    ]);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, /^honest +Lists what it serves\n/);
+    assert.match(
+      listed.stdout,
+      /\ntwin \(skill:\/\/one\/twin\/SKILL\.md\) +The first\ntwin \(skill:\/\/two\/twin\/SKILL\.md\) +The second\n$/,
+    );
+    assert.deepEqual(reads(listed), [], "listing reads no file");
+    assert.equal(JSON.parse(json.stdout).length, 8, "both pages");
+    assert.deepEqual([honest.code, honest.stdout], [
+      0,
+      "---\nname: honest\ndescription: Lists what it serves\n---\n\nRead notes/a.md.\n",
+    ]);
+    for (const [run, check] of [[size, "size"], [digest, "digest"], [front, "frontmatter"]] as const) {
+      assert.equal(run.code, 3, run.stderr);
+      assert.equal(run.stdout, "", "nothing printed");
+      assert.match(run.stderr, new RegExp(`^mcp: skill://bad-[a-z]+/SKILL\\.md failed the ${check} check: `, "m"));
+      assert.equal(reads(run).length, 1, "one read: nothing after the failed one");
+    }
+    assert.match(front.stderr, /its "description" is "Exfiltrate credentials", the skill lists "Honest description"/);
+    assert.equal(dynamic.code, 0);
+    assert.match(dynamic.stderr, /mcp: skill:\/\/dynamic\/SKILL\.md is unverified \(dynamic skill\)/);
+    assert.deepEqual([binary.code, Buffer.from(binary.stdout, "latin1").length > 0], [0, true]);
+  });
+
+  test("skill: an unknown, ambiguous or unlisted name is exit 2 before any read; --out writes all of it or nothing", async () => {
+    await withTempDir("mcp-skill-out-", async (dir) => {
+      const [unknown, twin, unlisted, escape, dynamicOut] = await Promise.all([
+        runCli(["skill", FAKE_SKILLS, "honset", "-v"]),
+        runCli(["skill", FAKE_SKILLS, "twin", "-v"]),
+        runCli(["skill", FAKE_SKILLS, "honest", "notes/missing.md", "-v"]),
+        runCli(["skill", FAKE_SKILLS, "escape", "--out", dir, "-v"]),
+        runCli(["skill", FAKE_SKILLS, "dynamic", "--out", dir]),
+      ]);
+      assert.equal(unknown.code, 2);
+      assert.match(unknown.stderr, /^mcp: the server has no skill named honset; did you mean honest\?$/m);
+      assert.equal(twin.code, 2);
+      assert.match(
+        twin.stderr,
+        /2 skills are named twin: give one's URI \(skill:\/\/one\/twin\/SKILL\.md, skill:\/\/two\/twin\/SKILL\.md\)/,
+      );
+      assert.equal(unlisted.code, 2);
+      assert.match(unlisted.stderr, /lists no notes\/missing\.md; its files: SKILL\.md, notes\/a\.md, data\/b\.bin/);
+      assert.equal(escape.code, 3);
+      assert.match(
+        escape.stderr,
+        /lists "skill:\/\/escape\/\.\.\/outside\.txt", which is not a path inside it: nothing written/,
+      );
+      assert.equal(dynamicOut.code, 2);
+      for (const run of [unknown, twin, unlisted, escape]) assert.deepEqual(reads(run), []);
+      const bad = await runCli(["skill", FAKE_SKILLS, "bad-digest", "--out", dir]);
+      assert.equal(bad.code, 3);
+      assert.deepEqual(readdirSync(dir), [], "a file that fails its check: nothing written");
+
+      const out = await runCli(["skill", FAKE_SKILLS, "honest", "--out", dir, "-v"]);
+      assert.equal(out.code, 0, out.stderr);
+      assert.deepEqual(reads(out)[0], "skill://honest/SKILL.md", "SKILL.md read and checked first");
+      assert.equal(readFileSync(join(dir, "honest", "notes", "a.md"), "utf8"), "note a\n");
+      assert.deepEqual(
+        [...readFileSync(join(dir, "honest", "data", "b.bin"))],
+        [0, 1, ..."binary"].map((c) => typeof c === "number" ? c : c.charCodeAt(0)),
+      );
+      assert.deepEqual(readdirSync(dir), ["honest"], "no temporary directory left");
+      const again = await runCli(["skill", FAKE_SKILLS, "honest", "--out", dir]);
+      assert.equal(again.code, 2);
+      assert.match(again.stderr, /honest exists: give --force to replace it/);
+      assert.equal((await runCli(["skill", FAKE_SKILLS, "honest", "--out", dir, "--force"])).code, 0);
+    });
+    const none = await runCli(["skills", SERVE]);
+    assert.equal(none.code, 2);
+    assert.equal(none.stderr, "mcp: the server does not offer skills\n");
   });
 });

@@ -12,7 +12,9 @@
 #       No bridge: the suite talks to `<server command> --http 0 --watch` (mcp.ts's own Streamable HTTP; --watch so
 #       that the trigger tools can change the lists), started afresh for each requirement set and stopped after it
 #       (SIGTERM to its process group, SIGKILL after 10 s). The port is read from its "mcp: serving URL" line.
-#       Without --requirements: 2025-11-25, then 2026-07-28, then both totals; it fails if either run fails.
+#       Without --requirements: 2025-11-25, then 2026-07-28 (its tasks-* extension scenarios included, reported but
+#       not scored), then the skills extension's server scenarios (sep-2640-*, each with --force), then the totals;
+#       it fails if any run fails.
 #       --scenario S runs that one scenario at each such revision's wire (the suite's --spec-version); --suite or
 #       --spec-version pass through as they are, for one run.
 #       e.g. interop/conformance.sh http "deno run -A mcp.ts serve testdata/conformance" --requirements 2026-07-28
@@ -25,7 +27,9 @@
 #       (scored, and of the extensions the two client_credentials ones), one suite run each (--scenario S
 #       --spec-version R --force: one at a time, where the suite's own --requirements runs all at once), a line per
 #       scenario (the suite's report when it fails), totals for each revision and part; for 2025-11-25, then
-#       2026-07-28 without --requirements. --no-auth, --auth-only: one part. It fails when a scored scenario fails.
+#       2026-07-28 without --requirements; then (unless --auth-only) the skills extension's client scenarios
+#       (sep-2640-client-*, in no set: `skills URL`, `skill URL NAME`). --no-auth, --auth-only: one part. It fails
+#       when a scored scenario fails.
 #       --scenario S: the suite's whole report, at each revision whose set lists S (at R with --requirements R);
 #       --suite or --spec-version pass through as they are, for one run. -o DIR: the results under DIR/REVISION.
 #       e.g. interop/conformance.sh client "bun ./mcp.ts" --scenario tools_call
@@ -152,6 +156,20 @@ case $mode in
       total=$(grep -E '^(Total: |Passed: )' "$work/out" | tail -n1 || true)
       totals+=("${revision:-${args[*]}}: ${total:-no total (exit $result)}")
     done
+    # The skills extension's server scenarios are in no requirement set (the suite's "pending" ones): on a full
+    # run, each once more with --force, at the 2026-07-28 wire, against a server of its own.
+    if ! has --scenario "${args[@]}" && ! has --suite "${args[@]}" && ! has --spec-version "${args[@]}"; then
+      for extension in sep-2640-skills-enumeration sep-2640-skills-directory sep-2640-skills-manifest; do
+        start_http_server "$command --http 0 --watch" conformance || exit 1
+        result=0
+        suite server --url "$url" --scenario "$extension" --force | tee "$work/out" || result=$?
+        case $result in 130 | 143) exit "$result" ;; esac
+        [ "$result" -eq 0 ] || status=$result
+        stop_server
+        total=$(grep -E '^(Total: |Passed: )' "$work/out" | tail -n1 || true)
+        totals+=("$extension: ${total:-no total (exit $result)}")
+      done
+    fi
     if [ ${#totals[@]} -gt 1 ]; then
       echo
       echo "conformance: $command --http 0 --watch"
@@ -288,6 +306,29 @@ case $mode in
         echo "  ${totals[-1]}"
       done
     done
+    # The skills extension's client scenarios are in no requirement set: each once, at the 2026-07-28 wire.
+    if [[ " ${parts[*]} " == *" plain "* ]]; then
+      echo "conformance: client $MCP_INTEROP_CLIENT, the skills extension (sep-2640, not scored)" >&2
+      ran=0 ok=0
+      for name in sep-2640-client-no-prefetch sep-2640-client-verify-digest sep-2640-client-verify-size \
+        sep-2640-client-verify-frontmatter; do
+        result=0
+        suite client --command "$wrapper" --scenario "$name" --spec-version 2026-07-28 --force "${args[@]}" \
+          >"$work/out" 2>&1 </dev/null || result=$?
+        case $result in 130 | 143) exit "$result" ;; esac
+        ran=$((ran + 1))
+        summary=$(grep -E '^Passed: ' "$work/out" | tail -n1 || true)
+        if [ "$result" -eq 0 ]; then
+          ok=$((ok + 1))
+          echo "  ✓ $name: ${summary:-no summary}"
+        else
+          echo "  ✗ $name: ${summary:-exit $result}"
+          sed 's/^/      /' "$work/out"
+        fi
+      done
+      totals+=("skills extension: $ok/$ran scenarios passed (not scored)")
+      echo "  ${totals[-1]}"
+    fi
     if [ ${#totals[@]} -gt 1 ]; then
       echo
       echo "conformance: client $MCP_INTEROP_CLIENT"

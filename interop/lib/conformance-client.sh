@@ -222,6 +222,15 @@ case ${MCP_CONFORMANCE_SCENARIO:-} in
     (umask 077 && context private_key_pem >"$state/client-key.pem") || exit 2
     run call "$url" test-tool --grant client_credentials --client-id "$client_id" --client-key "$state/client-key.pem"
     ;;
+  sep-2640-client-no-prefetch)
+    # Skills (SEP-2640): judged, listing reads no skill file (and exits 0).
+    run skills "$url"
+    ;;
+  sep-2640-client-verify-digest | sep-2640-client-verify-size | sep-2640-client-verify-frontmatter)
+    # The mock serves a SKILL.md that fails one check (its digest, its size, or its frontmatter against the
+    # entry's); judged: SKILL.md read, and references/FORMS.md never (the skill refused). Exit 3 is allowed.
+    run skill "$url" pdf-processing
+    ;;
   auth/*)
     # The rest: one command that must authorize, with the browser flow allowed. Judged, by scenario:
     # scope-from-www-authenticate, scope-from-scopes-supported, scope-omitted-when-undefined: the scope requested;
