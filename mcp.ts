@@ -1861,6 +1861,15 @@ export interface ServerOptions {
   instanceId?: string;
   /** What tool code logs inside a task (the spec sends no logs on tasks), e.g. for --trace. */
   onTaskLog?: (taskId: string, level: LogLevel, data: unknown) => void;
+  /** Extensions declared besides the server's own (a gateway: its upstreams'). @internal */
+  moreExtensions?: () => JsonObject | undefined;
+  /** tasks/* for a task this server did not make (a gateway: to the upstream its id names); undefined: none. @internal */
+  forwardTask?: (method: string, params: JsonObject) => Promise<unknown> | undefined;
+  /**
+   * skills/list, skills/get, resources/directory/read and a skill file's resources/read on a server with no
+   * skills of its own (a gateway: to the upstream that has the skill); undefined: none. @internal
+   */
+  forwardSkills?: (method: string, params: JsonObject) => Promise<unknown> | undefined;
 }
 
 // A request in flight that runs plugin code (tools/call, resources/read, prompts/get, completion/complete).
@@ -2165,6 +2174,7 @@ export class ServerCore {
     const extensions: JsonObject = {};
     if (this.catalog.tools.some((tool) => tool.tasks)) extensions[EXTENSIONS.tasks] = {};
     if (this.skills) extensions[EXTENSIONS.skills] = { directoryRead: true };
+    Object.assign(extensions, this.options.moreExtensions?.());
     return Object.keys(extensions).length > 0 ? extensions : undefined;
   }
 
@@ -2510,7 +2520,7 @@ export class McpServer {
       case "tasks/cancel":
       case "tasks/result":
       case "tasks/list":
-        return answerTaskRequest(this.#core.tasks, method, call, principalOf(this.auth));
+        return answerTaskRequest(this.#core, method, call, principalOf(this.auth));
     }
     // Methods of the capabilities DIR provides; the others are not found (completion.mdx).
     const { resources, templates, prompts } = core.catalog;
@@ -2542,9 +2552,12 @@ export class McpServer {
         break;
       case "skills/list":
       case "skills/get":
-      case "resources/directory/read":
+      case "resources/directory/read": {
         if (core.skills) return answerSkillRequest(core.skills, method, params, core.catalog.skills!, core.pageSize);
+        const forwarded = core.options.forwardSkills?.(method, params);
+        if (forwarded) return forwarded;
         break;
+      }
     }
     throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
   }
@@ -2657,7 +2670,10 @@ export class McpServer {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: resources/read needs a uri");
     }
     const readable = readableAt(this.#core, uri);
-    if (!readable) throw call.era.resourceNotFound(uri);
+    if (!readable) {
+      const upstream = uri.startsWith("skill://") && this.#core.options.forwardSkills?.("resources/read", params);
+      return upstream || rethrow(call.era.resourceNotFound(uri)); // an upstream's skill, through a gateway
+    }
     const { read, mimeType } = readable;
     return this.#answering(call, "resources/read", uri, {
       label: uri,
@@ -3364,14 +3380,16 @@ class TaskStore {
  * (-32021), then tasks/result and tasks/list, which only the 2025-11-25 tasks had (-32601, whatever their taskId:
  * the conformance suite's dispatch scenario), then an id unknown, expired or another principal's (-32602).
  */
-function answerTaskRequest(tasks: TaskStore, method: string, call: Received, principal: string): unknown {
+function answerTaskRequest(core: ServerCore, method: string, call: Received, principal: string): unknown {
   const { params, client } = call;
   const notFound = () => new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
   if (!call.era.taskExtension) throw notFound();
   if (!declaresExtension(client.capabilities, EXTENSIONS.tasks)) throw tasksExtensionMissing();
   if (method === "tasks/result" || method === "tasks/list") throw notFound();
-  const task = tasks.find(params.taskId, principal);
+  const task = core.tasks.find(params.taskId, principal);
   if (!task) {
+    const forwarded = core.options.forwardTask?.(method, params);
+    if (forwarded) return forwarded;
     throw new RpcError(
       ErrorCode.InvalidParams,
       `Invalid params: unknown or expired task ${JSON.stringify(params.taskId ?? null)}`,
@@ -9449,7 +9467,8 @@ export class McpClient {
       // 2025-11-25: a task only when asked for, as the server and the tool say it may be.
       if (!this.#era.taskExtension && await this.#asTask(name, options)) params.task = {};
       // SEP-2663: the call may become a task; it is followed to its end here (or, detached, handed back).
-      result = await this.request("tools/call", params, { ...options, extensions: TASKS_DECLARED });
+      const extensions = options.tasks === false ? undefined : TASKS_DECLARED;
+      result = await this.request("tools/call", params, { ...options, extensions });
       const task = result.resultType === "task" ? result : params.task ? createdTask(result) : undefined;
       if (task) return options.detach ? result : await this.tasks.follow(task, options);
     } catch (error) {
@@ -9934,6 +9953,8 @@ export interface CallToolOptions extends RequestOptions {
   meta?: JsonObject;
   /** A call that becomes a task: hand back its CreateTaskResult at once instead of following it. */
   detach?: boolean;
+  /** Declare the tasks extension (2026-07-28; default true): false, and the server answers as a plain call. */
+  tasks?: boolean;
   /** Each state of a task the call became, as tasks/get showed it (the first: its CreateTaskResult). */
   onTask?: (task: JsonObject) => void;
 }
@@ -10577,18 +10598,24 @@ export class Gateway {
         const name = nameFor(upstream, String(tool.name));
         if (!exposed(this.#options.tools, name)) continue;
         const description = `${typeof tool.description === "string" ? tool.description : ""} (from ${upstream.name})`;
-        tools.push(defineTool(
+        const forwarded = defineTool(
           {
             ...tool,
             name,
             title: typeof tool.title === "string" ? `${tool.title} (${upstream.name})` : undefined,
             description: description.trim(),
             inputSchema: isObject(tool.inputSchema) ? tool.inputSchema : { type: "object" },
+            execution: undefined, // the upstream's tasks are its own (a 2025-11-25 one's are followed upstream)
             run: (args: JsonObject, ctx: ToolContext) => this.#call(upstream, String(tool.name), args, ctx),
           },
           name,
           `upstream ${upstream.name}`,
-        ));
+        );
+        // An upstream's CreateTaskResult goes on as it came (renamed), not as a tool's text.
+        const map = (value: unknown) =>
+          isObject(value) && value.resultType === "task" ? value : toCallToolResult(value);
+        forwarded.job = { label: name, run: forwarded.run, map, fail: errorResult };
+        tools.push(forwarded);
       }
       for (const prompt of upstream.prompts) {
         const name = nameFor(upstream, String(prompt.name));
@@ -10637,6 +10664,83 @@ export class Gateway {
     return { tools, prompts, resources, templates };
   }
 
+  /**
+   * What the gateway's server forwards besides its catalog: the extensions its upstreams declare, tasks/* by
+   * the upstream a task's id names, skills to the upstream that has them (stateless: nothing is kept).
+   * @internal
+   */
+  serverHooks(): Pick<ServerOptions, "moreExtensions" | "forwardTask" | "forwardSkills"> {
+    const offered = (upstream: UpstreamState) => {
+      const capabilities = upstream.client?.initializeResult.capabilities;
+      return isObject(capabilities) && isObject(capabilities.extensions) ? capabilities.extensions : {};
+    };
+    const skillful = () => this.#upstreams.filter((upstream) => isObject(offered(upstream)[EXTENSIONS.skills]));
+    return {
+      moreExtensions: () => {
+        const extensions: JsonObject = {};
+        for (const upstream of this.#upstreams) {
+          if (isObject(offered(upstream)[EXTENSIONS.tasks])) extensions[EXTENSIONS.tasks] = {};
+          const skills = offered(upstream)[EXTENSIONS.skills];
+          if (!isObject(skills)) continue;
+          const settings = isObject(extensions[EXTENSIONS.skills]) ? extensions[EXTENSIONS.skills] as JsonObject : {};
+          extensions[EXTENSIONS.skills] = skills.directoryRead === true
+            ? { ...settings, directoryRead: true }
+            : settings;
+        }
+        return extensions;
+      },
+      forwardTask: (method, params) => {
+        const [name, ...rest] = String(params.taskId ?? "").split("__");
+        const upstream = this.#upstreams.find((candidate) => candidate.name === name);
+        if (!upstream?.client || rest.length === 0) return undefined;
+        const own: JsonObject = { ...params, taskId: rest.join("__") };
+        delete own._meta;
+        return upstream.client.request(method, own, { extensions: TASKS_DECLARED }).then((result) =>
+          typeof result.taskId === "string" ? { ...result, taskId: `${name}__${result.taskId}` } : result
+        );
+      },
+      forwardSkills: (method, params) => skillful().length === 0 ? undefined : this.#skills(skillful(), method, params),
+    };
+  }
+
+  // skills/list: every upstream's entries in config order (a URI two serve: the first's, said once); the rest
+  // goes to the upstream whose skill holds the URI.
+  async #skills(upstreams: UpstreamState[], method: string, params: JsonObject): Promise<unknown> {
+    const listings = await Promise.all(upstreams.map((upstream) => upstream.client!.listSkills().catch(() => [])));
+    if (method === "skills/list") {
+      const seen = new Set<string>();
+      const skills: JsonObject[] = [];
+      listings.forEach((entries, i) => {
+        for (const entry of entries) {
+          const uri = String(entry.uri);
+          if (!seen.has(uri)) {
+            seen.add(uri);
+            skills.push(entry);
+          } else if (!this.#warned.has(`skill ${uri}`)) {
+            this.#warned.add(`skill ${uri}`);
+            (this.#options.log ?? noop)(
+              `skill ${uri} is served by an earlier upstream too; "${upstreams[i].name}" is not asked for it`,
+            );
+          }
+        }
+      });
+      return { skills };
+    }
+    const uri = String(params.uri ?? "");
+    const owner = upstreams.find((_, i) =>
+      listings[i].some((entry) => {
+        const root = String(entry.uri).replace(/\/SKILL\.md$/, "");
+        return uri === entry.uri || uri === root || uri.startsWith(root + "/") || root.startsWith(uri + "/");
+      })
+    );
+    if (!owner) {
+      throw new RpcError(ErrorCode.InvalidParams, `Invalid params: no upstream serves ${JSON.stringify(uri)}`);
+    }
+    const own: JsonObject = { uri };
+    if (params.cursor !== undefined) own.cursor = params.cursor;
+    return await owner.client!.request(method, own);
+  }
+
   #upstreamOf(upstream: UpstreamState): McpClient {
     if (upstream.client) return upstream.client;
     const wait = Math.max(0, Math.ceil((upstream.retryAt - Date.now()) / 1000));
@@ -10655,8 +10759,12 @@ export class Gateway {
       return errorResult(errorMessage(error));
     }
     upstream.calls.push(ctx);
+    // The tasks extension goes upstream only when the client declared it on this call; a task then comes back
+    // as the upstream made it, its id <upstream>__<id> (tasks/* find their way back by it: forwardTask).
+    const view = ctx instanceof RequestContext ? ctx.client as ClientView : undefined;
+    const tasks = view !== undefined && declaresExtension(view.capabilities, EXTENSIONS.tasks);
     try {
-      return await client.callTool(name, args, {
+      const result = await client.callTool(name, args, {
         cause: ctx,
         signal: ctx.signal,
         onProgress: (progress) =>
@@ -10665,7 +10773,10 @@ export class Gateway {
             progress.total as number | undefined,
             progress.message as string | undefined,
           ),
+        tasks,
+        detach: tasks,
       });
+      return result.resultType === "task" ? { ...result, taskId: `${upstream.name}__${result.taskId}` } : result;
     } catch (error) {
       if (ctx.signal.aborted) throw error;
       if (error instanceof UnreachableError) this.#lost(upstream, error.message);
@@ -13518,6 +13629,11 @@ once (four at a time); one that fails or dies is restarted with backoff while th
 and a call to it is an isError saying when it is tried again. Calls, progress, cancellation,
 log messages and the upstreams' questions (sampling, elicitation, roots) pass through; a list
 change upstream is a list_changed here. EOF, SIGINT and SIGTERM stop every upstream.
+Upstreams are spoken to in the initialize era (their list changes come as notifications);
+with --protocol auto, in 2026-07-28 where they speak it: their tasks (a task id becomes
+<upstream>__<id>; tasks/* find their way back by it) and skills (skills/list the union in
+upstream order, reads routed to the skill's upstream) then pass through, for clients that
+declare those extensions.
   --prefix always|collisions   prefix every name (default), or only names two upstreams share
   --tools PATTERN              expose only names matching these globs (repeatable; !PATTERN excludes)
   --cache-ttl MS               keep resources/read answers MS (default 0: not kept)
@@ -13587,6 +13703,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     timeout: positiveInteger("--timeout", values.timeout, DEFAULT_REQUEST_TIMEOUT_MS),
     maxTime: positiveInteger("--max-time", values["max-time"], DEFAULT_MAX_TIME_MS),
     oauth: await oauthOptions("gateway", "", values, io),
+    protocol: values.protocol,
     log,
     shared: http !== undefined,
   });
@@ -13601,6 +13718,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     instructions: values.instructions,
     timeout: 0, // an upstream's call takes as long as the client lets it (its own --timeout, --max-time)
     listChanged: true,
+    ...gateway.serverHooks(),
   };
   try {
     if (http) {

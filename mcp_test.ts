@@ -5354,6 +5354,61 @@ describe("15a. Gateway", () => {
   });
 });
 
+describe("15a. Gateway: tasks and skills", () => {
+  test("--protocol auto: an upstream's task passes through as <upstream>__<id>, tasks/* routed back; skills merged", async () => {
+    const jobs = await startListening(
+      [MCP, "serve", HERE + "testdata/conformance/tools_tasks.ts", "--http", "0"],
+      /serving (\S+)/,
+    );
+    const docs = `${RUNTIME.join(" ")} ${MCP} serve ${HERE}testdata/conformance`;
+    const gateway = new ServerProcess([`jobs=${jobs.url}`, `docs=${docs}`, "--protocol", "auto"], false, "gateway");
+    try {
+      const declared = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
+      };
+      const plain = { ...declared, "io.modelcontextprotocol/clientCapabilities": {} };
+      const ask = (id: string, method: string, params: Message, meta: Message = declared) =>
+        gateway.request(id, method, { ...params, _meta: meta });
+      await gateway.until(
+        () => /upstream "docs" is up/.test(gateway.stderr) && /upstream "jobs" is up/.test(gateway.stderr),
+        "both upstreams",
+      );
+      const discover = (await ask("d", "server/discover", {})).result;
+      assert.deepEqual(discover.capabilities.extensions, {
+        "io.modelcontextprotocol/tasks": {},
+        "io.modelcontextprotocol/skills": { directoryRead: true },
+      });
+      const created = (await ask("c", "tools/call", { name: "jobs__slow_compute", arguments: { seconds: 60 } })).result;
+      assert.equal(created.resultType, "task");
+      assert.match(created.taskId, /^jobs__[\w-]+\.[\w-]{22}$/);
+      const got = (await ask("g", "tasks/get", { taskId: created.taskId })).result;
+      assert.deepEqual([got.taskId, got.status], [created.taskId, "working"]);
+      assert.equal((await ask("x", "tasks/cancel", { taskId: created.taskId })).result.resultType, "complete");
+      assert.equal((await ask("g2", "tasks/get", { taskId: created.taskId })).result.status, "cancelled");
+      assert.equal((await ask("u", "tasks/get", { taskId: "nobody__x" })).error.code, -32602);
+      const sync =
+        (await ask("s", "tools/call", { name: "jobs__slow_compute", arguments: { seconds: 1 } }, plain)).result;
+      assert.equal(
+        sync.content[0].text,
+        'Computation "job" completed after 1 seconds. Result: 42.',
+        "undeclared: a plain call",
+      );
+
+      const skills = (await ask("l", "skills/list", {})).result.skills.map((entry: Message) => entry.uri);
+      assert.deepEqual(skills, ["skill://pdf-processing/SKILL.md", "skill://team/data/csv-cleaning/SKILL.md"]);
+      const file = (await ask("r", "resources/read", { uri: "skill://pdf-processing/references/FORMS.md" })).result;
+      assert.match(file.contents[0].text, /^# Filling PDF forms/);
+      const dir = (await ask("dr", "resources/directory/read", { uri: "skill://team" })).result;
+      assert.deepEqual(dir.resources.map((item: Message) => item.uri), ["skill://team/data"]);
+      assert.equal((await ask("sg", "skills/get", { uri: "skill://nope/SKILL.md" })).error.code, -32602);
+    } finally {
+      gateway.kill();
+      jobs.close();
+    }
+  });
+});
+
 describe("15b. Proxy and replay", () => {
   // One scripted session, in raw NDJSON: every message the client receives, in order.
   const session = async (server: ServerProcess) => {
