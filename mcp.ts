@@ -2178,6 +2178,13 @@ export class ServerCore {
     return Object.keys(extensions).length > 0 ? extensions : undefined;
   }
 
+  /** The tools/list entries for a client: with `execution` for a 2025-11-25 client (7f), which has tasks. */
+  toolsFor(client: ClientView): { listing: JsonObject }[] {
+    const tools = this.catalog.tools;
+    if (client.protocolVersion !== LEGACY_TASKS_VERSION || !tools.some((tool) => tool.tasks)) return tools;
+    return tools.map((tool) => tool.tasks ? { listing: tool.tasks.legacyListing } : tool);
+  }
+
   /** The tasks this server made (7f), made on first use. */
   get tasks(): TaskStore {
     return this.#tasks ??= new TaskStore(this.options, (deadline) => this.scheduleSweep(deadline));
@@ -2500,7 +2507,7 @@ export class McpServer {
       case "tools/call":
         return this.#callTool(call);
       case "tools/list":
-        return this.#page(core.catalog.tools, params, "tools");
+        return this.#page(core.toolsFor(call.client), params, "tools");
     }
     // Only methods one era lacks are looked up: the calls above are the hot path.
     if (era.removed.has(method)) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
@@ -2593,7 +2600,7 @@ export class McpServer {
     const { options } = this.#core;
     const result: JsonObject = {
       protocolVersion: version,
-      capabilities: this.#core.capabilities(),
+      capabilities: withLegacyTasks(this.#core, version, this.#core.capabilities()),
       serverInfo: this.#core.facts().serverInfo,
     };
     if (options.instructions) result.instructions = options.instructions;
@@ -2647,18 +2654,18 @@ export class McpServer {
     }
     // A tool's job is the same for every call: made once, the arguments passed beside it.
     tool.job ??= { label: name, run: tool.run, map: toCallToolResult, fail: errorResult, coded: !!tool.tasks };
-    const tasks = tool.tasks;
-    if (!tasks) return this.#answering(call, "tools/call", name, tool.job, args);
-    // SEP-2663: a task only for a client that declared the extension on this request; "required" without it is
-    // -32021 before the tool runs. The legacy era's experimental tasks are not offered: such calls run at once.
-    const declared = call.era.taskExtension && declaresExtension(call.client.capabilities, EXTENSIONS.tasks);
-    if (!declared && tasks.mode === "required" && call.era.taskExtension) throw tasksExtensionMissing();
-    return this.#answering(call, "tools/call", name, tool.job, args, declared ? tasks : undefined);
+    if (!tool.tasks) return this.#answering(call, "tools/call", name, tool.job, args);
+    return this.#answering(call, "tools/call", name, tool.job, args, taskSupportFor(call, tool.tasks));
   }
 
   // The call becomes a task (7f): its request is answered with the task, its run goes on.
   #becomeTask(work: Work): void {
-    becomeTask(work, this.#core.tasks, (result) => this.#finish(work, result));
+    becomeTask(
+      work,
+      this.#core.tasks,
+      (result) => this.#finish(work, result),
+      (method, params) => this.#peer.notify(method, params),
+    );
   }
 
   // --- resources ------------------------------------------------------------
@@ -2862,18 +2869,22 @@ export class McpServer {
       era,
       auth: questions ? questions.auth : this.auth,
       questions,
-      taskCall: tasks ? { support: tasks, task: undefined, asked: false, message: undefined, made: [] } : undefined,
+      // 2025-11-25: a call that asked to be a task is one at once.
+      taskCall: tasks
+        ? { support: tasks, task: undefined, asked: !era.taskExtension, message: undefined, made: [] }
+        : undefined,
       fail,
       resolve: noop,
     };
-    let value: unknown;
+    let value: Promise<unknown>;
     try {
-      value = job.run(input as T, new RequestContext(work, this.#host));
-      if (!(value instanceof Promise)) {
-        // A synchronous answer: no promise, no bookkeeping.
+      const returned = job.run(input as T, new RequestContext(work, this.#host));
+      if (returned instanceof Promise) value = returned;
+      else if (!work.taskCall?.asked || era.taskExtension) {
+        // A synchronous answer: no promise, no bookkeeping (unless 2025-11-25 asked for a task: it gets one).
         work.done = true;
-        return map(value);
-      }
+        return map(returned);
+      } else value = Promise.resolve(returned);
     } catch (error) {
       const answer = this.#failed(work, error, job.coded);
       work.done = true;
@@ -2899,14 +2910,7 @@ export class McpServer {
         else this.#finish(work, result);
       };
       value.then((settled) => end(settle(settled)), (error) => end(this.#failed(work, error, job.coded)));
-      const call = work.taskCall;
-      if (call?.asked) this.#becomeTask(work);
-      else if (call) {
-        // Still working after the grace period, and not ended by a question: a task.
-        const grace = setTimeout(() => this.#becomeTask(work), this.#core.options.taskGrace ?? DEFAULT_TASK_GRACE_MS);
-        const stop = () => clearTimeout(grace);
-        value.then(stop, stop);
-      }
+      if (work.taskCall) whenTask(work.taskCall, value, () => this.#becomeTask(work), this.#core.options.taskGrace);
     });
   }
 
@@ -2959,9 +2963,9 @@ export class McpServer {
       return Promise.reject(work.era.missingCapability(capability, method));
     }
     const kind = method === "elicitation/create" ? "elicit" : method === "sampling/createMessage" ? "sample" : "roots";
-    // Inside a task: one of its inputRequests, answered by tasks/update (SEP-2663).
-    const task = work.taskCall?.task;
-    if (task) return task.ask(kind, method, params, key);
+    const request = (sent: JsonObject) => this.#peer.request(method, sent, { signal: work.controller!.signal });
+    const inTask = askInTask(work, kind, method, params, key, request);
+    if (inTask) return inTask;
     if (work.done) return refuse("the request has ended");
     if (!work.era.asksInResult) {
       if (this.noClientRequests) return refuse(this.noClientRequests);
@@ -3215,6 +3219,39 @@ class ServerTask {
     return task;
   }
 
+  /** The task as 2025-11-25 shows it: `ttl` and `pollInterval`, no result or questions. */
+  legacyDetail(): JsonObject {
+    const task: JsonObject = {
+      taskId: this.id,
+      status: this.status,
+      createdAt: this.createdAt,
+      lastUpdatedAt: this.lastUpdatedAt,
+      ttl: this.ttlMs,
+      pollInterval: this.pollIntervalMs,
+    };
+    if (this.statusMessage !== undefined) task.statusMessage = this.statusMessage;
+    return task;
+  }
+
+  /** How it ended: its result (completed) or error (failed); neither while it runs or once cancelled. */
+  outcome(): { result?: JsonObject; error?: JsonObject } {
+    return { result: this.#result, error: this.#error };
+  }
+
+  /** 2025-11-25: a request of its run to the client; the task is input_required until it is answered. */
+  asking(request: Promise<unknown>): Promise<unknown> {
+    if (!this.terminal) {
+      this.status = "input_required";
+      this.#changed();
+    }
+    const resume = () => {
+      if (this.status !== "input_required") return;
+      this.status = "working";
+      this.#changed();
+    };
+    return request.finally(resume);
+  }
+
   /** What the request that made it is answered: the task with `resultType: "task"` (a CreateTaskResult). */
   created(): JsonObject {
     return { resultType: "task", ...this.detail() };
@@ -3354,6 +3391,12 @@ class TaskStore {
     return task;
   }
 
+  /** The principal's tasks, oldest first (2025-11-25 tasks/list). */
+  all(principal: string): ServerTask[] {
+    const now = Date.now();
+    return [...this.#tasks.values()].filter((task) => task.principal === principal && task.expiresAt > now);
+  }
+
   /** Forgets what has expired (cancelling what still runs); returns the next expiry. */
   sweep(now: number): number {
     let next = Infinity;
@@ -3375,6 +3418,102 @@ class TaskStore {
   }
 }
 
+// The revision whose experimental tasks (basic/utilities/tasks.mdx, SEP-1686) a legacy client may use.
+const LEGACY_TASKS_VERSION = "2025-11-25";
+const RELATED_TASK = "io.modelcontextprotocol/related-task";
+
+/**
+ * Whether a call may become a task, and how: SEP-2663 for a client that declared the extension on the request
+ * ("required" without it: -32021 before the tool runs); 2025-11-25 for a client that declared the `tasks`
+ * capability and asked with a `task` parameter. Any other call runs at once.
+ */
+function taskSupportFor(call: Received, support: TaskSupport): TaskSupport | undefined {
+  const { era, client, params } = call;
+  if (era.taskExtension) {
+    if (declaresExtension(client.capabilities, EXTENSIONS.tasks)) return support;
+    if (support.mode === "required") throw tasksExtensionMissing();
+    return undefined;
+  }
+  const legacy = client.protocolVersion === LEGACY_TASKS_VERSION && isObject(client.capabilities.tasks);
+  return legacy && isObject(params.task) ? support : undefined;
+}
+
+/** 2025-11-25: the initialize capabilities, with `tasks` when a tool's calls may be tasks. */
+function withLegacyTasks(core: ServerCore, version: string, capabilities: JsonObject): JsonObject {
+  if (version !== LEGACY_TASKS_VERSION || !core.catalog.tools.some((tool) => tool.tasks)) return capabilities;
+  return { ...capabilities, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } };
+}
+
+/**
+ * A question of a task's run: SEP-2663, one of its inputRequests (answered by tasks/update); 2025-11-25, a
+ * request to the client tagged with the task (made first, when the run asks before it exists), the task
+ * input_required until it is answered. Undefined: not a task's question.
+ */
+function askInTask(
+  work: Work,
+  kind: string,
+  method: string,
+  params: JsonObject,
+  key: string | undefined,
+  request: (params: JsonObject) => Promise<unknown>,
+): Promise<unknown> | undefined {
+  const call = work.taskCall;
+  const legacy = !work.era.taskExtension;
+  if (!call || (!call.task && !(legacy && call.asked))) return undefined;
+  if (!call.task) {
+    return new Promise<void>((made) => call.made.push(made))
+      .then(() => askInTask(work, kind, method, params, key, request) ?? request(params));
+  }
+  if (!legacy) return call.task.ask(kind, method, params, key);
+  work.controller ??= new AbortController();
+  return call.task.asking(request(relatedTo(call.task, params)));
+}
+
+// A request of a 2025-11-25 task's run, tagged with its task.
+function relatedTo(task: ServerTask, params: JsonObject): JsonObject {
+  const meta = isObject(params._meta) ? params._meta : {};
+  return { ...params, _meta: { ...meta, [RELATED_TASK]: { taskId: task.id } } };
+}
+
+/**
+ * The 2025-11-25 tasks/get, tasks/result (waits for the end, then answers as the call would have), tasks/list
+ * (the caller's) and tasks/cancel (a finished task is -32602), for a client that declared `tasks`.
+ */
+function answerLegacyTaskRequest(core: ServerCore, method: string, call: Received, principal: string): unknown {
+  const { params, client } = call;
+  if (client.protocolVersion !== LEGACY_TASKS_VERSION || !isObject(client.capabilities.tasks)) {
+    throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
+  }
+  if (method === "tasks/list") return { tasks: core.tasks.all(principal).map((task) => task.legacyDetail()) };
+  if (method === "tasks/update") throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
+  const task = core.tasks.find(params.taskId, principal);
+  if (!task) {
+    throw new RpcError(
+      ErrorCode.InvalidParams,
+      `Invalid params: unknown task ${JSON.stringify(params.taskId ?? null)}`,
+    );
+  }
+  if (method === "tasks/get") return task.legacyDetail();
+  if (method === "tasks/cancel") {
+    if (task.terminal) {
+      throw new RpcError(ErrorCode.InvalidParams, `Invalid params: task ${task.id} has ended (${task.status})`);
+    }
+    task.cancel("cancelled by the client");
+    return task.legacyDetail();
+  }
+  const outcome = () => {
+    const related = { [RELATED_TASK]: { taskId: task.id } };
+    const { result, error } = task.outcome();
+    if (error) throw new RpcError(Number(error.code), String(error.message), error.data);
+    if (!result) throw new RpcError(ErrorCode.InternalError, `Internal error: task ${task.id} was ${task.status}`);
+    return { ...result, _meta: { ...(isObject(result._meta) ? result._meta : {}), ...related } };
+  };
+  if (task.terminal) return outcome();
+  return new Promise<void>((resolve) => {
+    const stop = task.listen((changed) => changed.terminal && (stop(), resolve()));
+  }).then(outcome);
+}
+
 /**
  * tasks/get, tasks/update, tasks/cancel (SEP-2663), in the contract's order of errors: the extension undeclared
  * (-32021), then tasks/result and tasks/list, which only the 2025-11-25 tasks had (-32601, whatever their taskId:
@@ -3383,7 +3522,7 @@ class TaskStore {
 function answerTaskRequest(core: ServerCore, method: string, call: Received, principal: string): unknown {
   const { params, client } = call;
   const notFound = () => new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
-  if (!call.era.taskExtension) throw notFound();
+  if (!call.era.taskExtension) return answerLegacyTaskRequest(core, method, call, principal);
   if (!declaresExtension(client.capabilities, EXTENSIONS.tasks)) throw tasksExtensionMissing();
   if (method === "tasks/result" || method === "tasks/list") throw notFound();
   const task = core.tasks.find(params.taskId, principal);
@@ -3410,6 +3549,17 @@ function answerTaskRequest(core: ServerCore, method: string, call: Received, pri
   }
 }
 
+/**
+ * When a tracked call that may be a task becomes one: now, when its run asked (ctx.task(), or 2025-11-25's
+ * `task` parameter); else when it is still working after the grace period (ended by a question, it is not).
+ */
+function whenTask(call: TaskCall, running: Promise<unknown>, become: () => void, graceMs = DEFAULT_TASK_GRACE_MS) {
+  if (call.asked) return become();
+  const grace = setTimeout(become, graceMs);
+  const stop = () => clearTimeout(grace);
+  running.then(stop, stop);
+}
+
 /** ctx.task(): the call becomes a task now, or (its run still starting) as soon as it is tracked. */
 function askForTask(work: Work, statusMessage: string | undefined, becomeNow: () => unknown): Promise<void> {
   const call = work.taskCall;
@@ -3430,7 +3580,12 @@ function askForTask(work: Work, statusMessage: string | undefined, becomeNow: ()
  * A tracked call becomes a task: `finish` answers its request with the task and its run goes on. With the
  * store full (--max-tasks), an optional tool goes on as a plain call and a required one answers -32603.
  */
-function becomeTask(work: Work, tasks: TaskStore, finish: (result: unknown) => void): void {
+function becomeTask(
+  work: Work,
+  tasks: TaskStore,
+  finish: (result: unknown) => void,
+  notify: (method: string, params: JsonObject) => void,
+): void {
   const call = work.taskCall!;
   if (work.done || call.task) return;
   const controller = work.controller ??= new AbortController();
@@ -3444,7 +3599,12 @@ function becomeTask(work: Work, tasks: TaskStore, finish: (result: unknown) => v
   } else {
     call.task = task;
     task.statusMessage = call.message;
-    finish(task.created());
+    if (work.era.taskExtension) finish(task.created());
+    else {
+      // 2025-11-25: the task as `task`, and notifications/tasks/status on its connection as it changes.
+      finish({ task: task.legacyDetail() });
+      task.listen((changed) => notify("notifications/tasks/status", changed.legacyDetail()));
+    }
   }
   for (const made of call.made.splice(0)) made();
 }

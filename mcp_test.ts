@@ -1602,6 +1602,8 @@ describe("7. MCP server: resources, prompts, completion", () => {
       prompts: { listChanged: false },
       completions: {},
       logging: {},
+      // Its task fixtures, for a 2025-11-25 client: that revision's experimental tasks.
+      tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
     });
     assert.deepEqual((await caps("testdata/tools", ["--watch"])).tools, { listChanged: true });
   });
@@ -2059,6 +2061,102 @@ describe("7f. Tasks: calls that outlive their request", () => {
       assert.deepEqual(Object.keys(changes[0]._meta), ["io.modelcontextprotocol/subscriptionId"]);
     } finally {
       server.close();
+    }
+  });
+});
+
+describe("7f. Tasks: the 2025-11-25 experimental tasks, for a legacy client", () => {
+  test("a client that declared tasks and sends `task` gets one: tasks/get, tasks/result, tasks/list, status notifications", async () => {
+    const sent: Message[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => release = resolve);
+    const tools = [
+      {
+        name: "deploy",
+        execution: { taskSupport: "required" as const },
+        run: async (_: unknown, ctx: ToolContext) => {
+          const answer = await ctx.elicit({ message: "Go?", requestedSchema: { type: "object", properties: {} } });
+          await released;
+          return `deployed (${answer.action})`;
+        },
+      },
+      { name: "instant", execution: { taskSupport: "optional" as const }, run: () => "at once" },
+      { name: "plain", run: () => "plain" },
+    ];
+    const server = new McpServer({ tools }, (line) => sent.push(JSON.parse(line)));
+    const answer = async (id: unknown) => {
+      for (let i = 0; i < 400 && !sent.some((m) => m.id === id && !("method" in m)); i++) await sleep(5);
+      return sent.find((m) => m.id === id && !("method" in m))!;
+    };
+    const ask = (id: string, method: string, params: Message = {}) => {
+      server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
+      return answer(id);
+    };
+    try {
+      const init = await ask("i", "initialize", {
+        protocolVersion: "2025-11-25",
+        capabilities: { tasks: {}, elicitation: {} },
+        clientInfo: { name: "t", version: "1" },
+      });
+      assert.deepEqual(init.result.capabilities.tasks, { list: {}, cancel: {}, requests: { tools: { call: {} } } });
+      const listed = (await ask("l", "tools/list")).result.tools;
+      assert.deepEqual(listed.map((tool: Message) => tool.execution), [
+        { taskSupport: "required" },
+        { taskSupport: "optional" },
+        undefined,
+      ]);
+      const created = (await ask("c", "tools/call", { name: "deploy", task: { ttl: 60000 } })).result;
+      const { taskId } = created.task;
+      assert.deepEqual(Object.keys(created.task).sort(), [
+        "createdAt",
+        "lastUpdatedAt",
+        "pollInterval",
+        "status",
+        "taskId",
+        "ttl",
+      ]);
+      // Its question is a request to the client, tagged with the task; the task is input_required meanwhile.
+      for (let i = 0; i < 100 && !sent.some((m) => m.method === "elicitation/create"); i++) await sleep(5);
+      const question = sent.find((m) => m.method === "elicitation/create")!;
+      assert.deepEqual(question.params._meta["io.modelcontextprotocol/related-task"], { taskId });
+      assert.equal((await ask("g1", "tasks/get", { taskId })).result.status, "input_required");
+      const result = ask("r", "tasks/result", { taskId }); // waits for the end
+      server.receive(JSON.stringify({ jsonrpc: "2.0", id: question.id, result: { action: "accept", content: {} } }));
+      for (let i = 0; i < 100 && (await ask(`g${i + 2}`, "tasks/get", { taskId })).result.status !== "working"; i++) {
+        await sleep(5);
+      }
+      release();
+      const ended = (await result).result;
+      assert.equal(ended.content[0].text, "deployed (accept)");
+      assert.deepEqual(ended._meta["io.modelcontextprotocol/related-task"], { taskId });
+      const statuses = sent.filter((m) => m.method === "notifications/tasks/status").map((m) => m.params.status);
+      assert.deepEqual(statuses, ["input_required", "working", "completed"]);
+      assert.deepEqual((await ask("ls", "tasks/list")).result.tasks.map((task: Message) => task.taskId), [taskId]);
+      assert.equal((await ask("x", "tasks/cancel", { taskId })).error.code, -32602, "it has ended");
+      assert.equal((await ask("u", "tasks/update", { taskId })).error.code, -32601);
+      const instant = (await ask("n", "tools/call", { name: "instant", task: {} })).result;
+      assert.equal(instant.task.status, "working", "asked for a task: one, even for an answer at once");
+      assert.equal(
+        (await ask("nr", "tasks/result", { taskId: instant.task.taskId })).result.content[0].text,
+        "at once",
+      );
+      assert.equal(
+        (await ask("p", "tools/call", { name: "instant" })).result.content[0].text,
+        "at once",
+        "no task param",
+      );
+    } finally {
+      server.close();
+    }
+    // A client without the tasks capability: the same call runs at once, and tasks/* do not exist.
+    const { server: other, ask: askOther } = inProcess({
+      tools: [{ name: "job", execution: { taskSupport: "required" as const }, run: () => Promise.resolve("ran") }],
+    });
+    try {
+      assert.equal((await askOther("tools/call", { name: "job", task: {} })).result.content[0].text, "ran");
+      assert.equal((await askOther("tasks/get", { taskId: "x" })).error.code, -32601);
+    } finally {
+      other.close();
     }
   });
 });
