@@ -5737,6 +5737,32 @@ describe("15b. Proxy and replay", () => {
     }
   });
 
+  test("replay of a task: its tasks/get polls answer in the recorded order, matched by method and taskId", () => {
+    const poll = (id: number, taskId: string) => ({ jsonrpc: "2.0", id, method: "tasks/get", params: { taskId } });
+    const state = (id: number, taskId: string, status: string) => ({ jsonrpc: "2.0", id, result: { taskId, status } });
+    const player = new CassettePlayer([
+      { t: 1, dir: "send", message: poll(1, "a") },
+      { t: 2, dir: "recv", message: state(1, "a", "working") },
+      { t: 3, dir: "send", message: poll(2, "b") },
+      { t: 4, dir: "recv", message: state(2, "b", "completed") },
+      { t: 5, dir: "send", message: poll(3, "a") },
+      { t: 6, dir: "recv", message: state(3, "a", "completed") },
+    ]);
+    const statusOf = (id: string, taskId: string) =>
+      (player.answer({ ...poll(0, taskId), id }).at(-1) as Message).result.status;
+    assert.deepEqual([statusOf("x", "a"), statusOf("y", "a"), statusOf("z", "a")], [
+      "working",
+      "completed",
+      "completed",
+    ]);
+    assert.equal(statusOf("w", "b"), "completed");
+    assert.equal(
+      (player.answer({ ...poll(0, "c"), id: "v" }).at(-1) as Message).error.code,
+      -32603,
+      "an unrecorded task",
+    );
+  });
+
   test("replay --strict: a cassette opened by the dual-era probe replays to a legacy client", () => {
     const player = new CassettePlayer([
       { t: 0, dir: "send", message: { jsonrpc: "2.0", id: 0, method: "server/discover", params: {} } },
