@@ -5125,6 +5125,24 @@ describe("14f. Tasks: following a call that became one", () => {
     });
   });
 
+  test("batch awaits each line's task; on a terminal a task is one updating status line", async () => {
+    const server = `${RUNTIME.join(" ")} ${MCP} serve ${FIXTURES}`;
+    const lines = [
+      { tool: "slow_compute", arguments: { seconds: 1, label: "b" } },
+      { tool: "greet", arguments: { name: "Ada" } },
+    ].map((line) => JSON.stringify(line)).join("\n") + "\n";
+    const batch = await runCli(["batch", server], { stdin: lines });
+    assert.equal(batch.code, 0, batch.stderr);
+    assert.deepEqual(batch.stdout.trim().split("\n").map((line) => JSON.parse(line).content[0].text), [
+      'Computation "b" completed after 1 seconds. Result: 42.',
+      "Hello, Ada!",
+    ]);
+    const shown = await runInProcess(["call", server, "slow_compute", "seconds=1"], "", { terminal: true });
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.match(shown.stderr, /\r\x1b\[Ktask [\w-]+: working: computing "job"/);
+    assert.ok(shown.stderr.endsWith("\r\x1b[K"), "the status line is cleared before the result");
+  });
+
   test("--detach prints the task's id at once; task get, result and cancel find it by id; unknown ids are exit 2", async () => {
     await withTaskServer(async (url) => {
       const started = Date.now();
