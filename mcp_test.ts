@@ -5139,7 +5139,7 @@ describe("14f. Tasks: following a call that became one", () => {
     ]);
     const shown = await runInProcess(["call", server, "slow_compute", "seconds=1"], "", { terminal: true });
     assert.equal(shown.code, 0, shown.stderr);
-    assert.match(shown.stderr, /\r\x1b\[Ktask [\w-]+: working: computing "job"/);
+    assert.match(shown.stderr, new RegExp(`\r\x1b\\[Ktask [\\w-]+: working: computing "job"`));
     assert.ok(shown.stderr.endsWith("\r\x1b[K"), "the status line is cleared before the result");
   });
 
