@@ -27,7 +27,7 @@ import { dirname, join } from "node:path";
 import process from "node:process";
 import { PassThrough } from "node:stream";
 import { setImmediate } from "node:timers";
-import { describe, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import {
   argsFromPairs,
   CassettePlayer,
@@ -5081,15 +5081,11 @@ describe("14. MCP client over HTTP and in both eras", () => {
 
 describe("14f. Tasks: following a call that became one", () => {
   const FIXTURES = HERE + "testdata/conformance/tools_tasks.ts";
-  /** serve --http of the task fixtures, for the body. */
-  const withTaskServer = async (body: (url: string) => Promise<void>, args: string[] = []) => {
-    const server = await startListening([MCP, "serve", FIXTURES, "--http", "0", ...args], /serving (\S+)/);
-    try {
-      await body(server.url);
-    } finally {
-      server.close();
-    }
-  };
+  // One serve --http of the task fixtures for every test here (each test's tasks are its own).
+  let shared: Started | undefined;
+  before(async () => shared = await startListening([MCP, "serve", FIXTURES, "--http", "0"], /serving (\S+)/));
+  after(() => shared?.close());
+  const withTaskServer = async (body: (url: string) => Promise<void>) => await body(shared!.url);
 
   test("call follows a task to its end: its result, its questions answered, a failed task exit 3 naming it", async () => {
     await withTaskServer(async (url) => {
@@ -5126,7 +5122,7 @@ describe("14f. Tasks: following a call that became one", () => {
   });
 
   test("batch awaits each line's task; on a terminal a task is one updating status line", async () => {
-    const server = `${RUNTIME.join(" ")} ${MCP} serve ${FIXTURES}`;
+    const server = shared!.url;
     const lines = [
       { tool: "slow_compute", arguments: { seconds: 1, label: "b" } },
       { tool: "greet", arguments: { name: "Ada" } },
@@ -5139,7 +5135,7 @@ describe("14f. Tasks: following a call that became one", () => {
     ]);
     const shown = await runInProcess(["call", server, "slow_compute", "seconds=1"], "", { terminal: true });
     assert.equal(shown.code, 0, shown.stderr);
-    assert.match(shown.stderr, new RegExp(`\r\x1b\\[Ktask [\\w-]+: working: computing "job"`));
+    assert.match(shown.stderr, new RegExp(`\r\x1b\\[Ktask [\\w.-]+: working: computing "job"`));
     assert.ok(shown.stderr.endsWith("\r\x1b[K"), "the status line is cleared before the result");
   });
 
