@@ -9329,7 +9329,9 @@ export class McpClient {
     try {
       result = await this.request("initialize", {
         protocolVersion: version,
-        capabilities: options.capabilities ?? {},
+        // 2025-11-25: `tasks` says it follows tasks (a server may then honour its `task` parameter); no request of
+        // its own can be one.
+        capabilities: { ...options.capabilities, tasks: {} },
         clientInfo: { name: "mcp.ts", version: VERSION },
       }, { handshake: true });
     } catch (error) {
