@@ -1865,6 +1865,8 @@ export interface ServerOptions {
   moreExtensions?: () => JsonObject | undefined;
   /** tasks/* for a task this server did not make (a gateway: to the upstream its id names); undefined: none. @internal */
   forwardTask?: (method: string, params: JsonObject) => Promise<unknown> | undefined;
+  /** A task this server did not make, to listen to (a gateway: an upstream's); undefined: none. @internal */
+  remoteTask?: (taskId: string) => ListenedTask | undefined;
   /**
    * skills/list, skills/get, resources/directory/read and a skill file's resources/read on a server with no
    * skills of its own (a gateway: to the upstream that has the skill); undefined: none. @internal
@@ -3067,7 +3069,7 @@ function listenFilter(
   core: ServerCore,
   call: Received,
   principal: string,
-): { honored: JsonObject; watched: Resource[]; tasks: ServerTask[] } {
+): { honored: JsonObject; watched: Resource[]; tasks: ListenedTask[] } {
   const honored: JsonObject = {};
   if (core.options.listChanged) {
     for (const kind of ["toolsListChanged", "promptsListChanged", "resourcesListChanged"]) {
@@ -3078,12 +3080,14 @@ function listenFilter(
     .map((uri) => typeof uri === "string" ? core.resourcesByUri.get(uri) : undefined)
     .filter((resource): resource is Resource => typeof resource?.definition.watch === "function");
   if (watched.length > 0) honored.resourceSubscriptions = watched.map((resource) => resource.key);
-  let tasks: ServerTask[] = [];
+  let tasks: ListenedTask[] = [];
   if (asked.taskIds !== undefined) {
     if (!declaresExtension(call.client.capabilities, EXTENSIONS.tasks)) throw tasksExtensionMissing();
     const ids = Array.isArray(asked.taskIds) ? asked.taskIds : [];
-    tasks = [...new Set(ids)].map((taskId) => core.tasks.find(taskId, principal))
-      .filter((task): task is ServerTask => task !== undefined);
+    const find = (taskId: unknown) =>
+      core.tasks.find(taskId, principal) ??
+        (typeof taskId === "string" ? core.options.remoteTask?.(taskId) : undefined);
+    tasks = [...new Set(ids)].map(find).filter((task): task is ListenedTask => task !== undefined);
     honored.taskIds = tasks.map((task) => task.id);
   }
   return { honored, watched, tasks };
@@ -3154,6 +3158,14 @@ interface OpenQuestion {
   method: string;
   params: JsonObject;
   waiting: ((answer: unknown) => void)[];
+}
+
+/** What subscriptions/listen needs of a task: a ServerTask, or a gateway's upstream task. @internal */
+interface ListenedTask {
+  readonly id: string;
+  readonly terminal: boolean;
+  detail(): JsonObject;
+  listen(listener: (task: ListenedTask) => void): () => void;
 }
 
 /** One task: its state as tasks/get shows it, its open questions, and the run it belongs to. @internal */
@@ -10496,6 +10508,68 @@ interface UpstreamState {
   watchers: Map<string, Set<() => void>>; // resources/updated by URI
 }
 
+/**
+ * An upstream's task a gateway's client listens to: its state from the upstream's notifications/tasks (a
+ * subscriptions/listen of its own upstream, open while someone listens) and a first tasks/get, its id renamed.
+ */
+class UpstreamTask implements ListenedTask {
+  readonly id: string;
+  #upstreamId: string;
+  #client: McpClient;
+  #registry: Map<string, UpstreamTask>;
+  #detail: JsonObject;
+  #listeners = new Set<(task: ListenedTask) => void>();
+  #stop: AbortController | undefined;
+
+  constructor(id: string, upstreamId: string, client: McpClient, registry: Map<string, UpstreamTask>) {
+    this.id = id;
+    this.#upstreamId = upstreamId;
+    this.#client = client;
+    this.#registry = registry;
+    this.#detail = { taskId: id, status: "working" };
+  }
+
+  get terminal(): boolean {
+    return TERMINAL_TASK_STATUSES.has(String(this.#detail.status));
+  }
+
+  detail(): JsonObject {
+    return this.#detail;
+  }
+
+  /** A state the upstream said: told to the listeners when its status or statusMessage changed. */
+  update(upstream: JsonObject): void {
+    const next: JsonObject = { ...upstream, taskId: this.id };
+    delete next._meta;
+    delete next.resultType;
+    const same = next.status === this.#detail.status && next.statusMessage === this.#detail.statusMessage;
+    this.#detail = next;
+    if (!same) { for (const listener of [...this.#listeners]) listener(this); }
+    if (this.terminal) this.#stop?.abort();
+  }
+
+  listen(listener: (task: ListenedTask) => void): () => void {
+    this.#listeners.add(listener);
+    if (!this.#stop) {
+      const stop = this.#stop = new AbortController();
+      this.#registry.set(this.id, this);
+      const forever = 2 ** 31 - 1; // a listen is answered when it ends, not before
+      const notifications = { taskIds: [this.#upstreamId] };
+      this.#client.request("subscriptions/listen", { notifications }, {
+        signal: stop.signal,
+        extensions: TASKS_DECLARED,
+        timeout: forever,
+        maxTime: forever,
+      }).catch(noop).finally(() => this.#registry.get(this.id) === this && this.#registry.delete(this.id));
+      this.#client.tasks.get(this.#upstreamId).then((task) => this.update(task), noop);
+    }
+    return () => {
+      this.#listeners.delete(listener);
+      if (this.#listeners.size === 0) this.#stop?.abort();
+    };
+  }
+}
+
 // Whom a call is served for: one object per legacy connection or 2026-07-28 request.
 function clientOf(ctx: ToolContext): unknown {
   return ctx instanceof RequestContext ? ctx.client : ctx;
@@ -10546,6 +10620,7 @@ export class Gateway {
   #upstreams: UpstreamState[];
   #cache = new Map<string, { until: number; value: JsonObject }>();
   #warned = new Set<string>(); // URIs two upstreams serve, said once
+  #listened = new Map<string, UpstreamTask>(); // upstream tasks a client listens to, by <upstream>__<id>
   #closed = false;
   #stop = new AbortController(); // ends connections still being made when we close
   #connecting = new Set<Promise<unknown>>();
@@ -10689,7 +10764,8 @@ export class Gateway {
   }
 
   #notified(upstream: UpstreamState, method: string, params: JsonObject): void {
-    if (method.endsWith("/list_changed")) void this.#refresh(upstream);
+    if (method === "notifications/tasks") this.#listened.get(`${upstream.name}__${params.taskId}`)?.update(params);
+    else if (method.endsWith("/list_changed")) void this.#refresh(upstream);
     else if (method === "notifications/resources/updated" && typeof params.uri === "string") {
       this.#cache.delete(`${upstream.name} ${params.uri}`);
       for (const onUpdate of upstream.watchers.get(params.uri) ?? []) onUpdate();
@@ -10831,7 +10907,7 @@ export class Gateway {
    * the upstream a task's id names, skills to the upstream that has them (stateless: nothing is kept).
    * @internal
    */
-  serverHooks(): Pick<ServerOptions, "moreExtensions" | "forwardTask" | "forwardSkills"> {
+  serverHooks(): Pick<ServerOptions, "moreExtensions" | "forwardTask" | "forwardSkills" | "remoteTask"> {
     const offered = (upstream: UpstreamState) => {
       const capabilities = upstream.client?.initializeResult.capabilities;
       return isObject(capabilities) && isObject(capabilities.extensions) ? capabilities.extensions : {};
@@ -10862,6 +10938,13 @@ export class Gateway {
         );
       },
       forwardSkills: (method, params) => skillful().length === 0 ? undefined : this.#skills(skillful(), method, params),
+      // A client's subscriptions/listen for an upstream's task: listened for upstream, per id, while it listens.
+      remoteTask: (taskId) => {
+        const [name, ...rest] = taskId.split("__");
+        const client = this.#upstreams.find((candidate) => candidate.name === name)?.client;
+        if (!client || client.era !== "modern" || rest.length === 0) return undefined;
+        return new UpstreamTask(taskId, rest.join("__"), client, this.#listened);
+      },
     };
   }
 

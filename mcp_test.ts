@@ -5499,6 +5499,17 @@ describe("15a. Gateway: tasks and skills", () => {
       assert.equal((await ask("x", "tasks/cancel", { taskId: created.taskId })).result.resultType, "complete");
       assert.equal((await ask("g2", "tasks/get", { taskId: created.taskId })).result.status, "cancelled");
       assert.equal((await ask("u", "tasks/get", { taskId: "nobody__x" })).error.code, -32602);
+      // A listen for an upstream task: its changes, renamed, from the upstream's own listen; it ends with the task.
+      const short = (await ask("c2", "tools/call", { name: "jobs__slow_compute", arguments: { seconds: 1 } })).result;
+      const listened = await ask("ln", "subscriptions/listen", { notifications: { taskIds: [short.taskId] } });
+      assert.equal(listened.result.resultType, "complete");
+      const ack = gateway.messages.find((m) => m.method === "notifications/subscriptions/acknowledged");
+      assert.deepEqual(ack!.params.notifications, { taskIds: [short.taskId] });
+      const changes = gateway.messages.filter((m) => m.method === "notifications/tasks").map((m) => m.params);
+      assert.ok(changes.length > 0 && changes.every((task) => task.taskId === short.taskId), JSON.stringify(changes));
+      assert.ok(changes.every((task) => task._meta["io.modelcontextprotocol/subscriptionId"] === "ln"));
+      assert.equal(changes.at(-1)!.status, "completed");
+      assert.match(changes.at(-1)!.result.content[0].text, /completed after 1 seconds/);
       const sync =
         (await ask("s", "tools/call", { name: "jobs__slow_compute", arguments: { seconds: 1 } }, plain)).result;
       assert.equal(
