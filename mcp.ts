@@ -1081,6 +1081,28 @@ function declaresExtension(capabilities: JsonObject, id: string): boolean {
   return isObject(extensions) && isObject(extensions[id]);
 }
 
+/**
+ * The W3C Trace Context a request's `_meta` carries (`traceparent`, `tracestate`, `baggage`: reserved keys, SEP-414),
+ * checked: a traceparent of version 00 is exactly `00-<32 hex>-<16 hex>-<2 hex>`, lowercase, ids not all zeros (a
+ * higher version is read by its first four fields, ff is invalid); a tracestate over 512 characters is dropped; what
+ * is not valid is absent. Undefined when there is no valid traceparent.
+ * @internal
+ */
+export function traceContextOf(
+  meta: unknown,
+): { traceparent: string; tracestate?: string; baggage?: string } | undefined {
+  if (!isObject(meta) || typeof meta.traceparent !== "string") return undefined;
+  const match = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/.exec(meta.traceparent);
+  if (!match) return undefined;
+  const [, version, traceId, spanId, , rest] = match;
+  if (version === "ff" || (version === "00" && rest !== undefined)) return undefined;
+  if (/^0+$/.test(traceId) || /^0+$/.test(spanId)) return undefined;
+  const context: { traceparent: string; tracestate?: string; baggage?: string } = { traceparent: meta.traceparent };
+  if (typeof meta.tracestate === "string" && meta.tracestate.length <= 512) context.tracestate = meta.tracestate;
+  if (typeof meta.baggage === "string") context.baggage = meta.baggage;
+  return context;
+}
+
 /** What mcpNameOf answers for a method that has no Mcp-Name header. */
 const UNNAMED: unique symbol = Symbol("no Mcp-Name");
 
@@ -1499,6 +1521,10 @@ export interface ToolContext {
   readonly requestId: RequestId;
   /** On a protected HTTP server: what the caller's verified token says (sub, scopes, clientId, claims). */
   readonly auth?: AuthInfo;
+  /** The caller's W3C trace context, as its request carried it in `_meta` (valid ones only), for a plugin's own spans. */
+  readonly traceparent?: string;
+  readonly tracestate?: string;
+  readonly baggage?: string;
   /** Reports progress; a no-op when the caller sent no progressToken. */
   progress(progress: number, total?: number, message?: string): void;
   /** Sends a log notification when `level` is at or above the client's level. */
@@ -1888,6 +1914,7 @@ interface Work {
   auth: AuthInfo | undefined; // what the request's token says (ctx.auth)
   questions: Questions | undefined; // 2026-07-28 tools/call, prompts/get, resources/read: may end input_required
   taskCall: TaskCall | undefined; // a call that may become a task (7f)
+  meta: unknown; // the request's _meta, for ctx.traceparent and its kin
   fail(message: string): unknown; // what a throw or a timeout answers: a result, or an RpcError
   resolve(result: unknown): void; // answers the request (or, with NO_RESPONSE, drops it)
 }
@@ -1998,6 +2025,18 @@ class RequestContext implements ToolContext {
 
   get requestId(): RequestId {
     return this.#work.id;
+  }
+
+  get traceparent(): string | undefined {
+    return traceContextOf(this.#work.meta)?.traceparent;
+  }
+
+  get tracestate(): string | undefined {
+    return traceContextOf(this.#work.meta)?.tracestate;
+  }
+
+  get baggage(): string | undefined {
+    return traceContextOf(this.#work.meta)?.baggage;
   }
 
   get auth(): AuthInfo | undefined {
@@ -2871,6 +2910,7 @@ export class McpServer {
       era,
       auth: questions ? questions.auth : this.auth,
       questions,
+      meta: params._meta,
       // 2025-11-25: a call that asked to be a task is one at once.
       taskCall: tasks
         ? { support: tasks, task: undefined, asked: !era.taskExtension, message: undefined, made: [] }
@@ -4771,6 +4811,7 @@ async function spawnChild(
   if (deno) {
     const child = new deno.Command(command, {
       ...options,
+      clearEnv: true, // `env` is the whole environment, as on Bun and Node: a variable left out is unset
       args,
       stdin: "piped",
       stdout: "piped",
@@ -5351,7 +5392,18 @@ async function runExecutable(
   };
   try {
     // Its own process group (spawnChild's), so a cancelled script's children go with it.
-    child = await spawnChild(file, [], { cwd, env: sys.env() as Record<string, string> }, {
+    // The call's trace context, and never an inherited one (a tool must not join another trace).
+    const env = { ...sys.env() } as Record<string, string>;
+    for (
+      const [name, value] of [["TRACEPARENT", ctx.traceparent], ["TRACESTATE", ctx.tracestate], [
+        "BAGGAGE",
+        ctx.baggage,
+      ]]
+    ) {
+      if (value === undefined) delete env[name as string];
+      else env[name as string] = value;
+    }
+    child = await spawnChild(file, [], { cwd, env }, {
       stdout(chunk) {
         if (overflow) return;
         stdoutBytes += chunk.length;
@@ -9018,6 +9070,10 @@ export interface RequestOptions {
   maxTime?: number;
   /** Whom the request is made for: handed back to onRequest and onLog with what the server sends about it. */
   cause?: unknown;
+  /** The caller's W3C trace context, put in the request's `_meta` as it is (an application's own OpenTelemetry). */
+  traceparent?: string;
+  tracestate?: string;
+  baggage?: string;
 }
 
 // How the session itself sends: the handshake and the probe are not cancelled, carry no progress token.
@@ -9436,6 +9492,12 @@ export class McpClient {
     for (const signal of outer) {
       if (signal.aborted) abortWith(signal.reason);
       else signal.addEventListener("abort", forward, { once: true });
+    }
+    if (options.traceparent !== undefined) {
+      const trace: JsonObject = { traceparent: options.traceparent };
+      if (options.tracestate !== undefined) trace.tracestate = options.tracestate;
+      if (options.baggage !== undefined) trace.baggage = options.baggage;
+      params = { ...params, _meta: { ...(isObject(params._meta) ? params._meta : {}), ...trace } };
     }
     let token: RequestId | undefined;
     if (!options.handshake && !options.probe && method !== "ping") {
@@ -10570,6 +10632,11 @@ class UpstreamTask implements ListenedTask {
   }
 }
 
+// A forwarded request's trace context: the caller's, unchanged (an uninstrumented hop keeps a trace whole).
+function traceOf(ctx: ToolContext | undefined): RequestOptions {
+  return ctx ? { traceparent: ctx.traceparent, tracestate: ctx.tracestate, baggage: ctx.baggage } : {};
+}
+
 // Whom a call is served for: one object per legacy connection or 2026-07-28 request.
 function clientOf(ctx: ToolContext): unknown {
   return ctx instanceof RequestContext ? ctx.client : ctx;
@@ -10860,7 +10927,8 @@ export class Gateway {
         prompts.push(definePrompt({
           ...prompt,
           name,
-          get: (args: Record<string, string>) => this.#upstreamOf(upstream).getPrompt(String(prompt.name), args),
+          get: (args: Record<string, string>, ctx: ToolContext) =>
+            this.#upstreamOf(upstream).getPrompt(String(prompt.name), args, traceOf(ctx)),
           passThrough: true, // the contract: a forwarded result is the upstream's, no field added
           complete: (argument: string, value: string) =>
             this.#complete(upstream, { type: "ref/prompt", name: prompt.name }, argument, value),
@@ -10885,7 +10953,7 @@ export class Gateway {
         if (!claim("resource", String(resource.uri))) continue;
         resources.push(defineResource({
           ...resource,
-          read: (at: string) => this.#read(upstream, at),
+          read: (at: string, ctx: ToolContext) => this.#read(upstream, at, ctx),
           watch: (at: string, onUpdate: () => void) => this.#watch(upstream, at, onUpdate),
         }, `upstream ${upstream.name}`) as Resource);
       }
@@ -10893,7 +10961,7 @@ export class Gateway {
         if (!claim("resource template", String(template.uriTemplate))) continue;
         templates.push(defineResource({
           ...template,
-          read: (at: string) => this.#read(upstream, at),
+          read: (at: string, _params: Record<string, string>, ctx: ToolContext) => this.#read(upstream, at, ctx),
           complete: (argument: string, value: string) =>
             this.#complete(upstream, { type: "ref/resource", uri: template.uriTemplate }, argument, value),
         }, `upstream ${upstream.name}`) as ResourceTemplate);
@@ -11012,6 +11080,10 @@ export class Gateway {
       const result = await client.callTool(name, args, {
         cause: ctx,
         signal: ctx.signal,
+        // An uninstrumented hop keeps a trace whole: the caller's context goes on unchanged.
+        traceparent: ctx.traceparent,
+        tracestate: ctx.tracestate,
+        baggage: ctx.baggage,
         onProgress: (progress) =>
           ctx.progress(
             Number(progress.progress),
@@ -11042,7 +11114,7 @@ export class Gateway {
   }
 
   // resources/read, kept per upstream and URI for --cache-ttl, the least recently used dropped first.
-  async #read(upstream: UpstreamState, uri: string): Promise<JsonObject> {
+  async #read(upstream: UpstreamState, uri: string, ctx?: ToolContext): Promise<JsonObject> {
     const ttl = this.#options.cacheTtl ?? 0;
     const key = `${upstream.name} ${uri}`;
     const kept = this.#cache.get(key);
@@ -11051,7 +11123,7 @@ export class Gateway {
       this.#cache.set(key, kept); // most recently used last
       return kept.value;
     }
-    const value = await this.#upstreamOf(upstream).readResource(uri);
+    const value = await this.#upstreamOf(upstream).readResource(uri, traceOf(ctx));
     if (ttl > 0) {
       this.#cache.set(key, { until: Date.now() + ttl, value });
       const size = this.#options.cacheSize ?? 256;

@@ -67,6 +67,7 @@ import {
   TimeoutError,
   toCallToolResult,
   type ToolContext,
+  traceContextOf,
   unsupportedRuntime,
   UsageError,
   validate,
@@ -974,6 +975,39 @@ describe("4. JSON-RPC peer", () => {
       const order = answers.map((m) => m.id);
       assert.ok(order.indexOf(198) < order.indexOf(0), "the shortest wait finished before the longest");
     });
+  });
+});
+
+describe("5. Protocol eras", () => {
+  test("traceContextOf: a valid W3C traceparent, its tracestate (512 characters at most) and baggage; else nothing", () => {
+    const id = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    assert.deepEqual(traceContextOf({ traceparent: id, tracestate: "a=1", baggage: "k=v" }), {
+      traceparent: id,
+      tracestate: "a=1",
+      baggage: "k=v",
+    });
+    assert.deepEqual(traceContextOf({ traceparent: id, tracestate: "x".repeat(513) }), { traceparent: id });
+    assert.deepEqual(
+      traceContextOf({ traceparent: "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-future" }),
+      {
+        traceparent: "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-future",
+      },
+      "a higher version is read by its first four fields",
+    );
+    for (
+      const bad of [
+        id.toUpperCase(),
+        "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+        "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+        "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        id + "-extra",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b71692033-01",
+        42,
+      ]
+    ) {
+      assert.equal(traceContextOf({ traceparent: bad, baggage: "k=v" }), undefined, String(bad));
+    }
+    assert.equal(traceContextOf(undefined), undefined);
   });
 });
 
@@ -5529,6 +5563,50 @@ describe("15a. Gateway: tasks and skills", () => {
       gateway.kill();
       jobs.close();
     }
+  });
+});
+
+describe("15a. Gateway: trace context", () => {
+  test("with telemetry off the caller's trace context reaches plugins, executables and, through the gateway, upstreams", async () => {
+    await withTempDir("mcp-trace-", async (dir) => {
+      writeFileSync(
+        join(dir, "seen.ts"),
+        "export default { run: (_: unknown, ctx: any) => ({ traceparent: ctx.traceparent ?? null, " +
+          "tracestate: ctx.tracestate ?? null, baggage: ctx.baggage ?? null }) };",
+      );
+      writeFileSync(
+        join(dir, "env.sh"),
+        '#!/bin/sh\necho "${TRACEPARENT:-none} ${TRACESTATE:-none} ${BAGGAGE:-none}"\n',
+      );
+      spawnSync("chmod", ["+x", join(dir, "env.sh")]);
+      const context = {
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        tracestate: "vendor=1",
+        baggage: "user=7",
+      };
+      const serve = `${RUNTIME.join(" ")} ${MCP} serve ${dir}`;
+      // An inherited TRACEPARENT must not reach a tool: a call without a context runs without one.
+      const inherited = process.env.TRACEPARENT;
+      process.env.TRACEPARENT = "00-11111111111111111111111111111111-2222222222222222-01";
+      const direct = await connect(serve, { protocol: "legacy" });
+      const gateway = await connect(`${RUNTIME.join(" ")} ${MCP} gateway t=${quote(serve)}`, { protocol: "legacy" });
+      try {
+        const seen = await direct.callTool("seen", {}, context);
+        assert.deepEqual(seen.structuredContent, context);
+        const env = await direct.callTool("env", {}, context);
+        assert.equal((env.content as Message[])[0].text, `${context.traceparent} vendor=1 user=7`);
+        assert.equal(((await direct.callTool("env", {})).content as Message[])[0].text, "none none none");
+        const bad = await direct.callTool("seen", {}, { traceparent: "not-a-traceparent" });
+        assert.deepEqual(bad.structuredContent, { traceparent: null, tracestate: null, baggage: null });
+        const through = await gateway.callTool("t__seen", {}, context);
+        assert.deepEqual(through.structuredContent, context, "the gateway passes it on unchanged");
+      } finally {
+        if (inherited === undefined) delete process.env.TRACEPARENT;
+        else process.env.TRACEPARENT = inherited;
+        await direct.close();
+        await gateway.close();
+      }
+    });
   });
 });
 
