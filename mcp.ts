@@ -21,7 +21,8 @@
 //                          context, 7c the core all connections share (catalog, timer, requestState),
 //                          7d the session per connection: tools, resources, prompts, completion,
 //                          cancellation, progress, logging, timeouts, input-required, listen, 7e helpers,
-//                          7f tasks (SEP-2663): calls that outlive their request, 7g skills (SEP-2640)
+//                          7f tasks (SEP-2663): calls that outlive their request, 7g skills (SEP-2640),
+//                          7h metrics (durations, in the Prometheus text format)
 //      ── above: the protocol alone, no process, no Deno or Bun, no node: import (a test checks) ──
 //   8. Runtime             what Deno, Bun and Node do differently, each native path with its measured
 //                          reason: 8a their APIs, the process, files and paths, 8b streams (stdout,
@@ -1891,6 +1892,8 @@ export interface ServerOptions {
   moreExtensions?: () => JsonObject | undefined;
   /** tasks/* for a task this server did not make (a gateway: to the upstream its id names); undefined: none. @internal */
   forwardTask?: (method: string, params: JsonObject) => Promise<unknown> | undefined;
+  /** Where request and session durations are recorded (7h; createHandler's `metrics`). @internal */
+  measure?: Metrics;
   /** A task this server did not make, to listen to (a gateway: an upstream's); undefined: none. @internal */
   remoteTask?: (taskId: string) => ListenedTask | undefined;
   /**
@@ -2397,9 +2400,13 @@ export class McpServer {
     this.#ownCore = !(options instanceof ServerCore);
     this.#core = options instanceof ServerCore ? options : new ServerCore(options);
     this.#whenWritten = whenWritten ?? setImmediate;
+    const metrics = this.#core.options.measure; // decided once: off costs nothing per request
     this.#peer = new JsonRpcPeer({
       send,
-      request: (method, params, id) => this.#request(method, params, id),
+      request: metrics
+        ? (method, params, id) =>
+          metrics.operation(method, params, this.#client, () => this.#request(method, params, id))
+        : (method, params, id) => this.#request(method, params, id),
       notification: (method, params) => this.#notification(method, params),
     });
     this.#host = {
@@ -4032,6 +4039,129 @@ function readSkillFile(file: SkillFile): string | Uint8Array {
     return new TextDecoder("utf-8", { fatal: true }).decode(file.bytes);
   } catch {
     return file.bytes;
+  }
+}
+
+// --- 7h. Metrics: durations as histograms, in the Prometheus text format ---
+// The MCP semantic conventions' duration histograms, cumulative since the start, kept only when asked for
+// (`--metrics`): a server measures each request it serves and each legacy session's life.
+
+// The semantic conventions' buckets for MCP durations, in seconds.
+const DURATION_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
+
+interface Histogram {
+  name: string;
+  attributes: Record<string, string>;
+  counts: number[]; // per bucket, the last one +Inf
+  sum: number;
+  count: number;
+}
+
+/** Recorded durations, by instrument and attributes, and their Prometheus text. @internal */
+export class Metrics {
+  #histograms = new Map<string, Histogram>();
+  /** Attributes every measurement has (e.g. network.transport). */
+  readonly common: Record<string, string>;
+  /** What `target_info` says of the process (service.name, telemetry.sdk.*). */
+  readonly resource: Record<string, string>;
+
+  constructor(common: Record<string, string> = {}, resource: Record<string, string> = {}) {
+    this.common = common;
+    this.resource = resource;
+  }
+
+  /** Adds one duration, in seconds, to the histogram `name` of these attributes. */
+  record(name: string, seconds: number, attributes: Record<string, string>): void {
+    const all = { ...this.common, ...attributes };
+    const key = name + " " + JSON.stringify(Object.entries(all).sort());
+    let histogram = this.#histograms.get(key);
+    if (!histogram) {
+      histogram = { name, attributes: all, counts: new Array(DURATION_BUCKETS.length + 1).fill(0), sum: 0, count: 0 };
+      this.#histograms.set(key, histogram);
+    }
+    let bucket = DURATION_BUCKETS.findIndex((bound) => seconds <= bound);
+    if (bucket < 0) bucket = DURATION_BUCKETS.length;
+    histogram.counts[bucket]++;
+    histogram.sum += seconds;
+    histogram.count++;
+  }
+
+  /**
+   * Runs a request to serve and records `mcp.server.operation.duration` when it is answered: its method, tool or
+   * prompt, protocol version, and error.type (the JSON-RPC code, or tool_error for an isError result).
+   */
+  operation(method: string, params: JsonObject, client: ClientView, run: () => unknown): unknown {
+    const started = performance.now();
+    const attributes: Record<string, string> = { "mcp.method.name": method };
+    if (method === "tools/call" && typeof params.name === "string") {
+      attributes["gen_ai.tool.name"] = params.name;
+      attributes["gen_ai.operation.name"] = "execute_tool";
+    } else if (method === "prompts/get" && typeof params.name === "string") {
+      attributes["gen_ai.prompt.name"] = params.name;
+    }
+    const meta = isObject(params._meta) ? params._meta : undefined;
+    const version = meta?.[META.protocolVersion] ?? client.protocolVersion;
+    if (typeof version === "string") attributes["mcp.protocol.version"] = version;
+    const done = (result: unknown, error?: unknown) => {
+      if (error instanceof RpcError) {
+        attributes["error.type"] = attributes["rpc.response.status_code"] = String(error.code);
+      } else if (error !== undefined) attributes["error.type"] = "_OTHER";
+      else if (isObject(result) && result.isError === true) attributes["error.type"] = "tool_error";
+      this.record("mcp.server.operation.duration", (performance.now() - started) / 1000, attributes);
+    };
+    let result: unknown;
+    try {
+      result = run();
+    } catch (error) {
+      done(undefined, error);
+      throw error;
+    }
+    if (!(result instanceof Promise)) {
+      done(result);
+      return result;
+    }
+    return result.then((value) => (done(value), value), (error) => {
+      done(undefined, error);
+      throw error;
+    });
+  }
+
+  /**
+   * Everything recorded, in the Prometheus text format (0.0.4) as OpenTelemetry names it there: `.` → `_`, the
+   * unit as a suffix (`_seconds`), `_bucket{le=…}` (cumulative, up to +Inf), `_sum`, `_count`, and the resource
+   * as `target_info`.
+   */
+  prometheus(): string {
+    const name = (text: string) => text.replace(/[^A-Za-z0-9_:]/g, "_");
+    const escape = (text: string) => text.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+    const labels = (attributes: Record<string, string>, extra?: [string, string]) => {
+      const pairs = Object.entries(attributes).map(([key, value]) => `${name(key)}="${escape(value)}"`);
+      if (extra) pairs.push(`${extra[0]}="${extra[1]}"`);
+      return pairs.length > 0 ? `{${pairs.join(",")}}` : "";
+    };
+    const lines = [
+      "# HELP target_info Target metadata",
+      "# TYPE target_info gauge",
+      `target_info${labels(this.resource)} 1`,
+    ];
+    const byName = new Map<string, Histogram[]>();
+    for (const histogram of this.#histograms.values()) {
+      byName.set(histogram.name, [...byName.get(histogram.name) ?? [], histogram]);
+    }
+    for (const [metric, histograms] of [...byName].sort(([a], [b]) => a < b ? -1 : 1)) {
+      const base = name(metric) + "_seconds";
+      lines.push(`# HELP ${base} ${metric}`, `# TYPE ${base} histogram`);
+      for (const { attributes, counts, sum, count } of histograms) {
+        let cumulative = 0;
+        counts.forEach((n, i) => {
+          cumulative += n;
+          const bound = i < DURATION_BUCKETS.length ? String(DURATION_BUCKETS[i]) : "+Inf";
+          lines.push(`${base}_bucket${labels(attributes, ["le", bound])} ${cumulative}`);
+        });
+        lines.push(`${base}_sum${labels(attributes)} ${sum}`, `${base}_count${labels(attributes)} ${count}`);
+      }
+    }
+    return lines.join("\n") + "\n";
   }
 }
 
@@ -5724,12 +5854,24 @@ export interface HandlerOptions extends ServerOptions {
   maxSessions?: number;
   /** Longest request body accepted (default 4 MiB): 413 beyond it. */
   maxBodyBytes?: number;
+  /**
+   * Measure each request served and each legacy session's life (the MCP semantic conventions' duration
+   * histograms) and serve them at GET /metrics, behind the same checks as the endpoint (default false).
+   */
+  metrics?: boolean;
+  /** A bearer token good for GET /metrics alone (a scraper that must not call tools). */
+  metricsToken?: string;
 }
 
 /** A fetch handler serving MCP; also `.fetch` (the same function), its core, and `close()`. */
 export interface McpHandler {
   (request: Request): Promise<Response>;
   fetch(request: Request): Promise<Response>;
+  /**
+   * What it measured (with `metrics`: each request's and each legacy session's duration), in the Prometheus text
+   * format: for an application that serves its own /metrics behind its own auth.
+   */
+  metrics(): string;
   /** The catalog and options every request shares (e.g. `handler.core.setCatalog(...)`). */
   readonly core: ServerCore;
   /** Requests running plugin code, in all sessions. */
@@ -5944,6 +6086,7 @@ interface LegacySession {
   id: string;
   server: McpServer;
   protocolVersion: string;
+  started: number; // ms since epoch: mcp.server.session.duration
   lastSeen: number;
   streams: Map<number, SessionStream>; // by stream id
   byRequest: Map<RequestId, SessionStream>; // a POST's stream, until its response
@@ -6126,6 +6269,8 @@ interface FrontPolicy {
   methods: string;
   /** Serves a request to the endpoint that passed every check. */
   route(arrival: Arrival): Promise<Response> | Response;
+  /** GET /metrics: its text, and a token good for it alone (beside the endpoint's own credentials). */
+  metrics?: { render(): string; token?: string };
 }
 
 /** A fetch handler that checks a request as `policy` says, then hands it to `policy.route`. @internal */
@@ -6169,6 +6314,7 @@ export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Re
     url: string,
     pathStart: number,
     cors: Record<string, string>,
+    then?: () => Response,
   ): Promise<Response> => {
     const token = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "")?.[1];
     const checked = token === undefined ? undefined : await verifier!.verify(token);
@@ -6184,7 +6330,17 @@ export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Re
         headers: { ...cors, "www-authenticate": challenge, "access-control-expose-headers": "www-authenticate" },
       });
     }
-    return tokenRefusal(request, cors) ?? await routed(request, method, checked, cors);
+    return tokenRefusal(request, cors) ?? (then ? then() : await routed(request, method, checked, cors));
+  };
+  // GET /metrics: its own token, else the endpoint's credentials (none on a loopback server without them); no CORS.
+  const metricsAnswer = (request: Request, method: string, url: string, pathStart: number) => {
+    const metrics = policy.metrics!;
+    const answer = () =>
+      new Response(metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } });
+    const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1];
+    if (metrics.token !== undefined && given !== undefined && constantTimeEqual(given, metrics.token)) return answer();
+    if (verifier) return verified(request, method, url, pathStart, NO_HEADERS, answer);
+    return tokenRefusal(request, NO_HEADERS) ?? answer();
   };
   // --token: the static bearer token, compared in constant time.
   const tokenRefusal = (request: Request, cors: Record<string, string>): Response | undefined => {
@@ -6206,6 +6362,9 @@ export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Re
     if (cors instanceof Response) return cors;
     if (method === "OPTIONS") return new Response(null, { status: 204, headers: { ...cors, ...preflight } });
     if (pathname === "/health" && method === "GET") return Response.json({ status: "ok" }, { headers: cors });
+    if (pathname === "/metrics" && method === "GET" && policy.metrics) {
+      return metricsAnswer(request, method, url, pathStart);
+    }
     if (verifier && (pathname === wellKnown || pathname === wellKnown + path) && method === "GET") {
       // RFC 9728 at both forms; anyone may read it (a browser client too).
       return Response.json(protectedResourceMetadata(resourceOf(verifier, url, pathStart), policy.auth!), {
@@ -6268,6 +6427,9 @@ class LegacySessions {
 
   #end(session: LegacySession): void {
     this.#sessions.delete(session.id);
+    this.#core.options.measure?.record("mcp.server.session.duration", (Date.now() - session.started) / 1000, {
+      "mcp.protocol.version": session.protocolVersion,
+    });
     session.server.close();
     for (const stream of session.streams.values()) {
       stream.live?.end();
@@ -6381,6 +6543,7 @@ class LegacySessions {
       id: crypto.randomUUID(),
       server,
       protocolVersion: LATEST_PROTOCOL_VERSION,
+      started: Date.now(),
       lastSeen: Date.now(),
       streams: new Map([[0, standalone]]),
       byRequest,
@@ -6707,8 +6870,18 @@ function follow(request: Request, exchange: Exchange, cancel: () => void): Promi
  * or Node through `listenHttp`.
  */
 export function createHandler(options: HandlerOptions = {}): McpHandler {
+  const metrics = options.metrics
+    ? new Metrics({ "network.transport": "tcp", "network.protocol.name": "http" }, {
+      "service.name": options.name ?? "mcp.ts",
+      "telemetry.sdk.name": "mcp.ts",
+      "telemetry.sdk.language": "js",
+      "telemetry.sdk.version": VERSION,
+      "process.runtime.name": deno ? "deno" : bun ? "bun" : "node",
+    })
+    : undefined;
   const core = new ServerCore({
     ...options,
+    measure: metrics,
     privateCache: options.privateCache ?? (options.token !== undefined || options.auth !== undefined),
   });
   const trace = options.onTrace;
@@ -6723,6 +6896,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     auth: options.auth,
     maxBodyBytes: options.maxBodyBytes,
     methods: "GET, POST, DELETE",
+    metrics: metrics && { render: () => metrics.prometheus(), token: options.metricsToken },
     route: (arrival) => {
       switch (arrival.method) {
         case "POST":
@@ -6792,6 +6966,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
   return Object.assign(fetch as typeof fetch & { readonly pending: number }, {
     fetch,
     core,
+    metrics: () => metrics?.prometheus() ?? "",
     close() {
       // Sessions first: a listen stream gets its closing result before its stream ends.
       for (const session of [...core.sessions]) session.close();
@@ -12076,6 +12251,8 @@ const HTTP_FLAGS = {
   stateless: { type: "boolean" },
   "session-ttl": { type: "string" },
   "max-sessions": { type: "string" },
+  metrics: { type: "boolean" },
+  "metrics-token": { type: "string" },
 } as const;
 
 // How to run this file again: for hints that show a command to copy.
@@ -12135,6 +12312,9 @@ Over HTTP (Streamable HTTP; both protocol eras on one endpoint):
   --session-ttl MS         an idle legacy session ends after MS (default ${DEFAULT_SESSION_TTL_MS})
   --max-sessions N         at most N legacy sessions (default ${DEFAULT_MAX_SESSIONS}; with --auth-issuer at most
                            ${MAX_SESSIONS_PER_SUBJECT} per token subject): the least recently used idle one is closed
+  --metrics                GET /metrics: each request's and legacy session's duration (histograms, the Prometheus
+                           text format), behind the same checks as the endpoint
+  --metrics-token TOKEN    a bearer token good for /metrics alone (or MCP_TS_METRICS_TOKEN)
   MCP_TS_STATE_KEY         signs input-required requestState: instances sharing it continue
                            each other's calls (default: a random key per process)
 `;
@@ -12456,8 +12636,22 @@ function httpServeOptions(
       maxSessions: values["max-sessions"] === undefined
         ? undefined
         : positiveInteger("--max-sessions", values["max-sessions"], DEFAULT_MAX_SESSIONS),
+      ...metricsOptions(values, env),
     },
   };
+}
+
+// --metrics and --metrics-token (or MCP_TS_METRICS_TOKEN), checked.
+function metricsOptions(
+  values: FlagValues<typeof HTTP_FLAGS>,
+  env: Record<string, string | undefined>,
+): HandlerOptions {
+  const metricsToken = values["metrics-token"] ?? env.MCP_TS_METRICS_TOKEN;
+  if (metricsToken === "") throw new UsageError("--metrics-token needs a value (or unset MCP_TS_METRICS_TOKEN)");
+  if (metricsToken !== undefined && values.metrics !== true) {
+    throw new UsageError("--metrics-token goes with --metrics");
+  }
+  return { metrics: values.metrics === true, metricsToken };
 }
 
 // listenHttp for a command: a busy or forbidden address is the user's to change (exit 2), said so.

@@ -50,7 +50,9 @@ import {
   LineSplitter,
   loadTools,
   main,
+  type McpHandler,
   McpServer,
+  Metrics,
   NotFoundError,
   parseYamlSubset,
   renderCallResult,
@@ -2953,6 +2955,69 @@ describe("10. Server transports: stdio", () => {
 });
 
 describe("10. Server transports: Streamable HTTP", () => {
+  test("--metrics: GET /metrics has each request's duration as a Prometheus histogram, behind the endpoint's checks", async () => {
+    const tools = [{ name: "add", run: () => "3" }, { name: "oops", run: () => Promise.reject(new Error("no")) }];
+    const get = (handler: McpHandler, headers: Record<string, string> = {}) =>
+      handler(new Request("http://127.0.0.1:8080/metrics", { headers }));
+    const handler = createHandler({ tools, metrics: true, token: "secret", metricsToken: "scrape" });
+    const off = createHandler({ tools });
+    try {
+      const auth = { authorization: "Bearer secret" };
+      await (await handler(modernPost("tools/call", { name: "add" }, auth))).text();
+      await (await handler(modernPost("tools/call", { name: "oops" }, auth))).text();
+      await (await handler(modernPost("tools/call", { name: "nope" }, auth))).text();
+      assert.equal((await get(handler)).status, 401, "the endpoint's credentials");
+      assert.equal((await get(handler, { authorization: "Bearer wrong" })).status, 401);
+      const scraped = await get(handler, { authorization: "Bearer scrape" });
+      assert.equal(scraped.status, 200);
+      assert.equal(scraped.headers.get("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+      assert.equal(scraped.headers.get("access-control-allow-origin"), null, "no CORS");
+      const text = await scraped.text();
+      assert.equal(text, handler.metrics());
+      assert.equal((await get(handler, auth)).status, 200, "the endpoint's token is good for it too");
+      assert.equal(
+        (await handler(modernPost("tools/call", { name: "add" }, { authorization: "Bearer scrape" }))).status,
+        401,
+        "the metrics token calls no tool",
+      );
+      assert.match(text, /^target_info\{service_name="mcp\.ts",telemetry_sdk_name="mcp\.ts",.*\} 1$/m);
+      assert.match(text, /^# TYPE mcp_server_operation_duration_seconds histogram$/m);
+      const added = 'mcp_method_name="tools/call",gen_ai_tool_name="add",gen_ai_operation_name="execute_tool"';
+      assert.match(
+        text,
+        new RegExp(`^mcp_server_operation_duration_seconds_bucket\\{[^}]*${added}[^}]*,le="0\\.01"\\} 1$`, "m"),
+      );
+      assert.match(
+        text,
+        new RegExp(`^mcp_server_operation_duration_seconds_bucket\\{[^}]*${added}[^}]*,le="\\+Inf"\\} 1$`, "m"),
+      );
+      assert.match(text, new RegExp(`^mcp_server_operation_duration_seconds_count\\{[^}]*${added}[^}]*\\} 1$`, "m"));
+      assert.match(text, /gen_ai_tool_name="oops".*error_type="tool_error"/);
+      assert.match(text, /gen_ai_tool_name="nope".*error_type="-32602"/);
+      assert.match(text, /gen_ai_tool_name="nope".*rpc_response_status_code="-32602"/);
+      assert.equal((await get(off)).status, 404, "without --metrics: 404 as before");
+      assert.equal(off.metrics(), "", "and nothing kept");
+    } finally {
+      handler.close();
+      off.close();
+    }
+    // A legacy session's end is a session duration; a label value is escaped.
+    const open = createHandler({ tools, metrics: true });
+    try {
+      const init = await open(legacyPost(INIT));
+      const session = init.headers.get("mcp-session-id")!;
+      await init.text();
+      await (await open(new Request(URL_MCP, { method: "DELETE", headers: { "mcp-session-id": session } }))).text();
+      const text = await (await get(open)).text();
+      assert.match(text, /^mcp_server_session_duration_seconds_count\{[^}]*mcp_protocol_version="2025-11-25"\} 1$/m);
+    } finally {
+      open.close();
+    }
+    const escaped = new Metrics();
+    escaped.record("x", 0.5, { "a.b": 'say "hi"\\now\n' });
+    assert.match(escaped.prometheus(), /^x_seconds_bucket\{a_b="say \\"hi\\"\\\\now\\n",le="0\.5"\} 1$/m);
+  });
+
   test("tasks over HTTP: Mcp-Name must name the task, ids carry the instance, close cancels what runs", async () => {
     const aborted: string[] = [];
     let finish!: () => void;
