@@ -22,7 +22,8 @@
 //                          7d the session per connection: tools, resources, prompts, completion,
 //                          cancellation, progress, logging, timeouts, input-required, listen, 7e helpers,
 //                          7f tasks (SEP-2663): calls that outlive their request, 7g skills (SEP-2640),
-//                          7h metrics (durations, in the Prometheus text format)
+//                          7h metrics (durations, in the Prometheus text format), 7i telemetry (spans,
+//                          trace context, OTLP/HTTP JSON export)
 //      ── above: the protocol alone, no process, no Deno or Bun, no node: import (a test checks) ──
 //   8. Runtime             what Deno, Bun and Node do differently, each native path with its measured
 //                          reason: 8a their APIs, the process, files and paths, 8b streams (stdout,
@@ -1894,6 +1895,15 @@ export interface ServerOptions {
   forwardTask?: (method: string, params: JsonObject) => Promise<unknown> | undefined;
   /** Where request and session durations are recorded (7h; createHandler's `metrics`). @internal */
   measure?: Metrics;
+  /**
+   * OpenTelemetry traces (7i): `false` none, options of its own, or omitted: the OTEL_* variables, read once per
+   * process (serve and createHandler; ignored by a bare McpServer).
+   */
+  telemetry?: false | TelemetryOptions;
+  /** Where SERVER spans go (7i), when telemetry is on. @internal */
+  tracer?: Telemetry;
+  /** What the connection is, for spans (network.transport, network.protocol.name; default a pipe). @internal */
+  networkAttributes?: Record<string, string>;
   /** A task this server did not make, to listen to (a gateway: an upstream's); undefined: none. @internal */
   remoteTask?: (taskId: string) => ListenedTask | undefined;
   /**
@@ -2400,12 +2410,11 @@ export class McpServer {
     this.#ownCore = !(options instanceof ServerCore);
     this.#core = options instanceof ServerCore ? options : new ServerCore(options);
     this.#whenWritten = whenWritten ?? setImmediate;
-    const metrics = this.#core.options.measure; // decided once: off costs nothing per request
+    const observe = observeRequests(this.#core.options, () => this.#client); // decided once: off costs nothing
     this.#peer = new JsonRpcPeer({
       send,
-      request: metrics
-        ? (method, params, id) =>
-          metrics.operation(method, params, this.#client, () => this.#request(method, params, id))
+      request: observe
+        ? (method, params, id) => observe(method, params, id, () => this.#request(method, params, id))
         : (method, params, id) => this.#request(method, params, id),
       notification: (method, params) => this.#notification(method, params),
     });
@@ -4165,6 +4174,486 @@ export class Metrics {
   }
 }
 
+// --- 7i. Telemetry: spans, W3C trace context, OTLP/HTTP JSON export ---
+// OpenTelemetry traces with no dependency: a SERVER span per request received, a CLIENT span per request sent,
+// named and attributed by the MCP semantic conventions, sent in batches as OTLP/HTTP JSON. The request path only
+// appends to a bounded queue; exports run on timers that keep no process alive, one at a time, and a failed one is
+// dropped and counted. Off (no endpoint), none of this exists: no span, no timer, nothing added to a message.
+
+/** Telemetry settings, as the OTEL_* variables give them (telemetryFromEnv) or the library's `telemetry` option. */
+export interface TelemetryOptions {
+  /** A collector's base URL (OTLP/HTTP JSON): spans go to `/v1/traces` under it. */
+  endpoint?: string;
+  /** Where spans go, a full URL (http://localhost:4318/v1/traces); wins over `endpoint`. */
+  tracesEndpoint?: string;
+  /** Sent on every export (a collector's API key): never printed or exported. */
+  headers?: Record<string, string>;
+  /** One export's limit, in ms (default 10000). */
+  timeoutMs?: number;
+  serviceName?: string;
+  /** Added to the resource. */
+  resourceAttributes?: Record<string, string>;
+  /** always_on, always_off, traceidratio, parentbased_* (default parentbased_always_on). */
+  sampler?: string;
+  /** traceidratio's ratio, 0…1. */
+  samplerArg?: number;
+  /** A batch leaves this long after its first span (default 5000 ms) or when full. */
+  scheduleDelayMs?: number;
+  maxQueueSize?: number;
+  maxExportBatchSize?: number;
+  /** gen_ai.tool.call.arguments and .result on tools/call spans (cut at 8 KiB). */
+  captureContent?: boolean;
+}
+
+/** A span's identity and whether it is recorded: what `traceparent` says. @internal */
+export interface SpanContext {
+  traceId: string;
+  spanId: string;
+  sampled: boolean;
+  traceState?: string;
+  /** Passed on with the context, never an attribute. */
+  baggage?: string;
+}
+
+/** A span being timed; ended once with its status. @internal */
+export interface Span {
+  context: SpanContext;
+  name: string;
+  kind: 2 | 3; // SERVER, CLIENT
+  parentSpanId?: string;
+  start: number; // ms since epoch, fractional
+  attributes: Record<string, string | number | boolean>;
+  links?: SpanContext[];
+}
+
+function randomHex(bytes: number): string {
+  let hex = "";
+  for (const byte of crypto.getRandomValues(new Uint8Array(bytes))) hex += byte.toString(16).padStart(2, "0");
+  return /^0+$/.test(hex) ? randomHex(bytes) : hex;
+}
+
+/** The context a `traceparent` names (see traceContextOf for what is valid). @internal */
+export function parseTraceparent(traceparent: string | undefined, tracestate?: string): SpanContext | undefined {
+  const valid = traceContextOf({ traceparent, tracestate });
+  if (!valid) return undefined;
+  const [, traceId, spanId, flags] = valid.traceparent.split("-");
+  return { traceId, spanId, sampled: (parseInt(flags, 16) & 1) === 1, traceState: valid.tracestate };
+}
+
+/** A context as a `traceparent` value (version 00). @internal */
+export function formatTraceparent(context: SpanContext): string {
+  return `00-${context.traceId}-${context.spanId}-${context.sampled ? "01" : "00"}`;
+}
+
+// An attribute as OTLP JSON writes it: ints as strings, doubles, booleans, strings.
+function otlpValue(value: string | number | boolean): JsonObject {
+  if (typeof value === "boolean") return { boolValue: value };
+  if (typeof value === "number") return Number.isInteger(value) ? { intValue: String(value) } : { doubleValue: value };
+  return { stringValue: value };
+}
+
+function otlpAttributes(attributes: Record<string, string | number | boolean>): JsonObject[] {
+  return Object.entries(attributes).map(([key, value]) => ({ key, value: otlpValue(value) }));
+}
+
+// Milliseconds since the epoch, fractional, as OTLP's nanoseconds in a string.
+function unixNano(ms: number): string {
+  return (BigInt(Math.floor(ms)) * 1_000_000n + BigInt(Math.round((ms % 1) * 1e6))).toString();
+}
+
+/**
+ * One process's telemetry: spans made and sampled, queued, exported in batches. Made only when an endpoint is set.
+ * @internal
+ */
+export class Telemetry {
+  readonly options: TelemetryOptions;
+  #resource: JsonObject[];
+  #queue: JsonObject[] = [];
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #inFlight: Promise<void> | undefined;
+  #failing = false;
+  #giveUp = new AbortController(); // at exit, an export still waiting after flush's limit is abandoned
+  #warn: (line: string) => void;
+  /** Spans dropped (a full queue, or their batch's export failed) and exported, for the operator. */
+  dropped = 0;
+  exported = 0;
+
+  constructor(options: TelemetryOptions, resource: Record<string, string>, warn: (line: string) => void) {
+    this.options = options;
+    this.#warn = warn;
+    this.#resource = otlpAttributes({
+      "service.name": options.serviceName ?? "mcp.ts",
+      "service.instance.id": crypto.randomUUID(),
+      "telemetry.sdk.name": "mcp.ts",
+      "telemetry.sdk.language": "js",
+      "telemetry.sdk.version": VERSION,
+      ...resource,
+      ...options.resourceAttributes,
+    });
+  }
+
+  /** A span starting now: a child of `parent` (the parent-based sampler follows its flag), else a new trace's root. */
+  start(
+    name: string,
+    kind: 2 | 3,
+    parent: SpanContext | undefined,
+    attributes: Record<string, string | number | boolean>,
+  ): Span {
+    const traceId = parent?.traceId ?? randomHex(16);
+    const context: SpanContext = { traceId, spanId: randomHex(8), sampled: this.#sample(traceId, parent) };
+    if (parent?.traceState) context.traceState = parent.traceState;
+    return {
+      context,
+      name,
+      kind,
+      parentSpanId: parent?.spanId,
+      start: performance.timeOrigin + performance.now(),
+      attributes,
+    };
+  }
+
+  #sample(traceId: string, parent: SpanContext | undefined): boolean {
+    const sampler = this.options.sampler ?? "parentbased_always_on";
+    if (parent && sampler.startsWith("parentbased_")) return parent.sampled;
+    const root = sampler.replace(/^parentbased_/, "");
+    if (root === "always_off") return false;
+    if (root !== "traceidratio") return true;
+    const ratio = Math.min(1, Math.max(0, this.options.samplerArg ?? 1));
+    return parseInt(traceId.slice(-14), 16) < ratio * 2 ** 56;
+  }
+
+  /** Ends a span: `error` is its error.type (an ERROR status with `message`, none for tool_error). */
+  end(span: Span, error?: { type: string; message?: string; code?: number }): void {
+    if (!span.context.sampled) return;
+    const attributes = { ...span.attributes };
+    let status: JsonObject = {};
+    if (error) {
+      attributes["error.type"] = error.type;
+      if (error.code !== undefined) attributes["rpc.response.status_code"] = String(error.code);
+      status = error.type === "tool_error" ? {} : { code: 2, ...(error.message ? { message: error.message } : {}) };
+    }
+    const otlp: JsonObject = {
+      traceId: span.context.traceId,
+      spanId: span.context.spanId,
+      name: span.name,
+      kind: span.kind,
+      startTimeUnixNano: unixNano(span.start),
+      endTimeUnixNano: unixNano(performance.timeOrigin + performance.now()),
+      attributes: otlpAttributes(attributes),
+      status,
+    };
+    if (span.parentSpanId) otlp.parentSpanId = span.parentSpanId;
+    if (span.context.traceState) otlp.traceState = span.context.traceState;
+    if (span.links?.length) otlp.links = span.links.map((link) => ({ traceId: link.traceId, spanId: link.spanId }));
+    if (this.#queue.length >= (this.options.maxQueueSize ?? 2048)) {
+      this.dropped++;
+      return;
+    }
+    this.#queue.push(otlp);
+    if (this.#queue.length >= (this.options.maxExportBatchSize ?? 512)) this.#exportSoon(0);
+    else this.#exportSoon(this.options.scheduleDelayMs ?? 5000);
+  }
+
+  #exportSoon(delay: number): void {
+    if (this.#timer !== undefined && delay > 0) return;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      void this.#export();
+    }, delay);
+    (this.#timer as { unref?: () => void }).unref?.();
+  }
+
+  // One batch out, one at a time; a failed one is dropped (the next batch is the retry).
+  #export(): Promise<void> {
+    if (this.#inFlight || this.#queue.length === 0) return this.#inFlight ?? Promise.resolve();
+    const batch = this.#queue.splice(0, this.options.maxExportBatchSize ?? 512);
+    const url = this.options.tracesEndpoint!;
+    const body = JSON.stringify({
+      resourceSpans: [{
+        resource: { attributes: this.#resource },
+        scopeSpans: [{ scope: { name: "mcp.ts", version: VERSION }, spans: batch }],
+      }],
+    });
+    const signal = AbortSignal.any([AbortSignal.timeout(this.options.timeoutMs ?? 10_000), this.#giveUp.signal]);
+    this.#inFlight = fetch(url, {
+      method: "POST",
+      headers: { ...this.options.headers, "content-type": "application/json" },
+      body,
+      signal,
+    }).then(async (response) => {
+      await response.body?.cancel();
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      this.exported += batch.length;
+      if (this.#failing) this.#warn(`telemetry: export to ${safeUrl(url)} works again`);
+      this.#failing = false;
+    }).catch((error) => {
+      this.dropped += batch.length;
+      if (!this.#failing) {
+        // fetch's own message says little ("fetch failed"); its cause names the refusal.
+        const why = error?.name === "TimeoutError" || error?.name === "AbortError"
+          ? "no answer in time"
+          : errorMessage(error?.cause ?? error);
+        this.#warn(`telemetry: export to ${safeUrl(url)} failed (${why}); spans are dropped until it answers`);
+      }
+      this.#failing = true;
+    }).finally(() => {
+      this.#inFlight = undefined;
+      if (this.#queue.length > 0) this.#exportSoon(0);
+    });
+    return this.#inFlight;
+  }
+
+  /** What is pending goes out, waiting `ms` at most (at exit: a dead collector never holds a process up long). */
+  async flush(ms = 2_000): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const deadline = Date.now() + ms;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const giveUp = new Promise<void>((resolve) => timer = setTimeout(resolve, ms));
+    try {
+      while ((this.#queue.length > 0 || this.#inFlight) && Date.now() < deadline) {
+        await Promise.race([this.#inFlight ?? this.#export(), giveUp]);
+      }
+    } finally {
+      clearTimeout(timer);
+      if (this.#inFlight) this.#giveUp.abort(); // a hanging collector must not hold the process open
+    }
+  }
+}
+
+// A URL as a warning may show it: no credentials, query or fragment.
+function safeUrl(url: string): string {
+  try {
+    const { origin, pathname } = new URL(url);
+    return origin + pathname;
+  } catch {
+    return "(an invalid URL)";
+  }
+}
+
+/**
+ * The telemetry settings the OTEL_* variables give (read once, at start), or undefined when no traces endpoint is
+ * set; `warn` gets one line for a value that does not parse (its default is used) and for a protocol mcp.ts does
+ * not speak.
+ * @internal
+ */
+export function telemetryFromEnv(
+  env: Record<string, string | undefined>,
+  warn: (line: string) => void,
+  serviceName?: string,
+): TelemetryOptions | undefined {
+  if (env.OTEL_SDK_DISABLED?.toLowerCase() === "true" || env.OTEL_TRACES_EXPORTER === "none") return undefined;
+  let endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+  if (endpoint === undefined && env.OTEL_EXPORTER_OTLP_ENDPOINT !== undefined) {
+    endpoint = env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, "") + "/v1/traces";
+  }
+  if (endpoint === undefined && env.OTEL_TRACES_EXPORTER === "otlp") endpoint = "http://localhost:4318/v1/traces";
+  if (endpoint === undefined || endpoint === "") return undefined;
+  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL;
+  if (protocol === "grpc") {
+    warn("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not spoken here (http/json is): traces are off");
+    return undefined;
+  }
+  if (protocol === "http/protobuf") warn("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf: sending http/json");
+  const number = (name: string, fallback: number) => {
+    const text = env[name];
+    if (text === undefined || text === "") return fallback;
+    if (/^\d+$/.test(text)) return Number(text);
+    warn(`telemetry: ${name}=${text} is not an integer; using ${fallback}`);
+    return fallback;
+  };
+  const pairs = (text: string | undefined) => {
+    const found: Record<string, string> = {};
+    for (const part of (text ?? "").split(",")) {
+      const at = part.indexOf("=");
+      if (at <= 0) continue;
+      try {
+        found[decodeURIComponent(part.slice(0, at).trim())] = decodeURIComponent(part.slice(at + 1).trim());
+      } catch {
+        warn("telemetry: a pair of an OTEL_* list is not percent-encoded right; it is left out");
+      }
+    }
+    return found;
+  };
+  const samplers = [
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+  ];
+  let sampler = env.OTEL_TRACES_SAMPLER;
+  if (sampler !== undefined && !samplers.includes(sampler)) {
+    warn(`telemetry: OTEL_TRACES_SAMPLER=${sampler} is not a sampler mcp.ts knows; using parentbased_always_on`);
+    sampler = undefined;
+  }
+  const ratio = env.OTEL_TRACES_SAMPLER_ARG === undefined ? undefined : Number(env.OTEL_TRACES_SAMPLER_ARG);
+  if (ratio !== undefined && !(ratio >= 0 && ratio <= 1)) {
+    warn(`telemetry: OTEL_TRACES_SAMPLER_ARG=${env.OTEL_TRACES_SAMPLER_ARG} is not a ratio from 0 to 1; using 1`);
+  }
+  return {
+    tracesEndpoint: endpoint,
+    headers: { ...pairs(env.OTEL_EXPORTER_OTLP_HEADERS), ...pairs(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS) },
+    timeoutMs: number(
+      env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT !== undefined
+        ? "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
+        : "OTEL_EXPORTER_OTLP_TIMEOUT",
+      10_000,
+    ),
+    serviceName: env.OTEL_SERVICE_NAME || serviceName,
+    resourceAttributes: pairs(env.OTEL_RESOURCE_ATTRIBUTES),
+    sampler,
+    samplerArg: ratio !== undefined && ratio >= 0 && ratio <= 1 ? ratio : undefined,
+    scheduleDelayMs: number("OTEL_BSP_SCHEDULE_DELAY", 5000),
+    maxQueueSize: number("OTEL_BSP_MAX_QUEUE_SIZE", 2048),
+    maxExportBatchSize: number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
+    captureContent: env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT?.toLowerCase() === "true",
+  };
+}
+
+/**
+ * How a server observes each request it serves, when asked to: a SERVER span (its parent the request's
+ * `_meta.traceparent`; the plugin's ctx then sees the span's own context) and the operation's duration. Undefined
+ * when neither is on.
+ */
+function observeRequests(
+  options: ServerOptions,
+  client: () => ClientView,
+): ((method: string, params: JsonObject, id: RequestId, run: () => unknown) => unknown) | undefined {
+  const { measure, tracer, networkAttributes = { "network.transport": "pipe" } } = options;
+  if (!measure && !tracer) return undefined;
+  return (method, params, id, run) => {
+    const meta = isObject(params._meta) ? params._meta : undefined;
+    const version = meta?.[META.protocolVersion] ?? client().protocolVersion;
+    let span: Span | undefined;
+    if (tracer) {
+      const { name, attributes } = requestSpanOf(method, params);
+      Object.assign(attributes, networkAttributes, { "jsonrpc.request.id": String(id) });
+      if (typeof version === "string") attributes["mcp.protocol.version"] = version;
+      if (tracer.options.captureContent && method === "tools/call") {
+        attributes["gen_ai.tool.call.arguments"] = JSON.stringify(params.arguments ?? {}).slice(0, 8192);
+      }
+      span = tracer.start(
+        name,
+        2,
+        parseTraceparent(meta?.traceparent as string, meta?.tracestate as string),
+        attributes,
+      );
+      // Plugins (ctx.traceparent) and what the server sends on (a gateway's upstream call) go on in this span.
+      params._meta = { ...meta, traceparent: formatTraceparent(span.context) };
+    }
+    const end = (result: unknown, error?: unknown) => {
+      if (!span) return;
+      if (tracer!.options.captureContent && isObject(result) && method === "tools/call") {
+        span.attributes["gen_ai.tool.call.result"] = JSON.stringify(result).slice(0, 8192);
+      }
+      tracer!.end(span, spanError(result, error));
+    };
+    const measured = measure ? () => measure.operation(method, params, client(), run) : run;
+    let result: unknown;
+    try {
+      result = measured();
+    } catch (error) {
+      end(undefined, error);
+      throw error;
+    }
+    if (!(result instanceof Promise)) {
+      end(result);
+      return result;
+    }
+    return result.then((value) => (end(value), value), (error) => {
+      end(undefined, error);
+      throw error;
+    });
+  };
+}
+
+/** What ended a request, for its span: the JSON-RPC code, tool_error, timeout, cancelled, an HTTP status, _OTHER. */
+function spanError(result: unknown, error?: unknown): { type: string; message?: string; code?: number } | undefined {
+  if (error === undefined) return isObject(result) && result.isError === true ? { type: "tool_error" } : undefined;
+  const code = (error as { code?: unknown }).code;
+  if (error instanceof TimeoutError) return { type: "timeout", message: error.message };
+  if (error instanceof InterruptedError) return { type: "cancelled", message: error.message };
+  if (typeof code === "number" && Number.isInteger(code)) {
+    return { type: String(code), message: errorMessage(error), code };
+  }
+  const status = (error as { status?: unknown }).status;
+  if (typeof status === "number") return { type: String(status), message: errorMessage(error) };
+  return { type: "_OTHER", message: errorMessage(error) };
+}
+
+/** `params` with a trace context in its `_meta`, replacing one there (tracestate and baggage when given). */
+function withTraceContext(
+  params: JsonObject,
+  context: { traceparent: string; tracestate?: string; baggage?: string },
+): JsonObject {
+  const trace: JsonObject = { traceparent: context.traceparent };
+  if (context.tracestate !== undefined) trace.tracestate = context.tracestate;
+  if (context.baggage !== undefined) trace.baggage = context.baggage;
+  return { ...params, _meta: { ...(isObject(params._meta) ? params._meta : {}), ...trace } };
+}
+
+/**
+ * A request a client sends, in a CLIENT span: its parent the caller's context (else the connection's `traceRoot`,
+ * e.g. a CI job's TRACEPARENT), its `_meta.traceparent` the span's own (tracestate and baggage passed on); over
+ * HTTP (`url`) the span names the server's host and port, never its path.
+ */
+function traceClientRequest(
+  method: string,
+  params: JsonObject,
+  caller: { traceparent?: string; tracestate?: string; baggage?: string },
+  connection: { tracer?: Telemetry; traceRoot?: SpanContext; traceAttributes?: Record<string, string> },
+  url: string | undefined,
+  run: (params: JsonObject) => Promise<JsonObject>,
+): Promise<JsonObject> {
+  const { tracer, traceRoot: root } = connection;
+  const meta = isObject(params._meta) ? params._meta : {};
+  const parent = parseTraceparent(caller.traceparent, caller.tracestate) ??
+    parseTraceparent(meta.traceparent as string, meta.tracestate as string) ?? root;
+  const { name, attributes } = requestSpanOf(method, params);
+  const at: Record<string, string | number> = { ...attributes, ...connection.traceAttributes };
+  if (url === undefined) at["network.transport"] = "pipe";
+  else {
+    const { protocol, hostname, port } = new URL(url);
+    Object.assign(at, { "network.transport": "tcp", "network.protocol.name": "http", "server.address": hostname });
+    at["server.port"] = Number(port || (protocol === "https:" ? 443 : 80));
+  }
+  const span = tracer!.start(name, 3, parent, at);
+  const baggage = caller.baggage ?? meta.baggage ?? (parent === root ? root?.baggage : undefined);
+  const sent = withTraceContext(params, {
+    traceparent: formatTraceparent(span.context),
+    tracestate: span.context.traceState,
+    baggage: typeof baggage === "string" ? baggage : undefined,
+  });
+  return run(sent).then((result) => {
+    tracer!.end(span, spanError(result));
+    return result;
+  }, (error) => {
+    tracer!.end(span, spanError(undefined, error));
+    throw error;
+  });
+}
+
+/** A span's name and attributes for a request, per the MCP semantic conventions. @internal */
+export function requestSpanOf(
+  method: string,
+  params: JsonObject,
+): { name: string; attributes: Record<string, string> } {
+  const attributes: Record<string, string> = { "mcp.method.name": method };
+  let target: string | undefined;
+  if (method === "tools/call" && typeof params.name === "string") {
+    target = attributes["gen_ai.tool.name"] = params.name;
+    attributes["gen_ai.operation.name"] = "execute_tool";
+  } else if (method === "prompts/get" && typeof params.name === "string") {
+    target = attributes["gen_ai.prompt.name"] = params.name;
+  } else if (/^resources\/(read|subscribe|unsubscribe)$/.test(method) && typeof params.uri === "string") {
+    attributes["mcp.resource.uri"] = params.uri;
+  }
+  return { name: target === undefined ? method : `${method} ${target}`, attributes };
+}
+
 // === 8. Runtime ==============================================================
 // Everything above is the protocol alone: it touches no process, no Deno or Bun API and no node:
 // built-in, so it runs wherever a fetch handler or a pair of streams does.
@@ -4594,6 +5083,46 @@ let stderrSink: OutputSink | undefined;
 /** The process's stderr, made once: bounded (writes past a backlog are dropped and counted). */
 function ownStderr(): OutputSink {
   return stderrSink ??= nativeSink(2) ?? droppingSink(proc().stderr);
+}
+
+function runtimeVersions(): { deno?: string; bun?: string; node?: string } {
+  if (deno) return { deno: deno.version.deno };
+  if (bun) return { bun: bun.version };
+  return { node: proc().versions.node };
+}
+
+// The resource attributes of this process's runtime, for telemetry.
+function runtimeResource(): Record<string, string> {
+  const versions = runtimeVersions();
+  const runtime = versions.deno ? "deno" : versions.bun ? "bun" : "node";
+  return { "process.runtime.name": runtime, "process.runtime.version": String(versions[runtime] ?? "") };
+}
+
+let processTelemetry: Telemetry | undefined | null = null; // null: the OTEL_* variables not read yet
+
+/**
+ * The telemetry a server or client made in code gets: none for `false`; its own for options; omitted, the
+ * process's from the OTEL_* variables (read once; none when they set no endpoint or cannot be read, as on Deno
+ * without --allow-env). Its warnings go to our stderr.
+ */
+function telemetryFor(option: false | TelemetryOptions | undefined, serviceName?: string): Telemetry | undefined {
+  if (option === false) return undefined;
+  const warn = (line: string) => void ownStderr().write(`mcp: ${line}\n`);
+  if (option) {
+    const base = option.endpoint?.replace(/\/+$/, "");
+    const tracesEndpoint = option.tracesEndpoint ?? (base === undefined ? undefined : `${base}/v1/traces`);
+    if (tracesEndpoint === undefined) return undefined;
+    const named = { ...option, tracesEndpoint, serviceName: option.serviceName ?? serviceName };
+    return new Telemetry(named, runtimeResource(), warn);
+  }
+  if (processTelemetry === null) {
+    let fromEnv: TelemetryOptions | undefined;
+    try {
+      fromEnv = telemetryFromEnv(sys.env(), warn, serviceName);
+    } catch { /* not allowed to read it: off */ }
+    processTelemetry = fromEnv && new Telemetry(fromEnv, runtimeResource(), warn);
+  }
+  return processTelemetry;
 }
 
 /**
@@ -5735,7 +6264,13 @@ export function serve(options: ServeOptions = {}): ServeHandle {
       writer.send(text);
     }
     : (text: string) => writer.send(text);
-  const server = new McpServer(options, send, (callback) => writer.whenWritten(callback));
+  // Telemetry of its own unless given one (the CLI's): what is pending goes out when it is done, 2 s at most.
+  const ownTracer = options.tracer ? undefined : telemetryFor(options.telemetry, options.name);
+  const server = new McpServer(
+    ownTracer ? { ...options, tracer: ownTracer } : options,
+    send,
+    (callback) => writer.whenWritten(callback),
+  );
   const reader = new FrameReader({
     message: trace
       ? (text) => {
@@ -5763,7 +6298,8 @@ export function serve(options: ServeOptions = {}): ServeHandle {
 
   let finished = false;
   let resolveDone!: () => void;
-  const done = new Promise<void>((resolve) => resolveDone = resolve).then(() => guard?.restore());
+  const done = new Promise<void>((resolve) => resolveDone = resolve).then(() => guard?.restore())
+    .then(() => ownTracer?.flush());
 
   const finish = () => {
     if (finished) return;
@@ -5898,7 +6434,8 @@ const SSE_HEADERS = {
 const JSON_CONTENT: Record<string, string> = Object.freeze({ "content-type": "application/json" });
 // The MCP request headers a browser client sends, for CORS.
 const CORS_ALLOW_HEADERS =
-  "content-type, accept, authorization, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name, last-event-id";
+  "content-type, accept, authorization, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name, last-event-id, " +
+  "traceparent, tracestate, baggage";
 
 /** A JSON-RPC error as an HTTP response. */
 function rpcErrorResponse(status: number, id: unknown, code: number, message: string, data?: unknown): Response {
@@ -6879,9 +7416,12 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       "process.runtime.name": deno ? "deno" : bun ? "bun" : "node",
     })
     : undefined;
+  const tracer = options.tracer ?? telemetryFor(options.telemetry, options.name);
   const core = new ServerCore({
     ...options,
+    tracer,
     measure: metrics,
+    networkAttributes: { "network.transport": "tcp", "network.protocol.name": "http" },
     privateCache: options.privateCache ?? (options.token !== undefined || options.auth !== undefined),
   });
   const trace = options.onTrace;
@@ -6973,6 +7513,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       sessions.close();
       stateless.close();
       core.close();
+      if (!options.tracer) void tracer?.flush(); // its own: what is pending goes out
     },
   });
 }
@@ -9260,6 +9801,8 @@ interface InternalRequestOptions extends RequestOptions {
   extensions?: JsonObject;
   /** Sent after the client's own signal aborted (tasks/cancel on Ctrl-C): that signal does not stop it. */
   afterInterrupt?: boolean;
+  /** Already in its CLIENT span (7i). */
+  traced?: boolean;
 }
 
 /** Where and how the server is reached: its process or its URL, credentials, message size. */
@@ -9321,6 +9864,14 @@ export interface ConnectSessionOptions {
 
 /** What the caller sees of the session as it runs: notifications, logs, frames, warnings, the end. */
 export interface ConnectObserveOptions {
+  /** OpenTelemetry traces (7i): `false` none, options of its own, or omitted: the OTEL_* variables. */
+  telemetry?: false | TelemetryOptions;
+  /** Where CLIENT spans go (7i), when telemetry is on. @internal */
+  tracer?: Telemetry;
+  /** The parent of a request's span when its caller gives none (a command's TRACEPARENT). @internal */
+  traceRoot?: SpanContext;
+  /** Added to each CLIENT span (a gateway's mcp_ts.upstream). @internal */
+  traceAttributes?: Record<string, string>;
   /** Each notification other than progress and log messages (e.g. notifications/tools/list_changed). */
   onNotification?: (method: string, params: JsonObject) => void;
   /** The server's stderr, as it arrives. */
@@ -9631,6 +10182,12 @@ export class McpClient {
 
   /** Sends a request with the client's timeouts and era; server errors become ServerError. */
   async request(method: string, params: JsonObject = {}, options: InternalRequestOptions = {}): Promise<JsonObject> {
+    if (this.#options.tracer && !options.traced) {
+      const traced = { ...options, traced: true, traceparent: undefined }; // its span's context is in `sent`
+      const url = isHttpSpec(this.spec) ? this.spec.url : undefined;
+      const send = (sent: JsonObject) => this.request(method, sent, traced);
+      return await traceClientRequest(method, params, options, this.#options, url, send);
+    }
     if (this.#failure) throw this.#failure;
     const timeout = options.timeout ?? this.#options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS;
     const maxTime = options.maxTime ?? this.#options.maxTime ?? DEFAULT_MAX_TIME_MS;
@@ -9669,10 +10226,7 @@ export class McpClient {
       else signal.addEventListener("abort", forward, { once: true });
     }
     if (options.traceparent !== undefined) {
-      const trace: JsonObject = { traceparent: options.traceparent };
-      if (options.tracestate !== undefined) trace.tracestate = options.tracestate;
-      if (options.baggage !== undefined) trace.baggage = options.baggage;
-      params = { ...params, _meta: { ...(isObject(params._meta) ? params._meta : {}), ...trace } };
+      params = withTraceContext(params, { ...options, traceparent: options.traceparent });
     }
     let token: RequestId | undefined;
     if (!options.handshake && !options.probe && method !== "ping") {
@@ -10031,6 +10585,7 @@ export class McpClient {
     this.#closing ??= (async () => {
       this.#fail(new ServerError("the connection is closed"));
       await this.#transport.close();
+      await this.#options.tracer?.flush(); // 2 s at most
     })();
     return this.#closing;
   }
@@ -10070,6 +10625,10 @@ export async function connect(server: string | ServerSpec, options: ConnectOptio
     ? await resolveServer(server, { config: options.config, env: { ...sys.env(), ...options.env } })
     : server;
   const retries = options.retries ?? 0;
+  if (!options.tracer) {
+    const tracer = telemetryFor(options.telemetry);
+    if (tracer) options = { ...options, tracer };
+  }
   let legacy = false; // the probe killed it: the next start goes straight to the handshake
   for (let attempt = 0;; attempt++) {
     const client = new McpClient(spec, legacy ? { ...options, protocol: "legacy" } : options);
@@ -10174,6 +10733,8 @@ function mirrorHeaders(
   tool: JsonObject | undefined,
 ): Record<string, string> {
   const headers: Record<string, string> = { "mcp-method": method };
+  const meta = params._meta;
+  if (isObject(meta) && typeof meta.traceparent === "string") headers.traceparent = meta.traceparent;
   const name = mcpNameOf(method, params);
   if (typeof name === "string") headers["mcp-name"] = encodeHeaderValue(name);
   if (version !== undefined) {
@@ -10934,6 +11495,7 @@ export class Gateway {
       onLog: (params, cause) => this.#callerOf(upstream, cause)?.log(params.level as LogLevel, params.data),
       onStderr: undefined,
       onClose: (error) => this.#lost(upstream, error.message),
+      traceAttributes: { "mcp_ts.upstream": upstream.name },
     });
     try {
       const connecting = connect(upstream.spec, options()).catch((error) => {
@@ -12134,6 +12696,16 @@ function processIo(): CliIo & { drained(): Promise<void> } {
   };
 }
 
+// The OTEL_* environment, read once: the command's telemetry, or undefined (off: nothing of it exists).
+function commandTelemetry(
+  env: Record<string, string | undefined>,
+  log: (line: string) => void,
+  serviceName?: string,
+): Telemetry | undefined {
+  const options = telemetryFromEnv(env, log, serviceName);
+  return options && new Telemetry(options, runtimeResource(), log);
+}
+
 function positiveInteger(
   flag: string,
   text: string | undefined,
@@ -12367,6 +12939,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   const env = sys.env();
   const http = values.http === undefined ? undefined : httpServeOptions(values, env);
+  const tracer = commandTelemetry(env, log, values.name);
 
   // `serve DIR`, or `serve DIR/add.ts` for that one file.
   const kind = await (await files()).kind(target);
@@ -12486,6 +13059,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
       pageSize,
       listChanged: watch,
       stateKey: env.MCP_TS_STATE_KEY,
+      tracer,
       ...taskOptions(values, http !== undefined),
       onPluginError: verbose ? (error, label) => log(`"${label}" threw: ${describeStack(error)}`) : undefined,
       onTaskLog: values.trace
@@ -12521,6 +13095,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
       });
       dog.stop();
       stopWatching();
+      await tracer?.flush(); // what is pending goes out, 2 s at most
       exitSoon();
       return 0;
     }
@@ -12553,6 +13128,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     // Stray plugin timers must not keep a finished server alive; executable tools get their SIGTERM-to-SIGKILL
     // grace first, and a signal in the meantime ends it at once, tools' groups and all.
     io.stdin?.destroy?.();
+    await tracer?.flush();
     exitSoon();
     return 0;
   } finally {
@@ -13516,9 +14092,16 @@ async function runClient(
   const raw = { stdin: io.stdin, stdout: terminalSafe(io.stdout, true), stderr: terminalSafe(io.stderr, true) };
   io = json ? raw : { stdin: io.stdin, stdout: terminalSafe(io.stdout), stderr: terminalSafe(io.stderr) };
   const recorder = values.record === undefined ? undefined : await openRecording(values.record, target);
+  // Telemetry (OTEL_*): each request a CLIENT span, a CI job's TRACEPARENT their parent.
+  const processEnv = sys.env();
+  const tracer = commandTelemetry(processEnv, (line) => progress.note(`mcp: ${line}\n`));
+  const traceRoot = tracer && parseTraceparent(processEnv.TRACEPARENT, processEnv.TRACESTATE);
+  if (traceRoot && processEnv.BAGGAGE) traceRoot.baggage = processEnv.BAGGAGE;
   const options: ConnectOptions = {
     env,
     cwd: values.cwd,
+    tracer,
+    traceRoot,
     config: values.config,
     headers,
     oauth,
@@ -13776,8 +14359,11 @@ async function runClient(
     code = reportFailure(io, error, json, exitCodeOf(error) === 3 && !verbose ? stderr : "");
   } finally {
     stopSigint();
+    // Every span has ended: they go out while the server stops, 2 s at most (a dead collector changes no exit).
+    const flushed = tracer?.flush();
     await client?.close();
     recorder?.close();
+    await flushed;
   }
   if (client && client.invalidLines > 0) {
     io.stderr.write(
@@ -14199,6 +14785,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
   }
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   const http = values.http === undefined ? undefined : httpServeOptions(values, env);
+  const tracer = commandTelemetry(env, log, values.name);
   // From now until every upstream is stopped, a signal asks for an orderly stop: it must not kill us half-way.
   let stopped!: () => void;
   const stopping = new Promise<void>((resolve) => stopped = resolve);
@@ -14217,6 +14804,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     protocol: values.protocol,
     log,
     shared: http !== undefined,
+    tracer,
   });
   await Promise.race([gateway.start(), stopping]);
   const first = gateway.catalog();
@@ -14229,6 +14817,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     instructions: values.instructions,
     timeout: 0, // an upstream's call takes as long as the client lets it (its own --timeout, --max-time)
     listChanged: true,
+    tracer,
     ...gateway.serverHooks(),
   };
   try {
@@ -14254,6 +14843,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
   } finally {
     await gateway.close();
     unwire();
+    await tracer?.flush();
   }
   setTimeout(() => sys.exit(), SHUTDOWN_GRACE_MS).unref?.();
   return 0;
@@ -14700,12 +15290,6 @@ export function unsupportedRuntime(versions: { deno?: string; bun?: string; node
   const runtime = { deno: "Deno", bun: "Bun", node: "Node" }[name];
   return `Cannot run on ${runtime} ${version}: mcp.ts needs ${runtime} >= ${MINIMUM_RUNTIMES[name]}; ` +
     `upgrade it, or run mcp.ts with nothing but npm: npx -y deno run -A mcp.ts …`;
-}
-
-function runtimeVersions(): { deno?: string; bun?: string; node?: string } {
-  if (deno) return { deno: deno.version.deno };
-  if (bun) return { bun: bun.version };
-  return { node: proc().versions.node };
 }
 
 // Whether this file is the script the runtime was started with (for runtimes without import.meta.main).

@@ -66,6 +66,7 @@ import {
   skillFrontmatter,
   splitCommand,
   SseReader,
+  telemetryFromEnv,
   TimeoutError,
   toCallToolResult,
   type ToolContext,
@@ -2251,6 +2252,367 @@ describe("7g. Skills: folders of instructions as skill:// resources", () => {
     assert.throws(() => skillFrontmatter("name: x\n"), /no frontmatter/);
     assert.throws(() => skillFrontmatter("---\nname: x\ndescription: [y]\n---\n"), /line 3: a flow sequence/);
     assert.throws(() => skillFrontmatter("---\n- a\n---\n"), /not a mapping/);
+  });
+});
+
+// --- Helpers: 7i. Telemetry: the OTLP receiver (testdata/fake_otlp_receiver.ts) ------------------
+
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes: { key: string; value: Record<string, unknown> }[];
+  status: { code?: number; message?: string };
+  resource: Record<string, unknown>;
+}
+
+/** The fake collector: what it was sent, checked strictly (an `invalid` entry names a broken rule). */
+async function otlpReceiver(mode: "ok" | "503" | "hang" = "ok") {
+  const started = await startListening([HERE + "testdata/fake_otlp_receiver.ts", mode], /listening (http:\S+)/);
+  const entries = async () =>
+    (await started.printed(/listening/)).split("\n").filter((line) => line.startsWith("{")).map((line) =>
+      JSON.parse(line)
+    );
+  const spans = async (): Promise<OtlpSpan[]> =>
+    (await entries()).filter((entry) => entry.body?.resourceSpans).flatMap((entry) =>
+      entry.body.resourceSpans.flatMap((resourceSpans: Message) => {
+        const resource = Object.fromEntries(
+          (resourceSpans.resource as Message).attributes.map((a: Message) => [a.key, Object.values(a.value)[0]]),
+        );
+        return (resourceSpans.scopeSpans as Message[]).flatMap((scope) =>
+          (scope.spans as OtlpSpan[]).map((span) => ({ ...span, resource }))
+        );
+      })
+    );
+  return {
+    url: started.url,
+    entries,
+    spans,
+    /** The spans once `enough` says so (each process exports at its exit, or after OTEL_BSP_SCHEDULE_DELAY). */
+    async waitForSpans(enough: (spans: OtlpSpan[]) => boolean, ms = 10_000): Promise<OtlpSpan[]> {
+      const deadline = Date.now() + ms;
+      for (;;) {
+        const invalid = (await entries()).filter((entry) => entry.invalid);
+        assert.deepEqual(invalid, [], "the receiver's strict checks pass");
+        const found = await spans();
+        if (enough(found) || Date.now() > deadline) return found;
+        await sleep(50);
+      }
+    },
+    close: started.close,
+  };
+}
+
+const attribute = (span: OtlpSpan, key: string) => {
+  const found = span.attributes.find((a) => a.key === key);
+  return found && Object.values(found.value)[0];
+};
+
+describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every hop", () => {
+  test("the OTEL_* variables read as the SDKs read them; a value that does not parse warns and takes its default", () => {
+    const warnings: string[] = [];
+    const warn = (line: string) => warnings.push(line);
+    assert.equal(telemetryFromEnv({}, warn), undefined, "no endpoint: off");
+    assert.equal(telemetryFromEnv({ OTEL_SERVICE_NAME: "x" }, warn), undefined);
+    const base = telemetryFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/" }, warn)!;
+    assert.equal(base.tracesEndpoint, "http://collector:4318/v1/traces", "a base URL gets /v1/traces");
+    assert.equal(base.scheduleDelayMs, 5000);
+    assert.equal(base.maxQueueSize, 2048);
+    assert.equal(base.maxExportBatchSize, 512);
+    assert.equal(base.timeoutMs, 10_000);
+    assert.equal(base.serviceName, undefined);
+    const own = telemetryFromEnv(
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://other:9999/traces",
+        OTEL_EXPORTER_OTLP_HEADERS: "api-key=a%20b,x=1",
+        OTEL_EXPORTER_OTLP_TRACES_HEADERS: "x=2",
+        OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=prod,team=a%2Cb",
+        OTEL_SERVICE_NAME: "svc",
+        OTEL_TRACES_SAMPLER: "traceidratio",
+        OTEL_TRACES_SAMPLER_ARG: "0.25",
+        OTEL_BSP_SCHEDULE_DELAY: "100",
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: "true",
+      },
+      warn,
+      "from --name",
+    )!;
+    assert.equal(own.tracesEndpoint, "http://other:9999/traces", "a per-signal endpoint is used as it is");
+    assert.deepEqual(own.headers, { "api-key": "a b", x: "2" });
+    assert.deepEqual(own.resourceAttributes, { "deployment.environment": "prod", team: "a,b" });
+    assert.equal(own.serviceName, "svc");
+    assert.equal(own.sampler, "traceidratio");
+    assert.equal(own.samplerArg, 0.25);
+    assert.equal(own.scheduleDelayMs, 100);
+    assert.equal(own.captureContent, true);
+    assert.equal(
+      telemetryFromEnv({ OTEL_TRACES_EXPORTER: "otlp" }, warn)!.tracesEndpoint,
+      "http://localhost:4318/v1/traces",
+    );
+    assert.equal(warnings.length, 0);
+    const on = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" };
+    assert.equal(telemetryFromEnv({ ...on, OTEL_SDK_DISABLED: "true" }, warn), undefined);
+    assert.equal(telemetryFromEnv({ ...on, OTEL_TRACES_EXPORTER: "none" }, warn), undefined);
+    assert.equal(warnings.length, 0);
+    assert.equal(telemetryFromEnv({ ...on, OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, warn), undefined);
+    assert.match(warnings.pop()!, /grpc is not spoken here .*traces are off/);
+    assert.ok(telemetryFromEnv({ ...on, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" }, warn));
+    assert.match(warnings.pop()!, /http\/protobuf: sending http\/json/);
+    const bad = telemetryFromEnv({
+      ...on,
+      OTEL_BSP_SCHEDULE_DELAY: "soon",
+      OTEL_TRACES_SAMPLER: "sometimes",
+      OTEL_TRACES_SAMPLER_ARG: "2",
+    }, warn)!;
+    assert.equal(bad.scheduleDelayMs, 5000);
+    assert.equal(bad.sampler, undefined);
+    assert.equal(bad.samplerArg, undefined);
+    assert.deepEqual(
+      warnings,
+      [
+        "telemetry: OTEL_BSP_SCHEDULE_DELAY=soon is not an integer; using 5000",
+        "telemetry: OTEL_TRACES_SAMPLER=sometimes is not a sampler mcp.ts knows; using parentbased_always_on",
+        "telemetry: OTEL_TRACES_SAMPLER_ARG=2 is not a ratio from 0 to 1; using 1",
+      ].sort((a, b) => warnings.indexOf(a) - warnings.indexOf(b)),
+    );
+    assert.equal(warnings.length, 3);
+  });
+
+  test("one trace from TRACEPARENT: call's CLIENT span, the gateway's SERVER and CLIENT spans, the upstream's SERVER span", async () => {
+    const receiver = await otlpReceiver();
+    await withTempDir("mcp-otel-", async (dir) => {
+      writeFileSync(
+        join(dir, "seen.ts"),
+        "export default { run: (_: unknown, ctx: any) => ({ traceparent: ctx.traceparent ?? null, " +
+          "tracestate: ctx.tracestate ?? null, baggage: ctx.baggage ?? null }) };",
+      );
+      const root = { trace: "0af7651916cd43dd8448eb211c80319c", span: "b7ad6b7169203331" };
+      const upstream = `${RUNTIME.join(" ")} ${MCP} serve ${dir} --name up`;
+      const run = await runCli(
+        ["call", `${RUNTIME.join(" ")} ${MCP} gateway --name gw t=${quote(upstream)}`, "t__seen", "{}", "--json"],
+        {
+          env: {
+            OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+            TRACEPARENT: `00-${root.trace}-${root.span}-01`,
+            TRACESTATE: "vendor=1",
+            BAGGAGE: "user=7",
+          },
+        },
+      );
+      try {
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(run.stderr, "");
+        const seen = JSON.parse(run.stdout).structuredContent;
+        const spans = await receiver.waitForSpans((spans) => spans.length >= 8);
+        const calls = spans.filter((span) => attribute(span, "mcp.method.name") === "tools/call");
+        const find = (name: string, kind: number) => {
+          const found = calls.filter((span) => span.name === name && span.kind === kind);
+          assert.equal(found.length, 1, `one ${name} span of kind ${kind}: ${JSON.stringify(calls)}`);
+          return found[0];
+        };
+        const client = find("tools/call t__seen", 3);
+        const gatewayServer = find("tools/call t__seen", 2);
+        const gatewayClient = find("tools/call seen", 3);
+        const upstreamServer = find("tools/call seen", 2);
+        for (const span of [client, gatewayServer, gatewayClient, upstreamServer]) {
+          assert.equal(span.traceId, root.trace, `${span.name} (${span.kind}) is in the CI job's trace`);
+          assert.deepEqual(span.status, {});
+          assert.equal(attribute(span, "gen_ai.operation.name"), "execute_tool");
+          assert.equal(attribute(span, "network.transport"), "pipe");
+        }
+        assert.equal(client.parentSpanId, root.span);
+        assert.equal(gatewayServer.parentSpanId, client.spanId);
+        assert.equal(gatewayClient.parentSpanId, gatewayServer.spanId);
+        assert.equal(upstreamServer.parentSpanId, gatewayClient.spanId);
+        assert.equal(attribute(gatewayServer, "gen_ai.tool.name"), "t__seen");
+        assert.equal(attribute(gatewayClient, "gen_ai.tool.name"), "seen");
+        assert.equal(attribute(gatewayClient, "mcp_ts.upstream"), "t");
+        assert.equal(typeof attribute(upstreamServer, "jsonrpc.request.id"), "string");
+        assert.deepEqual(seen, {
+          traceparent: `00-${root.trace}-${upstreamServer.spanId}-01`,
+          tracestate: "vendor=1",
+          baggage: "user=7",
+        }, "the plugin runs in the upstream's SERVER span; tracestate and baggage come through");
+        assert.equal(client.resource["service.name"], "mcp.ts");
+        assert.equal(gatewayServer.resource["service.name"], "gw", "serve/gateway --name names the service");
+        assert.equal(upstreamServer.resource["service.name"], "up");
+        assert.equal(upstreamServer.resource["telemetry.sdk.name"], "mcp.ts");
+        assert.ok(["deno", "bun", "node"].includes(upstreamServer.resource["process.runtime.name"] as string));
+        const secretFree = JSON.stringify(spans);
+        assert.ok(!secretFree.includes("user=7"), "baggage never becomes an attribute");
+      } finally {
+        receiver.close();
+      }
+    });
+  });
+
+  test("over HTTP the spans name the connection; a tool error is tool_error without an ERROR status, a JSON-RPC error its code", async () => {
+    const receiver = await otlpReceiver();
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "50" };
+    const server = await startListening(
+      [MCP, "serve", HERE + "testdata/tools", "--http", "127.0.0.1:0"],
+      /serving (http:\S+)/,
+      env,
+    );
+    try {
+      const failed = await runCli(["call", server.url, "fail", "{}"], { env });
+      assert.equal(failed.code, 1);
+      const unknown = await runCli(["request", server.url, "tools/call", '{"name":"nosuch"}'], {
+        env,
+      });
+      assert.notEqual(unknown.code, 0);
+      const all = await receiver.waitForSpans((spans) =>
+        spans.filter((span) => span.name.startsWith("tools/call")).length >= 4
+      );
+      const of = (name: string, kind: number, which = 0) =>
+        all.filter((span) => span.name === name && span.kind === kind)[which];
+      const failServer = of("tools/call fail", 2);
+      const failClient = of("tools/call fail", 3);
+      assert.equal(failServer.parentSpanId, failClient.spanId);
+      for (const span of [failServer, failClient]) {
+        assert.equal(attribute(span, "error.type"), "tool_error");
+        assert.deepEqual(span.status, {}, "no ERROR status and no message: a tool's text may hold data");
+      }
+      assert.equal(attribute(failServer, "network.transport"), "tcp");
+      assert.equal(attribute(failServer, "network.protocol.name"), "http");
+      assert.equal(attribute(failClient, "server.address"), "127.0.0.1");
+      assert.equal(attribute(failClient, "server.port"), String(new URL(server.url).port));
+      const invalidServer = of("tools/call nosuch", 2);
+      const invalidClient = of("tools/call nosuch", 3);
+      assert.equal(attribute(invalidServer, "error.type"), "-32602");
+      assert.equal(attribute(invalidServer, "rpc.response.status_code"), "-32602");
+      assert.equal(invalidServer.status.code, 2);
+      assert.match(invalidServer.status.message!, /nosuch/);
+      assert.equal(attribute(invalidClient, "error.type"), "-32602");
+    } finally {
+      server.close();
+      receiver.close();
+    }
+  });
+
+  test("the library: createHandler and connect take telemetry options; callTool's traceparent parents the CLIENT span", async () => {
+    const receiver = await otlpReceiver();
+    const telemetry = { endpoint: receiver.url + "/", scheduleDelayMs: 10, serviceName: "embedded" };
+    const handler = createHandler({ tools: HTTP_TOOLS, telemetry });
+    const listener = createHttpServer(async (request, response) => {
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of request) chunks.push(chunk);
+      const answer = await handler(
+        new Request(`http://127.0.0.1${request.url}`, {
+          method: request.method,
+          headers: request.headers as Record<string, string>,
+          body: request.method === "POST" ? Buffer.concat(chunks) : undefined,
+        }),
+      );
+      response.writeHead(answer.status, Object.fromEntries(answer.headers));
+      response.end(Buffer.from(await answer.arrayBuffer()));
+    });
+    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(listener.address() as { port: number }).port}/mcp`;
+    const client = await connect(url, { telemetry: { ...telemetry, serviceName: "app" } });
+    const off = await connect(url, { telemetry: false });
+    try {
+      const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+      await client.callTool("add", { a: 1, b: 2 }, { traceparent: parent, baggage: "k=v" });
+      await off.callTool("add", { a: 2, b: 2 });
+      const spans = await receiver.waitForSpans((spans) =>
+        spans.filter((span) => span.name === "tools/call add").length >= 3
+      );
+      const calls = spans.filter((span) => span.name === "tools/call add");
+      const sent = calls.filter((span) => span.kind === 3);
+      assert.equal(sent.length, 1, "the client with telemetry: false made none");
+      assert.equal(sent[0].traceId, "4bf92f3577b34da6a3ce929d0e0e4736");
+      assert.equal(sent[0].parentSpanId, "00f067aa0ba902b7");
+      assert.equal(sent[0].resource["service.name"], "app");
+      const served = calls.filter((span) => span.kind === 2);
+      assert.equal(served.length, 2);
+      assert.equal(served.find((span) => span.traceId === sent[0].traceId)?.parentSpanId, sent[0].spanId);
+      assert.equal(served[0].resource["service.name"], "embedded");
+      assert.notEqual(served[1].traceId, sent[0].traceId, "a call without a context starts a trace of its own");
+    } finally {
+      await client.close();
+      await off.close();
+      handler.close();
+      listener.close();
+      receiver.close();
+    }
+  });
+
+  test("a dead collector (refusing, hanging, answering 503) adds at most 2 s to an exit, changes no output, warns once", async () => {
+    const hanging = await otlpReceiver("hang");
+    const refusing = await otlpReceiver("503");
+    const closed = createNetServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const closedUrl = `http://127.0.0.1:${(closed.address() as { port: number }).port}`;
+    await new Promise((resolve) => closed.close(resolve));
+    try {
+      // The server's own telemetry is off: this measures the command's exit alone.
+      const call = (endpoint?: string) =>
+        runCli(["call", SERVE, "add", '{"a":1,"b":2}', "-e", "OTEL_SDK_DISABLED=true"], {
+          env: endpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint } : { OTEL_SDK_DISABLED: "true" },
+          spawn: true,
+        });
+      const timed = async (endpoint?: string) => {
+        const start = performance.now();
+        const run = await call(endpoint);
+        return { ...run, ms: performance.now() - start };
+      };
+      const [off, hang, unavailable, refused] = await Promise.all([
+        timed(),
+        timed(hanging.url),
+        timed(refusing.url),
+        timed(closedUrl),
+      ]);
+      for (const [run, why] of [[hang, /no answer in time/], [unavailable, /HTTP 503/], [refused, /\(.+\)/]] as const) {
+        assert.equal(run.code, off.code);
+        assert.equal(run.stdout, off.stdout);
+        assert.equal(run.stdout, "3\n");
+        const lines = run.stderr.trimEnd().split("\n");
+        assert.equal(lines.length, 1, run.stderr);
+        assert.match(
+          lines[0],
+          /^mcp: telemetry: export to http:\/\/127\.0\.0\.1:\d+\/v1\/traces failed \(.+\); spans are dropped until it answers$/,
+        );
+        assert.match(lines[0], why);
+      }
+      assert.ok(hang.ms < off.ms + 2_600, `a hanging collector: ${hang.ms} ms against ${off.ms} ms`);
+      assert.equal(off.stderr, "");
+      assert.ok((await hanging.entries()).length === 0);
+    } finally {
+      hanging.close();
+      refusing.close();
+    }
+  });
+
+  test("off: OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none export nothing and add nothing to a message", async () => {
+    const receiver = await otlpReceiver();
+    await withTempDir("mcp-otel-off-", async (dir) => {
+      writeFileSync(
+        join(dir, "seen.ts"),
+        "export default { run: (_: unknown, ctx: any) => ctx.traceparent ?? 'none' };",
+      );
+      try {
+        for (
+          const off of [{ OTEL_SDK_DISABLED: "true" }, { OTEL_TRACES_EXPORTER: "none" }] as Record<string, string>[]
+        ) {
+          const run = await runCli(["call", `${RUNTIME.join(" ")} ${MCP} serve ${dir}`, "seen", "{}"], {
+            env: {
+              ...off,
+              OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+              TRACEPARENT: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            },
+          });
+          assert.equal(run.stdout, "none\n", "nothing in the request's _meta");
+          assert.equal(run.stderr, "");
+        }
+        await sleep(100);
+        assert.deepEqual(await receiver.entries(), []);
+      } finally {
+        receiver.close();
+      }
+    });
   });
 });
 
