@@ -4051,9 +4051,26 @@ function readSkillFile(file: SkillFile): string | Uint8Array {
   }
 }
 
-// --- 7h. Metrics: durations as histograms, in the Prometheus text format ---
-// The MCP semantic conventions' duration histograms, cumulative since the start, kept only when asked for
-// (`--metrics`): a server measures each request it serves and each legacy session's life.
+// --- 7h. Metrics: durations as histograms, in the Prometheus text format and OTLP ---
+// The MCP semantic conventions' duration histograms and the span exporter's counters, cumulative since the start,
+// kept only when asked for (`--metrics`, or an OTLP metrics endpoint): a server measures each request it serves and
+// each legacy session's life, a client each request it sends and its session.
+
+// An attribute as OTLP JSON writes it: ints as strings, doubles, booleans, strings.
+function otlpValue(value: string | number | boolean): JsonObject {
+  if (typeof value === "boolean") return { boolValue: value };
+  if (typeof value === "number") return Number.isInteger(value) ? { intValue: String(value) } : { doubleValue: value };
+  return { stringValue: value };
+}
+
+function otlpAttributes(attributes: Record<string, string | number | boolean>): JsonObject[] {
+  return Object.entries(attributes).map(([key, value]) => ({ key, value: otlpValue(value) }));
+}
+
+// Milliseconds since the epoch, fractional, as OTLP's nanoseconds in a string.
+function unixNano(ms: number): string {
+  return (BigInt(Math.floor(ms)) * 1_000_000n + BigInt(Math.round((ms % 1) * 1e6))).toString();
+}
 
 // The semantic conventions' buckets for MCP durations, in seconds.
 const DURATION_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
@@ -4064,28 +4081,38 @@ interface Histogram {
   counts: number[]; // per bucket, the last one +Inf
   sum: number;
   count: number;
+  min: number;
+  max: number;
+}
+
+interface Counter {
+  name: string;
+  unit: string;
+  attributes: Record<string, string>;
+  value: number;
 }
 
 /** Recorded durations, by instrument and attributes, and their Prometheus text. @internal */
 export class Metrics {
   #histograms = new Map<string, Histogram>();
-  /** Attributes every measurement has (e.g. network.transport). */
-  readonly common: Record<string, string>;
+  #counters = new Map<string, Counter>();
   /** What `target_info` says of the process (service.name, telemetry.sdk.*). */
   readonly resource: Record<string, string>;
+  /** When recording began (ms since the epoch): every point's start (cumulative). */
+  readonly started: number = performance.timeOrigin + performance.now();
 
-  constructor(common: Record<string, string> = {}, resource: Record<string, string> = {}) {
-    this.common = common;
+  constructor(resource: Record<string, string> = {}) {
     this.resource = resource;
   }
 
   /** Adds one duration, in seconds, to the histogram `name` of these attributes. */
-  record(name: string, seconds: number, attributes: Record<string, string>): void {
-    const all = { ...this.common, ...attributes };
-    const key = name + " " + JSON.stringify(Object.entries(all).sort());
+  record(name: string, seconds: number, attributes: Record<string, string | number>): void {
+    const key = name + " " + JSON.stringify(Object.entries(attributes).sort());
     let histogram = this.#histograms.get(key);
     if (!histogram) {
-      histogram = { name, attributes: all, counts: new Array(DURATION_BUCKETS.length + 1).fill(0), sum: 0, count: 0 };
+      const counts = new Array(DURATION_BUCKETS.length + 1).fill(0);
+      const labels = Object.fromEntries(Object.entries(attributes).map(([k, v]) => [k, String(v)]));
+      histogram = { name, attributes: labels, counts, sum: 0, count: 0, min: seconds, max: seconds };
       this.#histograms.set(key, histogram);
     }
     let bucket = DURATION_BUCKETS.findIndex((bound) => seconds <= bound);
@@ -4093,15 +4120,67 @@ export class Metrics {
     histogram.counts[bucket]++;
     histogram.sum += seconds;
     histogram.count++;
+    if (seconds < histogram.min) histogram.min = seconds;
+    if (seconds > histogram.max) histogram.max = seconds;
+  }
+
+  /** Adds `value` to the counter `name` (unit e.g. `{span}`) of these attributes. */
+  add(name: string, unit: string, value: number, attributes: Record<string, string> = {}): void {
+    const key = name + " " + JSON.stringify(Object.entries(attributes).sort());
+    const counter = this.#counters.get(key);
+    if (counter) counter.value += value;
+    else this.#counters.set(key, { name, unit, attributes, value });
+  }
+
+  /** Everything recorded as an OTLP/JSON `resourceMetrics` body (cumulative, aggregationTemporality 2). */
+  otlp(resource: JsonObject[], scope: JsonObject): JsonObject {
+    const start = unixNano(this.started);
+    const now = unixNano(performance.timeOrigin + performance.now());
+    const metrics: JsonObject[] = [];
+    const byName = <T extends { name: string }>(items: Iterable<T>) => {
+      const groups = new Map<string, T[]>();
+      for (const item of items) groups.set(item.name, [...groups.get(item.name) ?? [], item]);
+      return groups;
+    };
+    for (const [name, histograms] of byName(this.#histograms.values())) {
+      const dataPoints = histograms.map((h) => ({
+        attributes: otlpAttributes(h.attributes),
+        startTimeUnixNano: start,
+        timeUnixNano: now,
+        count: String(h.count),
+        sum: h.sum,
+        bucketCounts: h.counts.map(String),
+        explicitBounds: DURATION_BUCKETS,
+        min: h.min,
+        max: h.max,
+      }));
+      metrics.push({ name, unit: "s", histogram: { dataPoints, aggregationTemporality: 2 } });
+    }
+    for (const [name, counters] of byName(this.#counters.values())) {
+      const dataPoints = counters.map((c) => ({
+        attributes: otlpAttributes(c.attributes),
+        startTimeUnixNano: start,
+        timeUnixNano: now,
+        asInt: String(c.value),
+      }));
+      metrics.push({ name, unit: counters[0].unit, sum: { dataPoints, aggregationTemporality: 2, isMonotonic: true } });
+    }
+    return { resourceMetrics: [{ resource: { attributes: resource }, scopeMetrics: [{ scope, metrics }] }] };
   }
 
   /**
    * Runs a request to serve and records `mcp.server.operation.duration` when it is answered: its method, tool or
    * prompt, protocol version, and error.type (the JSON-RPC code, or tool_error for an isError result).
    */
-  operation(method: string, params: JsonObject, client: ClientView, run: () => unknown): unknown {
+  operation(
+    method: string,
+    params: JsonObject,
+    client: ClientView,
+    run: () => unknown,
+    network: Record<string, string> = {},
+  ): unknown {
     const started = performance.now();
-    const attributes: Record<string, string> = { "mcp.method.name": method };
+    const attributes: Record<string, string> = { ...network, "mcp.method.name": method };
     if (method === "tools/call" && typeof params.name === "string") {
       attributes["gen_ai.tool.name"] = params.name;
       attributes["gen_ai.operation.name"] = "execute_tool";
@@ -4170,6 +4249,15 @@ export class Metrics {
         lines.push(`${base}_sum${labels(attributes)} ${sum}`, `${base}_count${labels(attributes)} ${count}`);
       }
     }
+    const counters = new Map<string, Counter[]>();
+    for (const counter of this.#counters.values()) {
+      counters.set(counter.name, [...counters.get(counter.name) ?? [], counter]);
+    }
+    for (const [metric, series] of [...counters].sort(([a], [b]) => a < b ? -1 : 1)) {
+      const base = name(metric) + "_total"; // a unit in braces ({span}) is no suffix
+      lines.push(`# HELP ${base} ${metric}`, `# TYPE ${base} counter`);
+      for (const { attributes, value } of series) lines.push(`${base}${labels(attributes)} ${value}`);
+    }
     return lines.join("\n") + "\n";
   }
 }
@@ -4186,8 +4274,15 @@ export interface TelemetryOptions {
   endpoint?: string;
   /** Where spans go, a full URL (http://localhost:4318/v1/traces); wins over `endpoint`. */
   tracesEndpoint?: string;
+  /** Where metrics go, a full URL (http://localhost:4318/v1/metrics); wins over `endpoint`. */
+  metricsEndpoint?: string;
   /** Sent on every export (a collector's API key): never printed or exported. */
   headers?: Record<string, string>;
+  /** Per signal, instead of `headers` (OTEL_EXPORTER_OTLP_TRACES_HEADERS, _METRICS_HEADERS). */
+  tracesHeaders?: Record<string, string>;
+  metricsHeaders?: Record<string, string>;
+  /** Metrics are exported this often, in ms (default 60000), and once more at exit. */
+  exportIntervalMs?: number;
   /** One export's limit, in ms (default 10000). */
   timeoutMs?: number;
   serviceName?: string;
@@ -4232,6 +4327,9 @@ function randomHex(bytes: number): string {
   return /^0+$/.test(hex) ? randomHex(bytes) : hex;
 }
 
+// Where the HTTP front leaves a request's `traceparent` header on its params, out of JSON's and plugins' sight.
+const TRACEPARENT_HEADER = Symbol("traceparent header");
+
 /** The context a `traceparent` names (see traceContextOf for what is valid). @internal */
 export function parseTraceparent(traceparent: string | undefined, tracestate?: string): SpanContext | undefined {
   const valid = traceContextOf({ traceparent, tracestate });
@@ -4245,43 +4343,86 @@ export function formatTraceparent(context: SpanContext): string {
   return `00-${context.traceId}-${context.spanId}-${context.sampled ? "01" : "00"}`;
 }
 
-// An attribute as OTLP JSON writes it: ints as strings, doubles, booleans, strings.
-function otlpValue(value: string | number | boolean): JsonObject {
-  if (typeof value === "boolean") return { boolValue: value };
-  if (typeof value === "number") return Number.isInteger(value) ? { intValue: String(value) } : { doubleValue: value };
-  return { stringValue: value };
-}
+/**
+ * One signal's exports to one OTLP/HTTP endpoint: one request in flight at most, each limited by the timeout, a
+ * failure said once per run of failures (and one line when it works again).
+ */
+class OtlpExporter {
+  inFlight: Promise<boolean> | undefined;
+  #failing = false;
+  readonly url: string;
+  #headers: Record<string, string>;
+  #timeoutMs: number;
+  #warn: (line: string) => void;
+  #giveUp: () => AbortSignal;
+  #what: string;
 
-function otlpAttributes(attributes: Record<string, string | number | boolean>): JsonObject[] {
-  return Object.entries(attributes).map(([key, value]) => ({ key, value: otlpValue(value) }));
-}
+  constructor(
+    url: string,
+    settings: { headers?: Record<string, string>; timeoutMs?: number },
+    warn: (line: string) => void,
+    giveUp: () => AbortSignal,
+    what: string,
+  ) {
+    this.url = url;
+    this.#headers = { ...settings.headers, "content-type": "application/json" };
+    this.#timeoutMs = settings.timeoutMs ?? 10_000;
+    this.#warn = warn;
+    this.#giveUp = giveUp;
+    this.#what = what;
+  }
 
-// Milliseconds since the epoch, fractional, as OTLP's nanoseconds in a string.
-function unixNano(ms: number): string {
-  return (BigInt(Math.floor(ms)) * 1_000_000n + BigInt(Math.round((ms % 1) * 1e6))).toString();
+  /** Sends one body; resolves whether the collector took it (a 2xx answer in time). Call when none is in flight. */
+  send(body: string): Promise<boolean> {
+    const signal = AbortSignal.any([AbortSignal.timeout(this.#timeoutMs), this.#giveUp()]);
+    const exported = fetch(this.url, { method: "POST", headers: this.#headers, body, signal }).then(
+      async (response) => {
+        await response.body?.cancel();
+        if (!response.ok) throw new Error(`HTTP ${response.status}`);
+        if (this.#failing) this.#warn(`telemetry: export to ${safeUrl(this.url)} works again`);
+        this.#failing = false;
+        return true;
+      },
+    ).catch((error) => {
+      if (!this.#failing) {
+        // fetch's own message says little ("fetch failed"); its cause names the refusal.
+        const why = error?.name === "TimeoutError" || error?.name === "AbortError"
+          ? "no answer in time"
+          : errorMessage(error?.cause ?? error);
+        this.#warn(
+          `telemetry: export to ${safeUrl(this.url)} failed (${why}); ${this.#what} are dropped until it answers`,
+        );
+      }
+      this.#failing = true;
+      return false;
+    }).finally(() => this.inFlight = undefined);
+    return this.inFlight = exported;
+  }
 }
 
 /**
- * One process's telemetry: spans made and sampled, queued, exported in batches. Made only when an endpoint is set.
+ * One process's telemetry: spans made and sampled, queued, exported in batches; metrics exported on an interval.
+ * Made only when an endpoint is set.
  * @internal
  */
 export class Telemetry {
   readonly options: TelemetryOptions;
+  /** Whether spans are made (a traces endpoint is set). */
+  readonly tracing: boolean;
+  /** Where durations and the exporter's counters are kept: with a metrics endpoint, or given by --metrics. */
+  metrics: Metrics | undefined;
   #resource: JsonObject[];
+  #scope: JsonObject = { name: "mcp.ts", version: VERSION };
   #queue: JsonObject[] = [];
   #timer: ReturnType<typeof setTimeout> | undefined;
-  #inFlight: Promise<void> | undefined;
-  #failing = false;
-  #giveUp = new AbortController(); // at exit, an export still waiting after flush's limit is abandoned
-  #warn: (line: string) => void;
-  /** Spans dropped (a full queue, or their batch's export failed) and exported, for the operator. */
-  dropped = 0;
-  exported = 0;
+  #spans: OtlpExporter | undefined;
+  #metricsOut: OtlpExporter | undefined;
+  #giveUp = new AbortController(); // an export still waiting when a flush's time is up is abandoned
+  #flushing: Promise<void> | undefined;
 
   constructor(options: TelemetryOptions, resource: Record<string, string>, warn: (line: string) => void) {
     this.options = options;
-    this.#warn = warn;
-    this.#resource = otlpAttributes({
+    const attributes: Record<string, string> = {
       "service.name": options.serviceName ?? "mcp.ts",
       "service.instance.id": crypto.randomUUID(),
       "telemetry.sdk.name": "mcp.ts",
@@ -4289,7 +4430,21 @@ export class Telemetry {
       "telemetry.sdk.version": VERSION,
       ...resource,
       ...options.resourceAttributes,
-    });
+    };
+    this.#resource = otlpAttributes(attributes);
+    const { tracesEndpoint, metricsEndpoint } = options;
+    this.tracing = tracesEndpoint !== undefined;
+    if (tracesEndpoint !== undefined) {
+      const settings = { headers: options.tracesHeaders ?? options.headers, timeoutMs: options.timeoutMs };
+      this.#spans = new OtlpExporter(tracesEndpoint, settings, warn, () => this.#giveUp.signal, "spans");
+    }
+    if (metricsEndpoint !== undefined) {
+      this.metrics = new Metrics(attributes);
+      const settings = { headers: options.metricsHeaders ?? options.headers, timeoutMs: options.timeoutMs };
+      this.#metricsOut = new OtlpExporter(metricsEndpoint, settings, warn, () => this.#giveUp.signal, "metrics");
+      const timer = setInterval(() => void this.#exportMetrics(), options.exportIntervalMs ?? 60_000);
+      (timer as { unref?: () => void }).unref?.();
+    }
   }
 
   /** A span starting now: a child of `parent` (the parent-based sampler follows its flag), else a new trace's root. */
@@ -4346,9 +4501,10 @@ export class Telemetry {
     if (span.context.traceState) otlp.traceState = span.context.traceState;
     if (span.links?.length) otlp.links = span.links.map((link) => ({ traceId: link.traceId, spanId: link.spanId }));
     if (this.#queue.length >= (this.options.maxQueueSize ?? 2048)) {
-      this.dropped++;
+      this.metrics?.add("otel.sdk.processor.span.processed", "{span}", 1, { "error.type": "queue_full" });
       return;
     }
+    this.metrics?.add("otel.sdk.processor.span.processed", "{span}", 1);
     this.#queue.push(otlp);
     if (this.#queue.length >= (this.options.maxExportBatchSize ?? 512)) this.#exportSoon(0);
     else this.#exportSoon(this.options.scheduleDelayMs ?? 5000);
@@ -4359,65 +4515,64 @@ export class Telemetry {
     clearTimeout(this.#timer);
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      void this.#export();
+      void this.#exportSpans();
     }, delay);
     (this.#timer as { unref?: () => void }).unref?.();
   }
 
-  // One batch out, one at a time; a failed one is dropped (the next batch is the retry).
-  #export(): Promise<void> {
-    if (this.#inFlight || this.#queue.length === 0) return this.#inFlight ?? Promise.resolve();
+  // One batch out, one at a time; a failed one is dropped and counted (the next batch is the retry).
+  #exportSpans(): Promise<unknown> {
+    const exporter = this.#spans;
+    if (!exporter || exporter.inFlight || this.#queue.length === 0) return exporter?.inFlight ?? Promise.resolve();
     const batch = this.#queue.splice(0, this.options.maxExportBatchSize ?? 512);
-    const url = this.options.tracesEndpoint!;
     const body = JSON.stringify({
-      resourceSpans: [{
-        resource: { attributes: this.#resource },
-        scopeSpans: [{ scope: { name: "mcp.ts", version: VERSION }, spans: batch }],
-      }],
+      resourceSpans: [{ resource: { attributes: this.#resource }, scopeSpans: [{ scope: this.#scope, spans: batch }] }],
     });
-    const signal = AbortSignal.any([AbortSignal.timeout(this.options.timeoutMs ?? 10_000), this.#giveUp.signal]);
-    this.#inFlight = fetch(url, {
-      method: "POST",
-      headers: { ...this.options.headers, "content-type": "application/json" },
-      body,
-      signal,
-    }).then(async (response) => {
-      await response.body?.cancel();
-      if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      this.exported += batch.length;
-      if (this.#failing) this.#warn(`telemetry: export to ${safeUrl(url)} works again`);
-      this.#failing = false;
-    }).catch((error) => {
-      this.dropped += batch.length;
-      if (!this.#failing) {
-        // fetch's own message says little ("fetch failed"); its cause names the refusal.
-        const why = error?.name === "TimeoutError" || error?.name === "AbortError"
-          ? "no answer in time"
-          : errorMessage(error?.cause ?? error);
-        this.#warn(`telemetry: export to ${safeUrl(url)} failed (${why}); spans are dropped until it answers`);
-      }
-      this.#failing = true;
-    }).finally(() => {
-      this.#inFlight = undefined;
+    return exporter.send(body).then((ok) => {
+      const attributes: Record<string, string> = ok ? {} : { "error.type": "export_failed" };
+      this.metrics?.add("otel.sdk.exporter.span.exported", "{span}", batch.length, attributes);
       if (this.#queue.length > 0) this.#exportSoon(0);
     });
-    return this.#inFlight;
   }
 
-  /** What is pending goes out, waiting `ms` at most (at exit: a dead collector never holds a process up long). */
-  async flush(ms = 2_000): Promise<void> {
+  // Every metric, cumulative (a lost export loses nothing); skipped while the last one is still out.
+  #exportMetrics(): Promise<unknown> {
+    const exporter = this.#metricsOut;
+    if (!exporter || !this.metrics) return Promise.resolve();
+    if (exporter.inFlight) return exporter.inFlight;
+    return exporter.send(JSON.stringify(this.metrics.otlp(this.#resource, this.#scope)));
+  }
+
+  /**
+   * What is pending goes out, spans then metrics once more, waiting `ms` at most in all (at exit, or a client's
+   * close); a flush asked for while one runs is that one.
+   */
+  flush(ms = 2_000): Promise<void> {
+    return this.#flushing ??= this.#flush(ms).finally(() => this.#flushing = undefined);
+  }
+
+  async #flush(ms: number): Promise<void> {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     const deadline = Date.now() + ms;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const giveUp = new Promise<void>((resolve) => timer = setTimeout(resolve, ms));
     try {
-      while ((this.#queue.length > 0 || this.#inFlight) && Date.now() < deadline) {
-        await Promise.race([this.#inFlight ?? this.#export(), giveUp]);
+      while ((this.#queue.length > 0 || this.#spans?.inFlight) && Date.now() < deadline) {
+        await Promise.race([this.#spans?.inFlight ?? this.#exportSpans(), giveUp]);
+      }
+      if (this.#metricsOut && Date.now() < deadline) {
+        await Promise.race([
+          this.#metricsOut.inFlight?.then(() => this.#exportMetrics()) ?? this.#exportMetrics(),
+          giveUp,
+        ]);
       }
     } finally {
       clearTimeout(timer);
-      if (this.#inFlight) this.#giveUp.abort(); // a hanging collector must not hold the process open
+      if (this.#spans?.inFlight || this.#metricsOut?.inFlight) {
+        this.#giveUp.abort(); // a hanging collector holds no exit
+        this.#giveUp = new AbortController();
+      }
     }
   }
 }
@@ -4433,9 +4588,9 @@ function safeUrl(url: string): string {
 }
 
 /**
- * The telemetry settings the OTEL_* variables give (read once, at start), or undefined when no traces endpoint is
- * set; `warn` gets one line for a value that does not parse (its default is used) and for a protocol mcp.ts does
- * not speak.
+ * The telemetry settings the OTEL_* variables give (read once, at start), or undefined when they set no endpoint;
+ * `warn` gets one line for a value that does not parse (its default is used) and for a protocol mcp.ts does not
+ * speak.
  * @internal
  */
 export function telemetryFromEnv(
@@ -4443,19 +4598,7 @@ export function telemetryFromEnv(
   warn: (line: string) => void,
   serviceName?: string,
 ): TelemetryOptions | undefined {
-  if (env.OTEL_SDK_DISABLED?.toLowerCase() === "true" || env.OTEL_TRACES_EXPORTER === "none") return undefined;
-  let endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
-  if (endpoint === undefined && env.OTEL_EXPORTER_OTLP_ENDPOINT !== undefined) {
-    endpoint = env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, "") + "/v1/traces";
-  }
-  if (endpoint === undefined && env.OTEL_TRACES_EXPORTER === "otlp") endpoint = "http://localhost:4318/v1/traces";
-  if (endpoint === undefined || endpoint === "") return undefined;
-  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL;
-  if (protocol === "grpc") {
-    warn("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not spoken here (http/json is): traces are off");
-    return undefined;
-  }
-  if (protocol === "http/protobuf") warn("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf: sending http/json");
+  if (env.OTEL_SDK_DISABLED?.toLowerCase() === "true") return undefined;
   const number = (name: string, fallback: number) => {
     const text = env[name];
     if (text === undefined || text === "") return fallback;
@@ -4476,6 +4619,30 @@ export function telemetryFromEnv(
     }
     return found;
   };
+  // One signal's endpoint (its own variable as it is, else the base URL and its path), if it is exported.
+  const signal = (name: "TRACES" | "METRICS", path: string) => {
+    const exporter = env[`OTEL_${name}_EXPORTER`];
+    if (exporter === "none") return undefined;
+    let endpoint = env[`OTEL_EXPORTER_OTLP_${name}_ENDPOINT`];
+    const base = env.OTEL_EXPORTER_OTLP_ENDPOINT;
+    if (!endpoint && base) endpoint = base.replace(/\/+$/, "") + path;
+    if (!endpoint && exporter === "otlp") endpoint = "http://localhost:4318" + path;
+    if (!endpoint) return undefined;
+    const variable = env[`OTEL_EXPORTER_OTLP_${name}_PROTOCOL`] !== undefined
+      ? `OTEL_EXPORTER_OTLP_${name}_PROTOCOL`
+      : "OTEL_EXPORTER_OTLP_PROTOCOL";
+    const protocol = env[variable];
+    if (protocol === "grpc") {
+      warn(`telemetry: ${variable}=grpc is not spoken here (http/json is): ${name.toLowerCase()} are off`);
+      return undefined;
+    }
+    if (protocol === "http/protobuf") warn(`telemetry: ${variable}=http/protobuf: sending http/json`);
+    const headers = env[`OTEL_EXPORTER_OTLP_${name}_HEADERS`];
+    return { endpoint, headers: headers === undefined ? undefined : pairs(headers) };
+  };
+  const traces = signal("TRACES", "/v1/traces");
+  const metrics = signal("METRICS", "/v1/metrics");
+  if (!traces && !metrics) return undefined;
   const samplers = [
     "always_on",
     "always_off",
@@ -4493,15 +4660,15 @@ export function telemetryFromEnv(
   if (ratio !== undefined && !(ratio >= 0 && ratio <= 1)) {
     warn(`telemetry: OTEL_TRACES_SAMPLER_ARG=${env.OTEL_TRACES_SAMPLER_ARG} is not a ratio from 0 to 1; using 1`);
   }
+  const timeout = (["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT"] as const)
+    .find((name) => env[name] !== undefined) ?? "OTEL_EXPORTER_OTLP_TIMEOUT";
   return {
-    tracesEndpoint: endpoint,
-    headers: { ...pairs(env.OTEL_EXPORTER_OTLP_HEADERS), ...pairs(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS) },
-    timeoutMs: number(
-      env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT !== undefined
-        ? "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
-        : "OTEL_EXPORTER_OTLP_TIMEOUT",
-      10_000,
-    ),
+    tracesEndpoint: traces?.endpoint,
+    metricsEndpoint: metrics?.endpoint,
+    headers: pairs(env.OTEL_EXPORTER_OTLP_HEADERS),
+    tracesHeaders: traces?.headers && { ...pairs(env.OTEL_EXPORTER_OTLP_HEADERS), ...traces.headers },
+    metricsHeaders: metrics?.headers && { ...pairs(env.OTEL_EXPORTER_OTLP_HEADERS), ...metrics.headers },
+    timeoutMs: number(timeout, 10_000),
     serviceName: env.OTEL_SERVICE_NAME || serviceName,
     resourceAttributes: pairs(env.OTEL_RESOURCE_ATTRIBUTES),
     sampler,
@@ -4509,6 +4676,7 @@ export function telemetryFromEnv(
     scheduleDelayMs: number("OTEL_BSP_SCHEDULE_DELAY", 5000),
     maxQueueSize: number("OTEL_BSP_MAX_QUEUE_SIZE", 2048),
     maxExportBatchSize: number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
+    exportIntervalMs: number("OTEL_METRIC_EXPORT_INTERVAL", 60_000),
     captureContent: env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT?.toLowerCase() === "true",
   };
 }
@@ -4522,7 +4690,9 @@ function observeRequests(
   options: ServerOptions,
   client: () => ClientView,
 ): ((method: string, params: JsonObject, id: RequestId, run: () => unknown) => unknown) | undefined {
-  const { measure, tracer, networkAttributes = { "network.transport": "pipe" } } = options;
+  const { networkAttributes = { "network.transport": "pipe" } } = options;
+  const tracer = options.tracer?.tracing ? options.tracer : undefined;
+  const measure = options.measure ?? options.tracer?.metrics;
   if (!measure && !tracer) return undefined;
   return (method, params, id, run) => {
     const meta = isObject(params._meta) ? params._meta : undefined;
@@ -4535,12 +4705,13 @@ function observeRequests(
       if (tracer.options.captureContent && method === "tools/call") {
         attributes["gen_ai.tool.call.arguments"] = JSON.stringify(params.arguments ?? {}).slice(0, 8192);
       }
-      span = tracer.start(
-        name,
-        2,
-        parseTraceparent(meta?.traceparent as string, meta?.tracestate as string),
-        attributes,
-      );
+      // _meta's context is the parent; else the HTTP header's; both, and different: the header's is a link.
+      const inMeta = parseTraceparent(meta?.traceparent as string, meta?.tracestate as string);
+      const header = parseTraceparent((params as Record<symbol, string>)[TRACEPARENT_HEADER]);
+      span = tracer.start(name, 2, inMeta ?? header, attributes);
+      if (inMeta && header && (header.traceId !== inMeta.traceId || header.spanId !== inMeta.spanId)) {
+        span.links = [header];
+      }
       // Plugins (ctx.traceparent) and what the server sends on (a gateway's upstream call) go on in this span.
       params._meta = { ...meta, traceparent: formatTraceparent(span.context) };
     }
@@ -4551,7 +4722,7 @@ function observeRequests(
       }
       tracer!.end(span, spanError(result, error));
     };
-    const measured = measure ? () => measure.operation(method, params, client(), run) : run;
+    const measured = measure ? () => measure.operation(method, params, client(), run, networkAttributes) : run;
     let result: unknown;
     try {
       result = measured();
@@ -4620,19 +4791,37 @@ function traceClientRequest(
     Object.assign(at, { "network.transport": "tcp", "network.protocol.name": "http", "server.address": hostname });
     at["server.port"] = Number(port || (protocol === "https:" ? 443 : 80));
   }
-  const span = tracer!.start(name, 3, parent, at);
-  const baggage = caller.baggage ?? meta.baggage ?? (parent === root ? root?.baggage : undefined);
-  const sent = withTraceContext(params, {
-    traceparent: formatTraceparent(span.context),
-    tracestate: span.context.traceState,
-    baggage: typeof baggage === "string" ? baggage : undefined,
-  });
+  const started = performance.now();
+  const measure = (error: { type: string; code?: number } | undefined) => {
+    if (!tracer!.metrics) return;
+    const { "mcp.resource.uri": _, ...labels } = at; // a metric never names a resource
+    if (error) labels["error.type"] = error.type;
+    if (error?.code !== undefined) labels["rpc.response.status_code"] = String(error.code);
+    tracer!.metrics.record("mcp.client.operation.duration", (performance.now() - started) / 1000, labels);
+  };
+  let span: Span | undefined;
+  let sent = params;
+  if (tracer!.tracing) {
+    span = tracer!.start(name, 3, parent, at);
+    const baggage = caller.baggage ?? meta.baggage ?? (parent === root ? root?.baggage : undefined);
+    sent = withTraceContext(params, {
+      traceparent: formatTraceparent(span.context),
+      tracestate: span.context.traceState,
+      baggage: typeof baggage === "string" ? baggage : undefined,
+    });
+  } else if (caller.traceparent !== undefined) {
+    sent = withTraceContext(params, { ...caller, traceparent: caller.traceparent }); // as is: no span of ours
+  }
   return run(sent).then((result) => {
-    tracer!.end(span, spanError(result));
+    const error = spanError(result);
+    if (span) tracer!.end(span, error);
+    measure(error);
     return result;
-  }, (error) => {
-    tracer!.end(span, spanError(undefined, error));
-    throw error;
+  }, (failure) => {
+    const error = spanError(undefined, failure);
+    if (span) tracer!.end(span, error);
+    measure(error);
+    throw failure;
   });
 }
 
@@ -6965,6 +7154,7 @@ class LegacySessions {
   #end(session: LegacySession): void {
     this.#sessions.delete(session.id);
     this.#core.options.measure?.record("mcp.server.session.duration", (Date.now() - session.started) / 1000, {
+      ...this.#core.options.networkAttributes,
       "mcp.protocol.version": session.protocolVersion,
     });
     session.server.close();
@@ -7407,20 +7597,25 @@ function follow(request: Request, exchange: Exchange, cancel: () => void): Promi
  * or Node through `listenHttp`.
  */
 export function createHandler(options: HandlerOptions = {}): McpHandler {
-  const metrics = options.metrics
-    ? new Metrics({ "network.transport": "tcp", "network.protocol.name": "http" }, {
+  const tracer = options.tracer ?? telemetryFor(options.telemetry, options.name);
+  // --metrics keeps durations (the telemetry's own when it exports metrics: its span counters then show here too).
+  let measure = tracer?.metrics;
+  if (options.metrics && !measure) {
+    measure = new Metrics({
       "service.name": options.name ?? "mcp.ts",
       "telemetry.sdk.name": "mcp.ts",
       "telemetry.sdk.language": "js",
       "telemetry.sdk.version": VERSION,
       "process.runtime.name": deno ? "deno" : bun ? "bun" : "node",
-    })
-    : undefined;
-  const tracer = options.tracer ?? telemetryFor(options.telemetry, options.name);
+    });
+    if (tracer) tracer.metrics = measure;
+  }
+  const metrics = options.metrics ? measure : undefined;
+  const tracing = tracer?.tracing === true;
   const core = new ServerCore({
     ...options,
     tracer,
-    measure: metrics,
+    measure,
     networkAttributes: { "network.transport": "tcp", "network.protocol.name": "http" },
     privateCache: options.privateCache ?? (options.token !== undefined || options.auth !== undefined),
   });
@@ -7470,6 +7665,11 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     }
     const { method, id } = message;
     const params = isObject(message.params) ? message.params : {};
+    // The HTTP traceparent header: the span's parent when _meta has none (read only when tracing).
+    if (tracing && isObject(message.params)) {
+      const header = request.headers.get("traceparent");
+      if (header !== null) (message.params as Record<symbol, string>)[TRACEPARENT_HEADER] = header;
+    }
     const headerVersion = request.headers.get("mcp-protocol-version")?.trim();
     const incoming: Incoming = { request, auth: arrival.auth, message };
     if (typeof method === "string" && isModernRequest(params)) {

@@ -2318,6 +2318,8 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
     assert.equal(telemetryFromEnv({ OTEL_SERVICE_NAME: "x" }, warn), undefined);
     const base = telemetryFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/" }, warn)!;
     assert.equal(base.tracesEndpoint, "http://collector:4318/v1/traces", "a base URL gets /v1/traces");
+    assert.equal(base.metricsEndpoint, "http://collector:4318/v1/metrics", "and /v1/metrics");
+    assert.equal(base.exportIntervalMs, 60_000);
     assert.equal(base.scheduleDelayMs, 5000);
     assert.equal(base.maxQueueSize, 2048);
     assert.equal(base.maxExportBatchSize, 512);
@@ -2329,6 +2331,7 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://other:9999/traces",
         OTEL_EXPORTER_OTLP_HEADERS: "api-key=a%20b,x=1",
         OTEL_EXPORTER_OTLP_TRACES_HEADERS: "x=2",
+        OTEL_METRICS_EXPORTER: "none",
         OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=prod,team=a%2Cb",
         OTEL_SERVICE_NAME: "svc",
         OTEL_TRACES_SAMPLER: "traceidratio",
@@ -2340,26 +2343,38 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
       "from --name",
     )!;
     assert.equal(own.tracesEndpoint, "http://other:9999/traces", "a per-signal endpoint is used as it is");
-    assert.deepEqual(own.headers, { "api-key": "a b", x: "2" });
+    assert.deepEqual(own.tracesHeaders, { "api-key": "a b", x: "2" }, "a signal's own headers over the common ones");
+    assert.deepEqual(own.headers, { "api-key": "a b", x: "1" });
+    assert.equal(own.metricsEndpoint, undefined, "OTEL_METRICS_EXPORTER=none");
     assert.deepEqual(own.resourceAttributes, { "deployment.environment": "prod", team: "a,b" });
     assert.equal(own.serviceName, "svc");
     assert.equal(own.sampler, "traceidratio");
     assert.equal(own.samplerArg, 0.25);
     assert.equal(own.scheduleDelayMs, 100);
     assert.equal(own.captureContent, true);
-    assert.equal(
-      telemetryFromEnv({ OTEL_TRACES_EXPORTER: "otlp" }, warn)!.tracesEndpoint,
-      "http://localhost:4318/v1/traces",
-    );
+    const local = telemetryFromEnv({ OTEL_TRACES_EXPORTER: "otlp" }, warn)!;
+    assert.equal(local.tracesEndpoint, "http://localhost:4318/v1/traces");
+    assert.equal(local.metricsEndpoint, undefined, "an exporter named for traces only");
     assert.equal(warnings.length, 0);
     const on = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" };
     assert.equal(telemetryFromEnv({ ...on, OTEL_SDK_DISABLED: "true" }, warn), undefined);
-    assert.equal(telemetryFromEnv({ ...on, OTEL_TRACES_EXPORTER: "none" }, warn), undefined);
+    assert.equal(
+      telemetryFromEnv({ ...on, OTEL_TRACES_EXPORTER: "none", OTEL_METRICS_EXPORTER: "none" }, warn),
+      undefined,
+    );
+    assert.equal(telemetryFromEnv({ ...on, OTEL_TRACES_EXPORTER: "none" }, warn)!.tracesEndpoint, undefined);
     assert.equal(warnings.length, 0);
     assert.equal(telemetryFromEnv({ ...on, OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, warn), undefined);
-    assert.match(warnings.pop()!, /grpc is not spoken here .*traces are off/);
+    assert.deepEqual(warnings.splice(0), [
+      "telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not spoken here (http/json is): traces are off",
+      "telemetry: OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not spoken here (http/json is): metrics are off",
+    ]);
+    const mixed = telemetryFromEnv({ ...on, OTEL_EXPORTER_OTLP_METRICS_PROTOCOL: "grpc" }, warn)!;
+    assert.equal(mixed.tracesEndpoint, "http://c:4318/v1/traces", "one signal off, the other on");
+    assert.equal(mixed.metricsEndpoint, undefined);
+    assert.match(warnings.pop()!, /OTEL_EXPORTER_OTLP_METRICS_PROTOCOL=grpc .*metrics are off/);
     assert.ok(telemetryFromEnv({ ...on, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" }, warn));
-    assert.match(warnings.pop()!, /http\/protobuf: sending http\/json/);
+    assert.deepEqual(warnings.splice(0).length, 2, "http/protobuf: a warning per signal");
     const bad = telemetryFromEnv({
       ...on,
       OTEL_BSP_SCHEDULE_DELAY: "soon",
@@ -2517,9 +2532,36 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
       const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
       await client.callTool("add", { a: 1, b: 2 }, { traceparent: parent, baggage: "k=v" });
       await off.callTool("add", { a: 2, b: 2 });
+      // The HTTP traceparent header: the parent when _meta has none; a link when _meta names another.
+      const header = "00-11111111111111111111111111111111-2222222222222222-01";
+      const inMeta = "00-33333333333333333333333333333333-4444444444444444-01";
+      for (const [name, meta] of [["mul", {}], ["neg", { traceparent: inMeta }]] as const) {
+        const answer = await handler(
+          new Request(url, {
+            method: "POST",
+            headers: {
+              ...JSON_HEADERS,
+              "mcp-protocol-version": "2026-07-28",
+              "mcp-method": "tools/call",
+              "mcp-name": name,
+              traceparent: header,
+            },
+            body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: modern({ name }, meta) }),
+          }),
+        );
+        assert.equal(answer.status, 200);
+      }
       const spans = await receiver.waitForSpans((spans) =>
-        spans.filter((span) => span.name === "tools/call add").length >= 3
+        spans.filter((span) => span.name === "tools/call add").length >= 3 &&
+        spans.some((span) => span.name === "tools/call neg")
       );
+      const byHeader = spans.find((span) => span.name === "tools/call mul")!;
+      assert.equal(byHeader.traceId, "11111111111111111111111111111111");
+      assert.equal(byHeader.parentSpanId, "2222222222222222");
+      const both = spans.find((span) => span.name === "tools/call neg")! as OtlpSpan & { links?: Message[] };
+      assert.equal(both.traceId, "33333333333333333333333333333333", "_meta wins");
+      assert.equal(both.parentSpanId, "4444444444444444");
+      assert.deepEqual(both.links, [{ traceId: "11111111111111111111111111111111", spanId: "2222222222222222" }]);
       const calls = spans.filter((span) => span.name === "tools/call add");
       const sent = calls.filter((span) => span.kind === 3);
       assert.equal(sent.length, 1, "the client with telemetry: false made none");
@@ -2536,6 +2578,63 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
       await off.close();
       handler.close();
       listener.close();
+      receiver.close();
+    }
+  });
+
+  test("metrics over OTLP: each process's operation durations (cumulative histograms) and the span exporter's counters", async () => {
+    const receiver = await otlpReceiver();
+    try {
+      const run = await runCli(["call", SERVE, "add", '{"a":1,"b":2}'], {
+        env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: "job" },
+      });
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, "3\n");
+      type Point = { attributes: { key: string; value: Message }[]; count?: string; asInt?: string; min?: number };
+      const metrics = async () =>
+        (await receiver.entries()).filter((entry) => entry.path === "/v1/metrics").flatMap((entry) =>
+          entry.body.resourceMetrics.flatMap((r: Message) =>
+            r.scopeMetrics.flatMap((scope: Message) =>
+              scope.metrics.map((metric: Message) => ({
+                name: metric.name as string,
+                unit: metric.unit as string,
+                temporality: (metric.histogram ?? metric.sum).aggregationTemporality,
+                points: (metric.histogram ?? metric.sum).dataPoints as Point[],
+              }))
+            )
+          )
+        );
+      const deadline = Date.now() + 10_000;
+      let found = await metrics();
+      while (found.filter((m) => m.name.endsWith("operation.duration")).length < 2 && Date.now() < deadline) {
+        await sleep(50);
+        found = await metrics();
+      }
+      await receiver.waitForSpans(() => true); // the strict checks passed on every export
+      const label = (point: Point, key: string) => {
+        const found = point.attributes.find((a) => a.key === key);
+        return found && Object.values(found.value)[0];
+      };
+      const call = (name: string) => {
+        const metric = found.find((m) => m.name === name)!;
+        assert.ok(metric, `${name} exported: ${found.map((m) => m.name)}`);
+        assert.equal(metric.unit, "s");
+        assert.equal(metric.temporality, 2, "cumulative");
+        const point = metric.points.find((p: Point) => label(p, "gen_ai.tool.name") === "add")!;
+        assert.equal(point.count, "1");
+        assert.equal(label(point, "mcp.method.name"), "tools/call");
+        assert.equal(label(point, "network.transport"), "pipe");
+        assert.equal(label(point, "jsonrpc.request.id"), undefined, "no per-request attribute on a metric");
+        assert.equal(typeof point.min, "number");
+      };
+      call("mcp.server.operation.duration");
+      call("mcp.client.operation.duration");
+      const processed = found.filter((m) => m.name === "otel.sdk.processor.span.processed");
+      assert.ok(processed.length >= 1);
+      assert.equal(processed[0].unit, "{span}");
+      assert.ok(Number(processed[0].points[0].asInt) >= 2, "the spans of server/discover and tools/call");
+      assert.ok(found.some((m) => m.name === "otel.sdk.exporter.span.exported"));
+    } finally {
       receiver.close();
     }
   });
@@ -2569,12 +2668,14 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
         assert.equal(run.code, off.code);
         assert.equal(run.stdout, off.stdout);
         assert.equal(run.stdout, "3\n");
+        // One line per signal's endpoint at most: the traces' always (spans were queued), the metrics' if tried.
         const lines = run.stderr.trimEnd().split("\n");
-        assert.equal(lines.length, 1, run.stderr);
-        assert.match(
-          lines[0],
-          /^mcp: telemetry: export to http:\/\/127\.0\.0\.1:\d+\/v1\/traces failed \(.+\); spans are dropped until it answers$/,
+        const signals = lines.map((line) =>
+          /^mcp: telemetry: export to http:\/\/127\.0\.0\.1:\d+\/v1\/(traces|metrics) failed \(.+\); (?:spans|metrics) are dropped until it answers$/
+            .exec(line)?.[1]
         );
+        assert.equal(signals[0], "traces", run.stderr);
+        assert.ok(signals.length === 1 || (signals.length === 2 && signals[1] === "metrics"), run.stderr);
         assert.match(lines[0], why);
       }
       assert.ok(hang.ms < off.ms + 2_600, `a hanging collector: ${hang.ms} ms against ${off.ms} ms`);
@@ -2586,7 +2687,7 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
     }
   });
 
-  test("off: OTEL_SDK_DISABLED or OTEL_TRACES_EXPORTER=none export nothing and add nothing to a message", async () => {
+  test("off: OTEL_SDK_DISABLED or both exporters none export nothing and add nothing to a message", async () => {
     const receiver = await otlpReceiver();
     await withTempDir("mcp-otel-off-", async (dir) => {
       writeFileSync(
@@ -2594,9 +2695,8 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
         "export default { run: (_: unknown, ctx: any) => ctx.traceparent ?? 'none' };",
       );
       try {
-        for (
-          const off of [{ OTEL_SDK_DISABLED: "true" }, { OTEL_TRACES_EXPORTER: "none" }] as Record<string, string>[]
-        ) {
+        const offs = [{ OTEL_SDK_DISABLED: "true" }, { OTEL_TRACES_EXPORTER: "none", OTEL_METRICS_EXPORTER: "none" }];
+        for (const off of offs as unknown as Record<string, string>[]) {
           const run = await runCli(["call", `${RUNTIME.join(" ")} ${MCP} serve ${dir}`, "seen", "{}"], {
             env: {
               ...off,
