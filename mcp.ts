@@ -23,7 +23,7 @@
 //                          cancellation, progress, logging, timeouts, input-required, listen, 7e helpers,
 //                          7f tasks (SEP-2663): calls that outlive their request, 7g skills (SEP-2640),
 //                          7h metrics (durations, in the Prometheus text format), 7i telemetry (spans,
-//                          trace context, OTLP/HTTP JSON export)
+//                          trace context, OTLP/HTTP JSON export), 7j observing each request
 //      ── above: the protocol alone, no process, no Deno or Bun, no node: import (a test checks) ──
 //   8. Runtime             what Deno, Bun and Node do differently, each native path with its measured
 //                          reason: 8a their APIs, the process, files and paths, 8b streams (stdout,
@@ -38,7 +38,8 @@
 //  14. MCP client          14a options, 14b the session (McpClient), 14c connect(), 14d the 2026-07-28
 //                          rules a client keeps, 14e arguments as typed, 14f following a task, 14g skills
 //  15. Gateway, proxy and replay   15a gateway, 15b proxy, 15c replay
-//  16. Output              what the client commands print (pure); text made safe for a terminal
+//  16. Output              what the client commands print (pure); text made safe for a terminal; 16b logs
+//                          as JSON lines (--log-format json)
 //  17. CLI                 argv → exit code: 17a the process's I/O and flags, 17b serve, 17c the client's
 //                          help, flags and answers, 17d the client commands, 17e tasks and skills,
 //                          17f login, gateway, proxy, replay, servers (each command's help beside it),
@@ -1902,6 +1903,8 @@ export interface ServerOptions {
   telemetry?: false | TelemetryOptions;
   /** Where SERVER spans go (7i), when telemetry is on. @internal */
   tracer?: Telemetry;
+  /** One line per request served (--log-format json): the span's name and its fields. @internal */
+  accessLog?: (msg: string, fields: Record<string, unknown>) => void;
   /** What the connection is, for spans (network.transport, network.protocol.name; default a pipe). @internal */
   networkAttributes?: Record<string, string>;
   /** A task this server did not make, to listen to (a gateway: an upstream's); undefined: none. @internal */
@@ -4338,6 +4341,13 @@ export function parseTraceparent(traceparent: string | undefined, tracestate?: s
   return { traceId, spanId, sampled: (parseInt(flags, 16) & 1) === 1, traceState: valid.tracestate };
 }
 
+/** The trace_id, span_id and trace_flags fields of a log line in a request with this context. */
+function traceFields(traceparent: unknown): Record<string, string> {
+  const parsed = typeof traceparent === "string" ? parseTraceparent(traceparent) : undefined;
+  if (!parsed) return {};
+  return { trace_id: parsed.traceId, span_id: parsed.spanId, trace_flags: parsed.sampled ? "01" : "00" };
+}
+
 /** A context as a `traceparent` value (version 00). @internal */
 export function formatTraceparent(context: SpanContext): string {
   return `00-${context.traceId}-${context.spanId}-${context.sampled ? "01" : "00"}`;
@@ -4419,6 +4429,7 @@ export class Telemetry {
   #metricsOut: OtlpExporter | undefined;
   #giveUp = new AbortController(); // an export still waiting when a flush's time is up is abandoned
   #flushing: Promise<void> | undefined;
+  #flushDeadline = 0;
 
   constructor(options: TelemetryOptions, resource: Record<string, string>, warn: (line: string) => void) {
     this.options = options;
@@ -4543,12 +4554,25 @@ export class Telemetry {
     return exporter.send(JSON.stringify(this.metrics.otlp(this.#resource, this.#scope)));
   }
 
+  /** A client's session ended (its close): its duration is recorded, then what is pending goes out (flush). */
+  closed(opened: number, url: string | undefined): Promise<void> {
+    const network = url === undefined ? { "network.transport": "pipe" } : networkOf(url);
+    this.metrics?.record("mcp.client.session.duration", (performance.now() - opened) / 1000, network);
+    return this.flush();
+  }
+
   /**
    * What is pending goes out, spans then metrics once more, waiting `ms` at most in all (at exit, or a client's
-   * close); a flush asked for while one runs is that one.
+   * close); a flush asked for while one runs goes next, within the first one's time.
    */
   flush(ms = 2_000): Promise<void> {
-    return this.#flushing ??= this.#flush(ms).finally(() => this.#flushing = undefined);
+    const deadline = this.#flushing ? this.#flushDeadline : Date.now() + ms;
+    this.#flushDeadline = deadline;
+    const next = (this.#flushing ?? Promise.resolve()).then(() => this.#flush(Math.max(0, deadline - Date.now())));
+    const flushing: Promise<void> = next.finally(() => {
+      if (this.#flushing === flushing) this.#flushing = undefined;
+    });
+    return this.#flushing = flushing;
   }
 
   async #flush(ms: number): Promise<void> {
@@ -4681,6 +4705,10 @@ export function telemetryFromEnv(
   };
 }
 
+// --- 7j. Observing requests: SERVER and CLIENT spans, durations, access lines ---
+// What a server, a client, a gateway and a proxy do per request when telemetry, --metrics or JSON logs are on;
+// decided once per connection, so with all of them off nothing here runs.
+
 /**
  * How a server observes each request it serves, when asked to: a SERVER span (its parent the request's
  * `_meta.traceparent`; the plugin's ctx then sees the span's own context) and the operation's duration. Undefined
@@ -4693,7 +4721,8 @@ function observeRequests(
   const { networkAttributes = { "network.transport": "pipe" } } = options;
   const tracer = options.tracer?.tracing ? options.tracer : undefined;
   const measure = options.measure ?? options.tracer?.metrics;
-  if (!measure && !tracer) return undefined;
+  const accessLog = options.accessLog;
+  if (!measure && !tracer && !accessLog) return undefined;
   return (method, params, id, run) => {
     const meta = isObject(params._meta) ? params._meta : undefined;
     const version = meta?.[META.protocolVersion] ?? client().protocolVersion;
@@ -4715,7 +4744,20 @@ function observeRequests(
       // Plugins (ctx.traceparent) and what the server sends on (a gateway's upstream call) go on in this span.
       params._meta = { ...meta, traceparent: formatTraceparent(span.context) };
     }
+    const started = accessLog && performance.now();
+    const traceparent = params._meta && (params._meta as JsonObject).traceparent; // the span's, or the caller's
     const end = (result: unknown, error?: unknown) => {
+      if (accessLog) {
+        const { name, attributes } = requestSpanOf(method, params);
+        accessLog(name, {
+          "mcp.method.name": method,
+          "gen_ai.tool.name": attributes["gen_ai.tool.name"],
+          "jsonrpc.request.id": String(id),
+          duration_ms: Math.round((performance.now() - started!) * 1000) / 1000,
+          "error.type": spanError(result, error)?.type,
+          ...traceFields(traceparent),
+        });
+      }
       if (!span) return;
       if (tracer!.options.captureContent && isObject(result) && method === "tools/call") {
         span.attributes["gen_ai.tool.call.result"] = JSON.stringify(result).slice(0, 8192);
@@ -4738,6 +4780,89 @@ function observeRequests(
       end(undefined, error);
       throw error;
     });
+  };
+}
+
+/**
+ * How a transparent proxy observes the requests it forwards, when asked to: each request a SERVER span (its parent
+ * the client's `_meta.traceparent`) and under it a CLIENT span whose context replaces `_meta.traceparent` upstream,
+ * both ended by the answer; the server and client operation durations; an access line. Undefined when nothing is on.
+ * @internal
+ */
+export function observeForwarded(options: {
+  tracer?: Telemetry;
+  measure?: Metrics;
+  accessLog?: (msg: string, fields: Record<string, unknown>) => void;
+  /** The client's side (network.*), and the upstream's (network.*, server.address, server.port). */
+  downstream: Record<string, string>;
+  upstream: Record<string, string | number>;
+}): {
+  /** A request on its way upstream: the message to send instead (its traceparent replaced), or undefined. */
+  request(key: string, message: JsonObject): JsonObject | undefined;
+  /** Its answer (a response), or why there is none. */
+  answered(key: string, response?: JsonObject, failure?: unknown): void;
+} | undefined {
+  const tracer = options.tracer?.tracing ? options.tracer : undefined;
+  const measure = options.measure ?? options.tracer?.metrics;
+  const { accessLog, downstream, upstream } = options;
+  if (!tracer && !measure && !accessLog) return undefined;
+  interface Forwarded {
+    id: string;
+    name: string;
+    attributes: Record<string, string>;
+    started: number;
+    traceparent?: unknown;
+    server?: Span;
+    client?: Span;
+  }
+  const open = new Map<string, Forwarded>();
+  return {
+    request(key, message) {
+      const params = isObject(message.params) ? message.params : {};
+      const meta = isObject(params._meta) ? params._meta : undefined;
+      const { name, attributes } = requestSpanOf(String(message.method), params);
+      const id = String(message.id);
+      const entry: Forwarded = { id, name, attributes, started: performance.now(), traceparent: meta?.traceparent };
+      open.set(key, entry);
+      if (!tracer) return undefined;
+      const parent = parseTraceparent(meta?.traceparent as string, meta?.tracestate as string);
+      const served = { ...attributes, ...downstream, "jsonrpc.request.id": id };
+      entry.server = tracer.start(name, 2, parent, served);
+      entry.client = tracer.start(name, 3, entry.server.context, { ...attributes, ...upstream });
+      entry.traceparent = formatTraceparent(entry.server.context);
+      const trace = { traceparent: formatTraceparent(entry.client.context) };
+      return { ...message, params: { ...params, _meta: { ...meta, ...trace } } };
+    },
+    answered(key, response, failure) {
+      const entry = open.get(key);
+      if (!entry) return;
+      open.delete(key);
+      const rpc = isObject(response?.error) ? response.error : undefined;
+      const error = failure !== undefined
+        ? spanError(undefined, failure)
+        : rpc && typeof rpc.code === "number"
+        ? { type: String(rpc.code), message: String(rpc.message ?? ""), code: rpc.code }
+        : spanError(response?.result);
+      if (entry.client) tracer!.end(entry.client, error);
+      if (entry.server) tracer!.end(entry.server, error);
+      const seconds = (performance.now() - entry.started) / 1000;
+      if (measure) {
+        const { "mcp.resource.uri": _, ...labels } = entry.attributes; // a metric never names a resource
+        const outcome: Record<string, string> = {};
+        if (error) outcome["error.type"] = error.type;
+        if (error?.code !== undefined) outcome["rpc.response.status_code"] = String(error.code);
+        measure.record("mcp.server.operation.duration", seconds, { ...downstream, ...labels, ...outcome });
+        measure.record("mcp.client.operation.duration", seconds, { ...labels, ...upstream, ...outcome });
+      }
+      accessLog?.(entry.name, {
+        "mcp.method.name": entry.attributes["mcp.method.name"],
+        "gen_ai.tool.name": entry.attributes["gen_ai.tool.name"],
+        "jsonrpc.request.id": entry.id,
+        duration_ms: Math.round(seconds * 1e6) / 1000,
+        "error.type": error?.type,
+        ...traceFields(entry.traceparent),
+      });
+    },
   };
 }
 
@@ -4776,7 +4901,7 @@ function traceClientRequest(
   params: JsonObject,
   caller: { traceparent?: string; tracestate?: string; baggage?: string },
   connection: { tracer?: Telemetry; traceRoot?: SpanContext; traceAttributes?: Record<string, string> },
-  url: string | undefined,
+  { url, version }: { url?: string; version?: string },
   run: (params: JsonObject) => Promise<JsonObject>,
 ): Promise<JsonObject> {
   const { tracer, traceRoot: root } = connection;
@@ -4785,12 +4910,8 @@ function traceClientRequest(
     parseTraceparent(meta.traceparent as string, meta.tracestate as string) ?? root;
   const { name, attributes } = requestSpanOf(method, params);
   const at: Record<string, string | number> = { ...attributes, ...connection.traceAttributes };
-  if (url === undefined) at["network.transport"] = "pipe";
-  else {
-    const { protocol, hostname, port } = new URL(url);
-    Object.assign(at, { "network.transport": "tcp", "network.protocol.name": "http", "server.address": hostname });
-    at["server.port"] = Number(port || (protocol === "https:" ? 443 : 80));
-  }
+  Object.assign(at, url === undefined ? { "network.transport": "pipe" } : networkOf(url));
+  if (version) at["mcp.protocol.version"] = version; // the negotiated one (none yet for initialize)
   const started = performance.now();
   const measure = (error: { type: string; code?: number } | undefined) => {
     if (!tracer!.metrics) return;
@@ -4825,6 +4946,17 @@ function traceClientRequest(
   });
 }
 
+/** What a CLIENT span says of an HTTP server it calls: its host and port, never its path. */
+function networkOf(url: string): Record<string, string | number> {
+  const { protocol, hostname, port } = new URL(url);
+  return {
+    "network.transport": "tcp",
+    "network.protocol.name": "http",
+    "server.address": hostname,
+    "server.port": Number(port || (protocol === "https:" ? 443 : 80)),
+  };
+}
+
 /** A span's name and attributes for a request, per the MCP semantic conventions. @internal */
 export function requestSpanOf(
   method: string,
@@ -4856,7 +4988,7 @@ export function requestSpanOf(
 // Deno's own API, as far as mcp.ts uses it.
 interface DenoApi {
   args: string[];
-  env: { toObject(): Record<string, string> };
+  env: { toObject(): Record<string, string>; get(name: string): string | undefined };
   build: { os: string };
   exitCode: number;
   exit(code?: number): never;
@@ -4918,6 +5050,7 @@ function proc(): NodeJS.Process {
 const sys = {
   args: (): string[] => deno ? deno.args : proc().argv.slice(2),
   env: (): Record<string, string | undefined> => deno ? deno.env.toObject() : proc().env,
+  getEnv: (name: string): string | undefined => deno ? deno.env.get(name) : proc().env[name],
   platform: (): string => deno ? (deno.build.os === "windows" ? "win32" : deno.build.os) : proc().platform,
   cwd: (): string => deno ? deno.cwd() : proc().cwd(),
   setExitCode(code: number): void {
@@ -5027,6 +5160,15 @@ function guardProcessStdout(io: { stdout: OutputSink; stderr: OutputSink }): {
     return true;
   };
   const stdout = io.stdout;
+  if (stdout.native && "entry" in io.stderr) {
+    // --log-format json: what a plugin writes to stdout becomes log lines too (through our stderr's sink).
+    if (deno) {
+      const out = deno.stdout;
+      out.write = (bytes) => Promise.resolve((redirectWrite(bytes), bytes.length));
+      out.writeSync = (bytes) => (redirectWrite(bytes), bytes.length);
+    } else (proc() as unknown as { stdout: unknown }).stdout = { write: redirectWrite, isTTY: false };
+    return { protocol: stdout, restore: () => void Object.assign(console, saved) };
+  }
   if (stdout.native) {
     // The protocol has its own sink (bound to the real stdout), so the process's
     // stdout is the plugins' alone: make it stderr.
@@ -10115,6 +10257,7 @@ export class McpClient {
   /** 2026-07-28: the shortest `ttlMs` of the lists fetched (how long they stay fresh), if any said one. */
   listTtlMs: number | undefined;
   #options: ConnectOptions;
+  #opened = performance.now(); // mcp.client.session.duration
   #transport!: ClientTransport;
   #peer!: JsonRpcPeer;
   #failure: ServerError | undefined;
@@ -10384,9 +10527,9 @@ export class McpClient {
   async request(method: string, params: JsonObject = {}, options: InternalRequestOptions = {}): Promise<JsonObject> {
     if (this.#options.tracer && !options.traced) {
       const traced = { ...options, traced: true, traceparent: undefined }; // its span's context is in `sent`
-      const url = isHttpSpec(this.spec) ? this.spec.url : undefined;
+      const on = { url: isHttpSpec(this.spec) ? this.spec.url : undefined, version: this.protocolVersion };
       const send = (sent: JsonObject) => this.request(method, sent, traced);
-      return await traceClientRequest(method, params, options, this.#options, url, send);
+      return await traceClientRequest(method, params, options, this.#options, on, send);
     }
     if (this.#failure) throw this.#failure;
     const timeout = options.timeout ?? this.#options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS;
@@ -10785,7 +10928,7 @@ export class McpClient {
     this.#closing ??= (async () => {
       this.#fail(new ServerError("the connection is closed"));
       await this.#transport.close();
-      await this.#options.tracer?.flush(); // 2 s at most
+      await this.#options.tracer?.closed(this.#opened, isHttpSpec(this.spec) ? this.spec.url : undefined);
     })();
     return this.#closing;
   }
@@ -12212,6 +12355,10 @@ export interface ProxyOptions extends ConnectOptions {
   onFrame?: (direction: "<" | ">", text: string) => void;
   /** A line for the proxy's stderr. */
   log?: (line: string) => void;
+  /** Where durations are kept (--metrics). @internal */
+  measure?: Metrics;
+  /** One line per request forwarded (--log-format json). @internal */
+  accessLog?: (msg: string, fields: Record<string, unknown>) => void;
 }
 
 /** A running proxy: `done` resolves with the exit code when the client or the upstream goes away. */
@@ -12247,6 +12394,17 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
       stopStepMs: options.stopStepMs,
     });
   const http = transport instanceof HttpTransport ? transport : undefined;
+  // Telemetry, metrics and access lines, when asked for (7i): spans per request, the traceparent replaced upstream.
+  const ownTracer = options.tracer ? undefined : telemetryFor(options.telemetry);
+  const observe = observeForwarded({
+    tracer: options.tracer ?? ownTracer,
+    measure: options.measure,
+    accessLog: options.accessLog,
+    downstream: downstream
+      ? { "network.transport": "tcp", "network.protocol.name": "http" }
+      : { "network.transport": "pipe" },
+    upstream: isHttpSpec(upstream) ? networkOf(upstream.url) : { "network.transport": "pipe" },
+  });
   // A client that closed its stream gave up on the request: the upstream hears it the way its transport says.
   client.cancelled = (id) => {
     if (http) transport.abandon(id);
@@ -12267,6 +12425,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
     ended = true;
     await transport.close();
     await client.close();
+    await ownTracer?.flush();
     finish(code);
   };
   const toClient = (text: string) => {
@@ -12286,6 +12445,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
     if (isObject(message) && message.method === undefined && isRequestId(message.id)) {
       const method = pending.get(JSON.stringify(message.id));
       pending.delete(JSON.stringify(message.id));
+      observe?.answered(JSON.stringify(message.id), message);
       const result = isObject(message.result) ? message.result : undefined;
       // What a proxy learns from answers: the negotiated version (legacy HTTP), the tools' x-mcp-header arguments.
       if (method === "initialize" && result) {
@@ -12302,6 +12462,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
     message: answers,
     failed: (id, error) => {
       pending.delete(JSON.stringify(id));
+      observe?.answered(JSON.stringify(id), undefined, error);
       // The upstream's own JSON-RPC error (an HTTP 4xx's body) goes on as it said it; our failures say they are ours.
       const answer = error instanceof RpcError
         ? { code: error.code, message: error.message, ...(error.data === undefined ? {} : { data: error.data }) }
@@ -12339,7 +12500,11 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
         }
       }
       if (isObject(message) && typeof message.method === "string") {
-        const params = isObject(message.params) ? message.params : {};
+        const traced = observe && isRequestId(message.id)
+          ? observe.request(JSON.stringify(message.id), message)
+          : undefined;
+        if (traced) text = JSON.stringify(traced);
+        const params = isObject((traced ?? message).params) ? (traced ?? message).params as JsonObject : {};
         if (isRequestId(message.id)) pending.set(JSON.stringify(message.id), message.method);
         const meta = isObject(params._meta) ? params._meta : {};
         const version = typeof meta[META.protocolVersion] === "string"
@@ -12597,6 +12762,7 @@ function terminalSafe(sink: OutputSink, json = false): OutputSink {
     once: (event, listener) => sink.once?.(event, listener),
     on: (event, listener) => sink.on?.(event, listener),
     drained: async () => await sink.drained?.(),
+    ...("entry" in sink ? { entry: (sink as JsonLogSink).entry } : {}), // --log-format json: entries pass as they are
   };
 }
 
@@ -12860,6 +13026,63 @@ export function renderInfo(result: JsonObject, how: { era?: string; transport?: 
     lines.push(`instructions:  ${result.instructions.replace(/\n/g, "\n               ")}`);
   }
   return lines.join("\n") + "\n";
+}
+
+// --- 16b. Logs as JSON lines (--log-format json) ---
+
+type LogLevelName = "debug" | "info" | "warn" | "error";
+
+/** A sink whose lines are JSON log entries, and which takes entries with fields directly. */
+interface JsonLogSink extends OutputSink {
+  entry(level: LogLevelName, msg: string, fields?: Record<string, unknown>): void;
+}
+
+/**
+ * `--log-format json`: every line written to `stderr` becomes one JSON object — `time` (RFC 3339, UTC, ms), `level`,
+ * `msg` (the line without `mcp: `) and fields — and `entry()` writes one with fields of its own. A line's level is
+ * read from its text: a warning, a telemetry failure, a --trace frame (debug), else info.
+ */
+function jsonLogSink(stderr: OutputSink, now: () => Date = () => new Date()): JsonLogSink {
+  let partial = "";
+  const decoder = new TextDecoder();
+  const entry = (level: LogLevelName, msg: string, fields: Record<string, unknown> = {}) => {
+    const defined = Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
+    stderr.write(JSON.stringify({ time: now().toISOString(), level, msg, ...defined }) + "\n");
+  };
+  const line = (text: string) => {
+    if (text === "") return;
+    const own = text.startsWith("mcp: ");
+    const msg = own ? text.slice(5) : text;
+    const level: LogLevelName = /^(warning: |telemetry: )/.test(msg)
+      ? "warn"
+      : !own && /^[<>] /.test(text)
+      ? "debug"
+      : "info";
+    const url = own ? /^serving (https?:\/\/\S+)/.exec(msg)?.[1] : undefined;
+    entry(level, msg, { url });
+  };
+  return {
+    native: stderr.native,
+    get isTTY() {
+      return false; // JSON lines are for a pipeline: no terminal rendering
+    },
+    write(chunk, callback) {
+      const lines = (partial + (typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true })))
+        .split("\n");
+      partial = lines.pop()!;
+      for (const text of lines) line(text);
+      callback?.();
+      return true;
+    },
+    once: (event, listener) => stderr.once?.(event, listener),
+    on: (event, listener) => stderr.on?.(event, listener),
+    drained: async () => {
+      if (partial) line(partial);
+      partial = "";
+      await stderr.drained?.();
+    },
+    entry,
+  };
 }
 
 // === 17. CLI =================================================================
@@ -13126,6 +13349,31 @@ function taskOptions(values: FlagValues<typeof SERVE_FLAGS>, overHttp: boolean):
   };
 }
 
+/**
+ * `--log-format json`: a module plugin's console output as log lines of its call (`source: "plugin"`, the tool, the
+ * console method's level, the call's trace ids), each line told apart by the call it runs in (AsyncLocalStorage).
+ */
+async function pluginConsoleAsJson(log: JsonLogSink): Promise<{
+  wrap(tool: string, run: (args: unknown, ctx: ToolContext) => unknown): (args: unknown, ctx: ToolContext) => unknown;
+  restore(): void;
+}> {
+  const [{ AsyncLocalStorage }, { format }] = await Promise.all([import("node:async_hooks"), import("node:util")]);
+  const calls = new AsyncLocalStorage<{ tool: string; traceparent?: string }>();
+  const levels = { debug: "debug", log: "info", info: "info", warn: "warn", error: "error" } as const;
+  const methods = console as unknown as Record<string, (...data: unknown[]) => void>;
+  const saved = Object.fromEntries(Object.keys(levels).map((method) => [method, methods[method]]));
+  for (const [method, level] of Object.entries(levels)) {
+    methods[method] = (...data: unknown[]) => {
+      const call = calls.getStore();
+      log.entry(level, format(...data), { source: "plugin", tool: call?.tool, ...traceFields(call?.traceparent) });
+    };
+  }
+  return {
+    wrap: (tool, run) => (args, ctx) => calls.run({ tool, traceparent: ctx.traceparent }, () => run(args, ctx)),
+    restore: () => void Object.assign(console, saved),
+  };
+}
+
 async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io: CliIo): Promise<number> {
   const target = positionals[0] ?? "./tools";
   const timeout = positiveInteger("--timeout", values.timeout, DEFAULT_TOOL_TIMEOUT_MS, { allowZero: true });
@@ -13140,6 +13388,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
   const env = sys.env();
   const http = values.http === undefined ? undefined : httpServeOptions(values, env);
   const tracer = commandTelemetry(env, log, values.name);
+  const jsonLog = "entry" in io.stderr ? io.stderr as JsonLogSink : undefined;
 
   // `serve DIR`, or `serve DIR/add.ts` for that one file.
   const kind = await (await files()).kind(target);
@@ -13175,6 +13424,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
   // Plugins run in this process: keep their console output off the protocol
   // stream, and their process.exit and stray errors from ending it.
   const redirected = guardProcessStdout(io);
+  const pluginLines = jsonLog ? await pluginConsoleAsJson(jsonLog) : undefined;
   const unguard = guardProcess((error) =>
     log(`a plugin threw outside any request: ${verbose ? describeStack(error) : errorMessage(error)}`)
   );
@@ -13237,7 +13487,9 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     const watched = (catalog: Catalog): Catalog => ({
       ...catalog,
       tools: catalog.tools.map((tool) =>
-        MODULE_EXTENSIONS.has(extensionOf(tool.source)) ? { ...tool, run: dog.wrap(tool.name, tool.run) } : tool
+        MODULE_EXTENSIONS.has(extensionOf(tool.source))
+          ? { ...tool, run: dog.wrap(tool.name, pluginLines?.wrap(tool.name, tool.run) ?? tool.run) }
+          : tool
       ),
     });
     const { tools, resources, templates, prompts } = watched(loaded.catalog);
@@ -13260,6 +13512,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
       listChanged: watch,
       stateKey: env.MCP_TS_STATE_KEY,
       tracer,
+      accessLog: jsonLog && ((msg, fields) => jsonLog.entry("info", msg, fields)),
       ...taskOptions(values, http !== undefined),
       onPluginError: verbose ? (error, label) => log(`"${label}" threw: ${describeStack(error)}`) : undefined,
       onTaskLog: values.trace
@@ -13336,6 +13589,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     await Promise.all(copies.map(removeCopy));
     unguard();
     redirected.restore();
+    pluginLines?.restore();
   }
 }
 
@@ -14176,6 +14430,15 @@ function exitCodeOf(error: unknown): number {
 /** Says what failed on stderr: one `mcp: …` line, or with --json one JSON object. Returns the exit code. */
 function reportFailure(io: CliIo, error: unknown, json: boolean, serverStderr = ""): number {
   const code = exitCodeOf(error);
+  if ("entry" in io.stderr) {
+    (io.stderr as JsonLogSink).entry("error", describeFailure(error), {
+      exit_code: code,
+      code: error instanceof ServerError ? error.code : undefined,
+      suggestions: error instanceof NotFoundError ? error.suggestions : undefined,
+      stderr: serverStderr || undefined,
+    });
+    return code;
+  }
   if (json) {
     const report: JsonObject = { error: describeFailure(error), exitCode: code };
     if (error instanceof ServerError && error.code !== undefined) report.code = error.code;
@@ -14900,8 +15163,10 @@ function connectionFlags(
 async function listenRaw(
   http: ReturnType<typeof httpServeOptions>,
   ready: (url: string) => void,
+  metrics?: Metrics,
 ): Promise<{ downstream: Downstream; listener: HttpListener }> {
   const made = httpDownstream({
+    metrics: metrics && { render: () => metrics.prometheus(), token: http.handler.metricsToken },
     path: http.handler.path,
     allowedHosts: http.handler.allowedHosts ?? LOOPBACK_HOSTS,
     allowOrigins: http.handler.allowOrigins,
@@ -14986,6 +15251,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   const http = values.http === undefined ? undefined : httpServeOptions(values, env);
   const tracer = commandTelemetry(env, log, values.name);
+  const jsonLog = "entry" in io.stderr ? io.stderr as JsonLogSink : undefined;
   // From now until every upstream is stopped, a signal asks for an orderly stop: it must not kill us half-way.
   let stopped!: () => void;
   const stopping = new Promise<void>((resolve) => stopped = resolve);
@@ -15018,6 +15284,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     timeout: 0, // an upstream's call takes as long as the client lets it (its own --timeout, --max-time)
     listChanged: true,
     tracer,
+    accessLog: jsonLog && ((msg, fields) => jsonLog.entry("info", msg, fields)),
     ...gateway.serverHooks(),
   };
   try {
@@ -15057,13 +15324,16 @@ A stdio host reaches an HTTP server through it (with -H headers and the token of
 an HTTP client a stdio server. The upstream lives as long as the client: EOF or SIGTERM ends both.
   --log FILE               append every frame: "TIME < JSON" from the client, "TIME > JSON" to it
   --record FILE            write the session as a cassette for mcp.ts replay
-  --http, --path, --token, --allow-origin, --allow-unauthenticated   as for serve --http
+  --http, --path, --token, --allow-origin, --allow-unauthenticated, --metrics, --metrics-token
+                           as for serve --http (--metrics: each request forwarded, as server and client)
 ${CLIENT_OPTIONS_HELP}`;
 
 const PROXY_FLAGS = {
   ...CLIENT_FLAGS,
   ...LISTEN_FLAGS,
   log: { type: "string" },
+  metrics: { type: "boolean" },
+  "metrics-token": { type: "string" },
 } as const;
 
 /** `proxy <server>`: a transparent MCP server in front of `<server>`, on stdio or --http. */
@@ -15080,7 +15350,18 @@ async function runProxy({ values, positionals }: Parsed<typeof PROXY_FLAGS>, io:
   const recorder = values.record === undefined ? undefined : await openRecording(values.record, target);
   const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
   const oauth = await oauthOptions("proxy", target, values, io);
-  const served = http ? await listenRaw(http, (url) => log(`serving ${url} (proxying ${target})`)) : undefined;
+  const tracer = commandTelemetry(env, log);
+  const jsonLog = "entry" in io.stderr ? io.stderr as JsonLogSink : undefined;
+  if (values.metrics && !http) throw new UsageError("--metrics goes with --http (GET /metrics)");
+  // --metrics keeps durations (the telemetry's own when it exports metrics: its span counters show there too).
+  let measure = tracer?.metrics;
+  if (values.metrics && !measure) {
+    measure = new Metrics({ "service.name": "mcp.ts", "telemetry.sdk.name": "mcp.ts", ...runtimeResource() });
+    if (tracer) tracer.metrics = measure;
+  }
+  const served = http
+    ? await listenRaw(http, (url) => log(`serving ${url} (proxying ${target})`), values.metrics ? measure : undefined)
+    : undefined;
   const downstream = served?.downstream;
   const listener = served?.listener;
   const handle = proxy(upstream, {
@@ -15103,10 +15384,15 @@ async function runProxy({ values, positionals }: Parsed<typeof PROXY_FLAGS>, io:
     onMessage: recorder?.write,
     onTrace: values.trace ? (line) => log(line) : undefined,
     log,
+    tracer,
+    telemetry: false, // the command's own, read above: none when it is off
+    measure,
+    accessLog: jsonLog && ((msg, fields) => jsonLog.entry("info", msg, fields)),
   }, downstream);
   const unwire = onStopSignals(() => handle.stop());
   const code = await handle.done;
   unwire();
+  await tracer?.flush();
   recorder?.close();
   await listener?.close({ force: true });
   // Connections a client left open must not keep a finished proxy alive (the output is out by now).
@@ -15327,7 +15613,8 @@ interface Command {
   run(input: Parsed<FlagSpecs>, io: CliIo): Promise<number>;
 }
 
-const HELP_FLAG = { help: { type: "boolean", short: "h" } } as const;
+// Every command takes these: --help, and --log-format (read by `run` before the command's own flags).
+const HELP_FLAG = { help: { type: "boolean", short: "h" }, "log-format": { type: "string" } } as const;
 
 // A table entry, typed where it is written: `run` gets the values of exactly these flags.
 function command<const S extends FlagSpecs>(entry: {
@@ -15404,6 +15691,9 @@ Usage:
   mcp.ts help [command]              this text, or a command's
   mcp.ts --version                   the version
 
+Every command takes --log-format json (or MCP_TS_LOG_FORMAT=json): each stderr line a JSON object. With
+OTEL_EXPORTER_OTLP_ENDPOINT set, commands send OpenTelemetry traces and metrics there (OTLP/HTTP JSON).
+
 Run it with:  deno run -A mcp.ts …   |   bun mcp.ts …   |   node mcp.ts … (Node >= 22.18)
 `;
 
@@ -15440,6 +15730,7 @@ async function runCommand(name: string, entry: Command, args: string[], io: CliI
 async function run(argv: string[], cli: CliIo): Promise<number> {
   const [name, ...rest] = argv;
   try {
+    if (logFormatOf(argv) === "json") cli = withJsonLog(cli);
     const entry = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
     if (entry) return await runCommand(name, entry, rest, cli);
     switch (name) {
@@ -15468,6 +15759,36 @@ async function run(argv: string[], cli: CliIo): Promise<number> {
   } catch (error) {
     return reportFailure(cli, error, rest.includes("--json"));
   }
+}
+
+// --log-format text|json (or MCP_TS_LOG_FORMAT); text when neither is given.
+function logFormatOf(argv: string[]): "text" | "json" {
+  const at = argv.findIndex((word) => word === "--log-format" || word.startsWith("--log-format="));
+  const stop = argv.indexOf("--");
+  let format = at >= 0 && (stop < 0 || at < stop)
+    ? (argv[at].includes("=") ? argv[at].slice(argv[at].indexOf("=") + 1) : argv[at + 1])
+    : undefined;
+  format ??= sys.getEnv("MCP_TS_LOG_FORMAT");
+  if (format === undefined || format === "" || format === "text") return "text";
+  if (format === "json") return "json";
+  throw new UsageError(`--log-format takes text or json, got "${format}"`);
+}
+
+// The same I/O with stderr as JSON lines; stdout and stdin untouched (and still made on first use).
+function withJsonLog(cli: CliIo): CliIo {
+  let stderr: JsonLogSink | undefined;
+  return {
+    get stdin() {
+      return cli.stdin;
+    },
+    get stdout() {
+      return cli.stdout;
+    },
+    get stderr() {
+      return stderr ??= jsonLogSink(cli.stderr);
+    },
+    stopStepMs: cli.stopStepMs,
+  };
 }
 
 /** The oldest runtimes mcp.ts runs on (CONTRACT: Deno >= 2.0, Bun >= 1.2, Node >= 22.18). */

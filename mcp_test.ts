@@ -2634,6 +2634,7 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
       assert.equal(processed[0].unit, "{span}");
       assert.ok(Number(processed[0].points[0].asInt) >= 2, "the spans of server/discover and tools/call");
       assert.ok(found.some((m) => m.name === "otel.sdk.exporter.span.exported"));
+      assert.ok(found.some((m) => m.name === "mcp.client.session.duration"), "call's session, at its close");
     } finally {
       receiver.close();
     }
@@ -5709,7 +5710,9 @@ describe("14f. Tasks: following a call that became one", () => {
       const taskId = detached.stdout.trim();
       assert.match(taskId, /^[\w-]+\.[\w-]{22}$/);
       const got = await runCli(["task", url, "get", taskId]);
-      assert.deepEqual([got.code, got.stdout], [0, 'working: computing "job"\n']);
+      assert.equal(got.code, 0, got.stderr);
+      // Working, or (on a loaded machine, a second later) already completed: found by its id either way.
+      assert.match(got.stdout, /^(working: computing "job"|completed: 1\/1 seconds)\n$/);
       const result = await runCli(["task", url, "result", taskId]);
       assert.deepEqual([result.code, result.stdout], [0, 'Computation "job" completed after 1 seconds. Result: 42.\n']);
       const json = JSON.parse((await runCli(["task", url, "get", taskId, "--json"])).stdout);
@@ -6411,6 +6414,64 @@ describe("15b. Proxy and replay", () => {
   });
 });
 
+describe("15b. Proxy: telemetry, metrics, access lines", () => {
+  test("with telemetry on, call → proxy → serve is one trace (the proxy's SERVER and CLIENT spans between); proxy --http --metrics serves /metrics", async () => {
+    const receiver = await otlpReceiver();
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url };
+    const proxied = `${RUNTIME.join(" ")} ${MCP} proxy ${quote(SERVE)}`;
+    const server = await startListening(
+      [MCP, "proxy", SERVE, "--http", "127.0.0.1:0", "--token", "secret", "--metrics", "--metrics-token", "scrape"],
+      /serving (http:\S+)/,
+    );
+    try {
+      const run = await runCli(["call", proxied, "add", '{"a":1,"b":2}'], { env });
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, "3\n");
+      const spans = await receiver.waitForSpans((spans) =>
+        spans.filter((span) => span.name === "tools/call add").length >= 4
+      );
+      const calls = spans.filter((span) => span.name === "tools/call add");
+      const byParent = new Map(calls.map((span) => [span.parentSpanId, span]));
+      const client = calls.find((span) =>
+        span.kind === 3 && span.resource["service.name"] === "mcp.ts" &&
+        !calls.some((other) => other.spanId === span.parentSpanId)
+      )!;
+      const proxyServer = byParent.get(client.spanId)!;
+      const proxyClient = byParent.get(proxyServer?.spanId)!;
+      const upstreamServer = byParent.get(proxyClient?.spanId)!;
+      assert.deepEqual([proxyServer?.kind, proxyClient?.kind, upstreamServer?.kind], [2, 3, 2], JSON.stringify(calls));
+      assert.equal(new Set(calls.map((span) => span.traceId)).size, 1, "one trace");
+
+      // Off (no OTEL_*), the proxy is transparent: over HTTP it counts what it forwards for a scraper.
+      const viaHttp = await runCli(["call", server.url, "add", '{"a":1,"b":2}', "-H", "Authorization: Bearer secret"]);
+      assert.equal(viaHttp.stdout, "3\n", viaHttp.stderr);
+      const scrape = await fetch(new URL("/metrics", server.url), { headers: { authorization: "Bearer scrape" } });
+      assert.equal(scrape.status, 200);
+      const text = await scrape.text();
+      for (const side of ["server", "client"]) {
+        assert.match(
+          text,
+          new RegExp(
+            `^mcp_${side}_operation_duration_seconds_count\\{[^}]*mcp_method_name="tools/call",gen_ai_tool_name="add"[^}]*\\} 1$`,
+            "m",
+          ),
+        );
+      }
+      const tool = await fetch(server.url, {
+        method: "POST",
+        headers: { ...JSON_HEADERS, authorization: "Bearer scrape" },
+        body: JSON.stringify(INIT),
+      });
+      assert.equal(tool.status, 401, "the metrics token is no key to the MCP endpoint");
+      const anonymous = await fetch(new URL("/metrics", server.url));
+      assert.equal(anonymous.status, 401, "nor is /metrics open without a token");
+    } finally {
+      server.close();
+      receiver.close();
+    }
+  });
+});
+
 describe("16. Output", () => {
   test("renderCallResult() on a terminal sums up binary items, and never prints structured content that repeats them", () => {
     const png = btoa("x".repeat(27_340));
@@ -6569,6 +6630,67 @@ describe("16. Output", () => {
     });
     assert.match(detail, /\n {2}items +object\[\]\n {4}sku\* +string\n {4}qty +integer\n/);
     assert.match(detail, /\noutput \(\* = always there\):\n {2}total\* +number\n/);
+  });
+});
+
+describe("16b. Logs as JSON lines", () => {
+  test("--log-format json (or MCP_TS_LOG_FORMAT): a failure is one JSON line with its level, message and exit code", async () => {
+    const flag = await runCli(["call", SERVE, "nosuch", "{}", "--log-format", "json"]);
+    const env = await runCli(["call", SERVE, "nosuch", "{}"], { env: { MCP_TS_LOG_FORMAT: "json" } });
+    for (const run of [flag, env]) {
+      assert.equal(run.code, 2);
+      assert.equal(run.stdout, "");
+      const lines = run.stderr.trimEnd().split("\n");
+      assert.equal(lines.length, 1, run.stderr);
+      const entry = JSON.parse(lines[0]);
+      assert.match(entry.time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      assert.equal(entry.level, "error");
+      assert.match(entry.msg, /^the server has no tool named "nosuch"/);
+      assert.equal(entry.exit_code, 2);
+    }
+    const bad = await runCli(["list", SERVE, "--log-format", "yaml"]);
+    assert.equal(bad.code, 2);
+    assert.equal(bad.stderr, 'mcp: --log-format takes text or json, got "yaml"\n');
+  });
+
+  test("serve --log-format json: an access line per request, a plugin's console and stdout as lines of its call", async () => {
+    await withTempDir("mcp-jsonlog-", async (dir) => {
+      writeFileSync(
+        join(dir, "chatty.ts"),
+        'export default { run: () => { console.log("hello %s", "world"); console.error("oops"); ' +
+          'process.stdout.write("raw\\n"); return "done"; } };',
+      );
+      const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+      const call = {
+        jsonrpc: "2.0",
+        id: 7,
+        method: "tools/call",
+        params: { name: "chatty", arguments: {}, _meta: { traceparent } },
+      };
+      const stdin = [INIT, { jsonrpc: "2.0", method: "notifications/initialized" }, call]
+        .map((message) => JSON.stringify(message) + "\n").join("");
+      const run = await runCli(["serve", dir, "--log-format", "json"], { stdin, spawn: true });
+      assert.equal(run.code, 0, run.stderr);
+      const answers = run.stdout.trimEnd().split("\n").map((line) => JSON.parse(line));
+      assert.deepEqual(answers.map((answer) => answer.id), ["init", 7], "stdout carries the protocol alone");
+      assert.equal(answers[1].result.content[0].text, "done");
+      const entries = run.stderr.trimEnd().split("\n").map((line) => JSON.parse(line));
+      const ids = { trace_id: "0af7651916cd43dd8448eb211c80319c", span_id: "b7ad6b7169203331", trace_flags: "01" };
+      const plugin = entries.filter((entry) => entry.source === "plugin");
+      assert.deepEqual(plugin.map(({ time: _, ...rest }) => rest), [
+        { level: "info", msg: "hello world", source: "plugin", tool: "chatty", ...ids },
+        { level: "error", msg: "oops", source: "plugin", tool: "chatty", ...ids },
+      ]);
+      assert.ok(entries.some((entry) => entry.msg === "raw"), "a plugin's stdout is a line too, never protocol");
+      const access = entries.find((entry) => entry.msg === "tools/call chatty");
+      assert.ok(access, run.stderr);
+      assert.equal(access["mcp.method.name"], "tools/call");
+      assert.equal(access["gen_ai.tool.name"], "chatty");
+      assert.equal(access["jsonrpc.request.id"], "7");
+      assert.equal(typeof access.duration_ms, "number");
+      assert.equal(access.trace_id, ids.trace_id);
+      assert.ok(entries.some((entry) => entry.msg === "initialize" && entry.level === "info"));
+    });
   });
 });
 
