@@ -1903,6 +1903,8 @@ export interface ServerOptions {
   telemetry?: false | TelemetryOptions;
   /** Where SERVER spans go (7i), when telemetry is on. @internal */
   tracer?: Telemetry;
+  /** Telemetry's service.name when it is not the server's name (the gateway's: mcp.ts unless --name). @internal */
+  serviceName?: string;
   /** One line per request served (--log-format json): the span's name and its fields. @internal */
   accessLog?: (msg: string, fields: Record<string, unknown>) => void;
   /** What the connection is, for spans (network.transport, network.protocol.name; default a pipe). @internal */
@@ -2391,6 +2393,7 @@ export class McpServer {
     logLevel: LOG_LEVELS.indexOf(DEFAULT_LOG_LEVEL),
   };
   #pinned = false; // initialize was received: every request is legacy from now on (versioning.mdx)
+  #observe: ReturnType<typeof observeRequests>; // spans, durations, access lines: undefined when all are off
   #initialized = false;
   #work = new Map<RequestId, Work>();
   // Made on first use: an HTTP server makes a session per stateless request.
@@ -2413,7 +2416,7 @@ export class McpServer {
     this.#ownCore = !(options instanceof ServerCore);
     this.#core = options instanceof ServerCore ? options : new ServerCore(options);
     this.#whenWritten = whenWritten ?? setImmediate;
-    const observe = observeRequests(this.#core.options, () => this.#client); // decided once: off costs nothing
+    const observe = this.#observe = observeRequests(this.#core.options, () => this.#client); // decided once
     this.#peer = new JsonRpcPeer({
       send,
       request: observe
@@ -2508,6 +2511,7 @@ export class McpServer {
     for (const stop of this.#subscriptions?.values() ?? []) stop();
     this.#subscriptions?.clear();
     this.#peer.close(reason);
+    this.#observe?.ended(); // a legacy session's duration
     this.#core.sessions.delete(this);
     if (this.#ownCore) this.#core.close();
   }
@@ -2840,31 +2844,13 @@ export class McpServer {
   }
 
   #complete(call: Received): unknown {
-    const { params } = call;
-    const { ref, argument } = params;
-    if (!isObject(ref) || !isObject(argument) || typeof argument.name !== "string") {
-      throw new RpcError(ErrorCode.InvalidParams, "Invalid params: completion/complete needs ref and argument.name");
-    }
-    let entry: Prompt | ResourceTemplate | undefined;
-    if (ref.type === "ref/prompt") entry = this.#core.promptsByName.get(String(ref.name));
-    else if (ref.type === "ref/resource") {
-      entry = this.#core.catalog.templates.find((template) => template.key === ref.uri);
-    }
-    if (!entry) {
-      throw new RpcError(ErrorCode.InvalidParams, `Invalid params: unknown ${ref.type} ${brief(ref.name ?? ref.uri)}`);
-    }
+    const { entry, argument, value } = completionTarget(this.#core, call.params);
     const { complete } = entry.definition;
-    const value = typeof argument.value === "string" ? argument.value : "";
-    const toCompletion = (values: unknown) => {
-      const all = Array.isArray(values) ? values.map(String) : [];
-      // completion.mdx: at most 100 values per response.
-      return { completion: { values: all.slice(0, 100), total: all.length, hasMore: all.length > 100 } };
-    };
     if (typeof complete !== "function") return toCompletion([]);
     const definition = entry.definition;
     return this.#track(call, undefined, {
       label: entry.key,
-      run: (_, ctx) => complete.call(definition, argument.name as string, value, ctx),
+      run: (_, ctx) => complete.call(definition, argument, value, ctx),
       map: toCompletion,
       fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot complete: ${message}`),
     });
@@ -3030,8 +3016,12 @@ export class McpServer {
     if (work.done) return refuse("the request has ended");
     if (!work.era.asksInResult) {
       if (this.noClientRequests) return refuse(this.noClientRequests);
-      work.controller ??= new AbortController();
-      return this.#peer.request(method, params, { signal: work.controller.signal, context: { requestId: work.id } });
+      const signal = (work.controller ??= new AbortController()).signal;
+      const ask = (sent: JsonObject) => this.#peer.request(method, sent, { signal, context: { requestId: work.id } });
+      // Traced: a CLIENT span, child of the call's SERVER span (its context is the call's _meta now).
+      const tracer = this.#core.options.tracer;
+      if (!tracer?.tracing) return ask(params);
+      return traceClientRequest(method, params, traceContextOf(work.meta) ?? {}, { tracer }, {}, ask);
     }
     const questions = work.questions;
     if (!questions) return refuse("only tools/call, prompts/get and resources/read can ask the client");
@@ -3071,6 +3061,30 @@ export class McpServer {
 }
 
 // --- 7e. What sessions share: answers' shapes, cursors, lookups, listen filters ---
+
+/** What completion/complete names: its prompt or resource template, the argument, and the value typed so far. */
+function completionTarget(
+  core: ServerCore,
+  params: JsonObject,
+): { entry: Prompt | ResourceTemplate; argument: string; value: string } {
+  const { ref, argument } = params;
+  if (!isObject(ref) || !isObject(argument) || typeof argument.name !== "string") {
+    throw new RpcError(ErrorCode.InvalidParams, "Invalid params: completion/complete needs ref and argument.name");
+  }
+  let entry: Prompt | ResourceTemplate | undefined;
+  if (ref.type === "ref/prompt") entry = core.promptsByName.get(String(ref.name));
+  else if (ref.type === "ref/resource") entry = core.catalog.templates.find((template) => template.key === ref.uri);
+  if (!entry) {
+    throw new RpcError(ErrorCode.InvalidParams, `Invalid params: unknown ${ref.type} ${brief(ref.name ?? ref.uri)}`);
+  }
+  return { entry, argument: argument.name, value: typeof argument.value === "string" ? argument.value : "" };
+}
+
+/** A completion result of what a completer gave (completion.mdx: at most 100 values per response). */
+function toCompletion(values: unknown): JsonObject {
+  const all = Array.isArray(values) ? values.map(String) : [];
+  return { completion: { values: all.slice(0, 100), total: all.length, hasMore: all.length > 100 } };
+}
 
 /** What resources/read runs for `uri`: a resource's read, or the first matching template's; undefined: none. */
 function readableAt(
@@ -4070,9 +4084,33 @@ function otlpAttributes(attributes: Record<string, string | number | boolean>): 
   return Object.entries(attributes).map(([key, value]) => ({ key, value: otlpValue(value) }));
 }
 
-// Milliseconds since the epoch, fractional, as OTLP's nanoseconds in a string.
+// Milliseconds since the epoch, fractional, as OTLP's nanoseconds in a string (digits joined: no BigInt per span).
 function unixNano(ms: number): string {
-  return (BigInt(Math.floor(ms)) * 1_000_000n + BigInt(Math.round((ms % 1) * 1e6))).toString();
+  const whole = Math.floor(ms);
+  return String(whole) + String(Math.min(999_999, Math.round((ms - whole) * 1e6))).padStart(6, "0");
+}
+
+// The same attributes as OTLP JSON text, written directly (a span is encoded once, at its end, with no objects);
+// the few keys there are are encoded once.
+const ATTRIBUTE_KEYS_JSON = new Map<string, string>();
+function otlpAttributesJson(attributes: Record<string, string | number | boolean>): string {
+  let json = "";
+  for (const key in attributes) {
+    let head = ATTRIBUTE_KEYS_JSON.get(key);
+    if (head === undefined && ATTRIBUTE_KEYS_JSON.size < 256) {
+      ATTRIBUTE_KEYS_JSON.set(key, head = `{"key":${JSON.stringify(key)},"value":`);
+    }
+    const value = attributes[key];
+    const typed = typeof value === "string"
+      ? `{"stringValue":${JSON.stringify(value)}}`
+      : typeof value === "boolean"
+      ? `{"boolValue":${value}}`
+      : Number.isInteger(value)
+      ? `{"intValue":"${value}"}`
+      : `{"doubleValue":${value}}`;
+    json += `${json ? "," : ""}${head ?? `{"key":${JSON.stringify(key)},"value":`}${typed}}`;
+  }
+  return `[${json}]`;
 }
 
 // The semantic conventions' buckets for MCP durations, in seconds.
@@ -4110,7 +4148,9 @@ export class Metrics {
 
   /** Adds one duration, in seconds, to the histogram `name` of these attributes. */
   record(name: string, seconds: number, attributes: Record<string, string | number>): void {
-    const key = name + " " + JSON.stringify(Object.entries(attributes).sort());
+    // Each caller builds its attributes in one order: the key need not sort them (a sort per call cost 2 µs).
+    let key = name;
+    for (const label in attributes) key += "\u0000" + label + "=" + attributes[label];
     let histogram = this.#histograms.get(key);
     if (!histogram) {
       const counts = new Array(DURATION_BUCKETS.length + 1).fill(0);
@@ -4129,7 +4169,8 @@ export class Metrics {
 
   /** Adds `value` to the counter `name` (unit e.g. `{span}`) of these attributes. */
   add(name: string, unit: string, value: number, attributes: Record<string, string> = {}): void {
-    const key = name + " " + JSON.stringify(Object.entries(attributes).sort());
+    let key = name;
+    for (const label in attributes) key += "\u0000" + label + "=" + attributes[label];
     const counter = this.#counters.get(key);
     if (counter) counter.value += value;
     else this.#counters.set(key, { name, unit, attributes, value });
@@ -4324,10 +4365,24 @@ export interface Span {
   links?: SpanContext[];
 }
 
+// Random ids come from a pool refilled 4 KiB at a time: one getRandomValues per span cost a third of a traced call.
+const HEX_BYTES = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"));
+let randomPool = new Uint8Array(0);
+let randomAt = 0;
+
+/** `bytes` random bytes as lowercase hex, never all zeros (an invalid trace or span id). */
 function randomHex(bytes: number): string {
+  if (randomAt + bytes > randomPool.length) {
+    randomPool = crypto.getRandomValues(new Uint8Array(4096));
+    randomAt = 0;
+  }
   let hex = "";
-  for (const byte of crypto.getRandomValues(new Uint8Array(bytes))) hex += byte.toString(16).padStart(2, "0");
-  return /^0+$/.test(hex) ? randomHex(bytes) : hex;
+  let any = 0;
+  for (const end = randomAt + bytes; randomAt < end; randomAt++) {
+    any |= randomPool[randomAt];
+    hex += HEX_BYTES[randomPool[randomAt]];
+  }
+  return any === 0 ? randomHex(bytes) : hex;
 }
 
 // Where the HTTP front leaves a request's `traceparent` header on its params, out of JSON's and plugins' sight.
@@ -4423,8 +4478,9 @@ export class Telemetry {
   metrics: Metrics | undefined;
   #resource: JsonObject[];
   #scope: JsonObject = { name: "mcp.ts", version: VERSION };
-  #queue: JsonObject[] = [];
+  #queue: string[] = []; // ended spans, each already OTLP JSON text
   #timer: ReturnType<typeof setTimeout> | undefined;
+  #timerNow = false; // the timer is for a full batch (delay 0)
   #spans: OtlpExporter | undefined;
   #metricsOut: OtlpExporter | undefined;
   #giveUp = new AbortController(); // an export still waiting when a flush's time is up is abandoned
@@ -4491,39 +4547,43 @@ export class Telemetry {
   /** Ends a span: `error` is its error.type (an ERROR status with `message`, none for tool_error). */
   end(span: Span, error?: { type: string; message?: string; code?: number }): void {
     if (!span.context.sampled) return;
-    const attributes = { ...span.attributes };
-    let status: JsonObject = {};
+    if (this.#queue.length >= (this.options.maxQueueSize ?? 2048)) {
+      this.metrics?.add("otel.sdk.processor.span.processed", "{span}", 1, { "error.type": "queue_full" });
+      return; // dropped before any work: a hanging collector must not make each call dearer
+    }
+    const { context, attributes } = span;
+    let status = "{}";
     if (error) {
       attributes["error.type"] = error.type;
       if (error.code !== undefined) attributes["rpc.response.status_code"] = String(error.code);
-      status = error.type === "tool_error" ? {} : { code: 2, ...(error.message ? { message: error.message } : {}) };
+      if (error.type !== "tool_error") {
+        status = error.message ? `{"code":2,"message":${JSON.stringify(error.message)}}` : `{"code":2}`;
+      }
     }
-    const otlp: JsonObject = {
-      traceId: span.context.traceId,
-      spanId: span.context.spanId,
-      name: span.name,
-      kind: span.kind,
-      startTimeUnixNano: unixNano(span.start),
-      endTimeUnixNano: unixNano(performance.timeOrigin + performance.now()),
-      attributes: otlpAttributes(attributes),
-      status,
-    };
-    if (span.parentSpanId) otlp.parentSpanId = span.parentSpanId;
-    if (span.context.traceState) otlp.traceState = span.context.traceState;
-    if (span.links?.length) otlp.links = span.links.map((link) => ({ traceId: link.traceId, spanId: link.spanId }));
-    if (this.#queue.length >= (this.options.maxQueueSize ?? 2048)) {
-      this.metrics?.add("otel.sdk.processor.span.processed", "{span}", 1, { "error.type": "queue_full" });
-      return;
+    // OTLP JSON, as text: ids are hex (checked when made), times and ints strings, kind and status code integers.
+    let otlp = `{"traceId":"${context.traceId}","spanId":"${context.spanId}",` +
+      (span.parentSpanId ? `"parentSpanId":"${span.parentSpanId}",` : "") +
+      (context.traceState ? `"traceState":${JSON.stringify(context.traceState)},` : "") +
+      `"name":${JSON.stringify(span.name)},"kind":${span.kind},"startTimeUnixNano":"${unixNano(span.start)}",` +
+      `"endTimeUnixNano":"${unixNano(performance.timeOrigin + performance.now())}",` +
+      `"attributes":${otlpAttributesJson(attributes)},"status":${status}`;
+    if (span.links?.length) {
+      otlp += `,"links":[${span.links.map((link) => `{"traceId":"${link.traceId}","spanId":"${link.spanId}"}`)}]`;
     }
+    otlp += "}";
     this.metrics?.add("otel.sdk.processor.span.processed", "{span}", 1);
     this.#queue.push(otlp);
     if (this.#queue.length >= (this.options.maxExportBatchSize ?? 512)) this.#exportSoon(0);
     else this.#exportSoon(this.options.scheduleDelayMs ?? 5000);
   }
 
+  // One timer at most, and none while an export is out (its end schedules the next): a timer per span was most
+  // of what tracing cost a call when the queue was full.
   #exportSoon(delay: number): void {
-    if (this.#timer !== undefined && delay > 0) return;
+    if (this.#spans?.inFlight) return;
+    if (this.#timer !== undefined && (delay > 0 || this.#timerNow)) return;
     clearTimeout(this.#timer);
+    this.#timerNow = delay === 0;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       void this.#exportSpans();
@@ -4536,13 +4596,13 @@ export class Telemetry {
     const exporter = this.#spans;
     if (!exporter || exporter.inFlight || this.#queue.length === 0) return exporter?.inFlight ?? Promise.resolve();
     const batch = this.#queue.splice(0, this.options.maxExportBatchSize ?? 512);
-    const body = JSON.stringify({
-      resourceSpans: [{ resource: { attributes: this.#resource }, scopeSpans: [{ scope: this.#scope, spans: batch }] }],
-    });
+    const body = `{"resourceSpans":[{"resource":{"attributes":${JSON.stringify(this.#resource)}},` +
+      `"scopeSpans":[{"scope":${JSON.stringify(this.#scope)},"spans":[${batch.join(",")}]}]}]}`;
     return exporter.send(body).then((ok) => {
       const attributes: Record<string, string> = ok ? {} : { "error.type": "export_failed" };
       this.metrics?.add("otel.sdk.exporter.span.exported", "{span}", batch.length, attributes);
-      if (this.#queue.length > 0) this.#exportSoon(0);
+      const full = this.#queue.length >= (this.options.maxExportBatchSize ?? 512);
+      if (this.#queue.length > 0) this.#exportSoon(full ? 0 : this.options.scheduleDelayMs ?? 5000);
     });
   }
 
@@ -4717,13 +4777,26 @@ export function telemetryFromEnv(
 function observeRequests(
   options: ServerOptions,
   client: () => ClientView,
-): ((method: string, params: JsonObject, id: RequestId, run: () => unknown) => unknown) | undefined {
+):
+  | ((method: string, params: JsonObject, id: RequestId, run: () => unknown) => unknown) & { ended(): void }
+  | undefined {
   const { networkAttributes = { "network.transport": "pipe" } } = options;
   const tracer = options.tracer?.tracing ? options.tracer : undefined;
   const measure = options.measure ?? options.tracer?.metrics;
   const accessLog = options.accessLog;
   if (!measure && !tracer && !accessLog) return undefined;
-  return (method, params, id, run) => {
+  let opened: number | undefined; // a legacy session's initialize: mcp.server.session.duration at its end
+  const ended = () => {
+    if (opened === undefined || !measure) return;
+    const seconds = (performance.now() - opened) / 1000;
+    measure.record("mcp.server.session.duration", seconds, {
+      ...networkAttributes,
+      "mcp.protocol.version": client().protocolVersion,
+    });
+    opened = undefined;
+  };
+  return Object.assign((method: string, params: JsonObject, id: RequestId, run: () => unknown) => {
+    if (method === "initialize") opened ??= performance.now();
     const meta = isObject(params._meta) ? params._meta : undefined;
     const version = meta?.[META.protocolVersion] ?? client().protocolVersion;
     let span: Span | undefined;
@@ -4741,8 +4814,10 @@ function observeRequests(
       if (inMeta && header && (header.traceId !== inMeta.traceId || header.spanId !== inMeta.spanId)) {
         span.links = [header];
       }
-      // Plugins (ctx.traceparent) and what the server sends on (a gateway's upstream call) go on in this span.
-      params._meta = { ...meta, traceparent: formatTraceparent(span.context) };
+      // Plugins (ctx.traceparent) and what the server sends on (a gateway's upstream call) go on in this span
+      // (the parsed request is ours to change).
+      if (meta) meta.traceparent = formatTraceparent(span.context);
+      else params._meta = { traceparent: formatTraceparent(span.context) };
     }
     const started = accessLog && performance.now();
     const traceparent = params._meta && (params._meta as JsonObject).traceparent; // the span's, or the caller's
@@ -4780,7 +4855,7 @@ function observeRequests(
       end(undefined, error);
       throw error;
     });
-  };
+  }, { ended });
 }
 
 /**
@@ -4896,14 +4971,14 @@ function withTraceContext(
  * e.g. a CI job's TRACEPARENT), its `_meta.traceparent` the span's own (tracestate and baggage passed on); over
  * HTTP (`url`) the span names the server's host and port, never its path.
  */
-function traceClientRequest(
+function traceClientRequest<T>(
   method: string,
   params: JsonObject,
   caller: { traceparent?: string; tracestate?: string; baggage?: string },
   connection: { tracer?: Telemetry; traceRoot?: SpanContext; traceAttributes?: Record<string, string> },
   { url, version }: { url?: string; version?: string },
-  run: (params: JsonObject) => Promise<JsonObject>,
-): Promise<JsonObject> {
+  run: (params: JsonObject) => Promise<T>,
+): Promise<T> {
   const { tracer, traceRoot: root } = connection;
   const meta = isObject(params._meta) ? params._meta : {};
   const parent = parseTraceparent(caller.traceparent, caller.tracestate) ??
@@ -5427,6 +5502,17 @@ function runtimeResource(): Record<string, string> {
   const versions = runtimeVersions();
   const runtime = versions.deno ? "deno" : versions.bun ? "bun" : "node";
   return { "process.runtime.name": runtime, "process.runtime.version": String(versions[runtime] ?? "") };
+}
+
+// What /metrics' target_info says of this process when no OTLP export made the resource (the same keys but the id).
+function metricsResource(serviceName = "mcp.ts"): Record<string, string> {
+  return {
+    "service.name": serviceName,
+    "telemetry.sdk.name": "mcp.ts",
+    "telemetry.sdk.language": "js",
+    "telemetry.sdk.version": VERSION,
+    ...runtimeResource(),
+  };
 }
 
 let processTelemetry: Telemetry | undefined | null = null; // null: the OTEL_* variables not read yet
@@ -6247,7 +6333,7 @@ async function executableCatalog(
   if (!isObject(meta)) throw new TypeError(`${sidecar}: not a JSON object`);
   const file = joinPath(root, name);
   const maxBytes = options.maxOutputBytes ?? DEFAULT_MAX_LINE_BYTES;
-  const run = (args: JsonObject, ctx: ToolContext) => runExecutable(file, root, args, ctx, maxBytes);
+  const run = (args: JsonObject, ctx: ToolContext) => runExecutable(file, root, args, ctx, maxBytes, baseName);
   return { ...emptyCatalog(), tools: [defineTool({ ...meta, run }, baseName, joinPath(dir, name))] };
 }
 
@@ -6345,12 +6431,16 @@ function moduleCatalog(module: JsonObject, baseName: string, source: string): Ca
  * through a shell or on its command line), stdout → the result, stderr lines →
  * log notifications, `@progress N[/TOTAL] [message]` on stderr → progress.
  */
+// --log-format json: where an executable tool's stderr lines also go, as lines of its call (serve sets it).
+let executableLines: ((tool: string, level: LogLevel, text: string, traceparent?: string) => void) | undefined;
+
 async function runExecutable(
   file: string,
   cwd: string,
   args: JsonObject,
   ctx: ToolContext,
   maxBytes: number,
+  tool: string,
 ): Promise<JsonObject> {
   ctx.signal.throwIfAborted();
   const stdout: Uint8Array[] = [];
@@ -6367,6 +6457,12 @@ async function runExecutable(
     }
     const levelled = /^@(debug|info|notice|warning|error|critical|alert|emergency)\s+(.*)$/.exec(line);
     ctx.log(levelled ? levelled[1] as LogLevel : "info", levelled ? levelled[2] : line);
+    executableLines?.(
+      tool,
+      levelled ? levelled[1] as LogLevel : "info",
+      levelled ? levelled[2] : line,
+      ctx.traceparent,
+    );
     stderrTail = keepTail(stderrTail, (levelled ? levelled[2] : line) + "\n", EXEC_STDERR_TAIL_BYTES);
   });
   let child: ChildHandle | undefined;
@@ -6954,7 +7050,6 @@ interface LegacySession {
   id: string;
   server: McpServer;
   protocolVersion: string;
-  started: number; // ms since epoch: mcp.server.session.duration
   lastSeen: number;
   streams: Map<number, SessionStream>; // by stream id
   byRequest: Map<RequestId, SessionStream>; // a POST's stream, until its response
@@ -7295,10 +7390,6 @@ class LegacySessions {
 
   #end(session: LegacySession): void {
     this.#sessions.delete(session.id);
-    this.#core.options.measure?.record("mcp.server.session.duration", (Date.now() - session.started) / 1000, {
-      ...this.#core.options.networkAttributes,
-      "mcp.protocol.version": session.protocolVersion,
-    });
     session.server.close();
     for (const stream of session.streams.values()) {
       stream.live?.end();
@@ -7412,7 +7503,6 @@ class LegacySessions {
       id: crypto.randomUUID(),
       server,
       protocolVersion: LATEST_PROTOCOL_VERSION,
-      started: Date.now(),
       lastSeen: Date.now(),
       streams: new Map([[0, standalone]]),
       byRequest,
@@ -7739,17 +7829,11 @@ function follow(request: Request, exchange: Exchange, cancel: () => void): Promi
  * or Node through `listenHttp`.
  */
 export function createHandler(options: HandlerOptions = {}): McpHandler {
-  const tracer = options.tracer ?? telemetryFor(options.telemetry, options.name);
+  const tracer = options.tracer ?? telemetryFor(options.telemetry, options.serviceName ?? options.name);
   // --metrics keeps durations (the telemetry's own when it exports metrics: its span counters then show here too).
   let measure = tracer?.metrics;
   if (options.metrics && !measure) {
-    measure = new Metrics({
-      "service.name": options.name ?? "mcp.ts",
-      "telemetry.sdk.name": "mcp.ts",
-      "telemetry.sdk.language": "js",
-      "telemetry.sdk.version": VERSION,
-      "process.runtime.name": deno ? "deno" : bun ? "bun" : "node",
-    });
+    measure = new Metrics(metricsResource(options.serviceName ?? options.name));
     if (tracer) tracer.metrics = measure;
   }
   const metrics = options.metrics ? measure : undefined;
@@ -13351,7 +13435,8 @@ function taskOptions(values: FlagValues<typeof SERVE_FLAGS>, overHttp: boolean):
 
 /**
  * `--log-format json`: a module plugin's console output as log lines of its call (`source: "plugin"`, the tool, the
- * console method's level, the call's trace ids), each line told apart by the call it runs in (AsyncLocalStorage).
+ * console method's level, the call's trace ids), each line told apart by the call it runs in (AsyncLocalStorage);
+ * an executable tool's stderr lines the same way.
  */
 async function pluginConsoleAsJson(log: JsonLogSink): Promise<{
   wrap(tool: string, run: (args: unknown, ctx: ToolContext) => unknown): (args: unknown, ctx: ToolContext) => unknown;
@@ -13368,9 +13453,23 @@ async function pluginConsoleAsJson(log: JsonLogSink): Promise<{
       log.entry(level, format(...data), { source: "plugin", tool: call?.tool, ...traceFields(call?.traceparent) });
     };
   }
+  // An executable's stderr lines: MCP log levels as the four of a log line.
+  executableLines = (tool, level, text, traceparent) => {
+    const as = level === "debug"
+      ? "debug"
+      : level === "info" || level === "notice"
+      ? "info"
+      : level === "warning"
+      ? "warn"
+      : "error";
+    log.entry(as, text, { source: "plugin", tool, ...traceFields(traceparent) });
+  };
   return {
     wrap: (tool, run) => (args, ctx) => calls.run({ tool, traceparent: ctx.traceparent }, () => run(args, ctx)),
-    restore: () => void Object.assign(console, saved),
+    restore: () => {
+      Object.assign(console, saved);
+      executableLines = undefined;
+    },
   };
 }
 
@@ -15284,6 +15383,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     timeout: 0, // an upstream's call takes as long as the client lets it (its own --timeout, --max-time)
     listChanged: true,
     tracer,
+    serviceName: values.name ?? "mcp.ts",
     accessLog: jsonLog && ((msg, fields) => jsonLog.entry("info", msg, fields)),
     ...gateway.serverHooks(),
   };
@@ -15356,7 +15456,7 @@ async function runProxy({ values, positionals }: Parsed<typeof PROXY_FLAGS>, io:
   // --metrics keeps durations (the telemetry's own when it exports metrics: its span counters show there too).
   let measure = tracer?.metrics;
   if (values.metrics && !measure) {
-    measure = new Metrics({ "service.name": "mcp.ts", "telemetry.sdk.name": "mcp.ts", ...runtimeResource() });
+    measure = new Metrics(metricsResource());
     if (tracer) tracer.metrics = measure;
   }
   const served = http

@@ -18,6 +18,9 @@
 //    echo on the runtime's own server (the floor), the official SDK v2's createMcpHandler (the peer, installed from
 //    npm into ~/.cache/mcp-bench or $MCP_BENCH_CACHE on first use), and on Deno `deno serve --parallel` with 2
 //    workers against 1.
+// 7. Telemetry (MCP_BENCH_ONLY=telemetry): part 1's driver against `mcp.ts serve` with telemetry off, and with
+//    OTLP traces and metrics on (always_on sampler; a 10% sampler) to a collector in this process that answers 200,
+//    to a closed port, and to one that never answers (then also the peak RSS after the calls).
 //
 // The machine is noisy: every figure is a median of alternating rounds, and the ratios are what to read.
 
@@ -97,8 +100,8 @@ class BenchError extends Error {}
  * Spawns `argv`, handshakes, pipelines `calls` echo calls with IN_FLIGHT in flight, checks every answer.
  * When the program cannot start, dies or answers wrongly, throws a BenchError naming it (`name`) and saying why.
  */
-async function drive(argv: string[], calls: number, name: string): Promise<Run> {
-  const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "pipe"], cwd: HERE });
+async function drive(argv: string[], calls: number, name: string, env?: Record<string, string>): Promise<Run> {
+  const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "pipe"], cwd: HERE, env });
   const stderr = stderrReader(child);
   child.stdin!.on("error", () => {}); // EPIPE when the child is gone: its exit status and stderr say why
   let answered = false;
@@ -1028,15 +1031,96 @@ async function httpBench(work: string, withHeader: boolean): Promise<void> {
   for (const note of notes) console.log(`\n${note}`);
 }
 
+// --- 7: telemetry --------------------------------------------------------------------------------
+
+async function telemetryBench(work: string): Promise<void> {
+  const { createServer } = await import("node:http");
+  const collector = (answer: boolean) =>
+    new Promise<{ url: string; close(): void }>((resolve) => {
+      const server = createServer((request, response) => {
+        request.resume();
+        request.on("end", () => answer && response.writeHead(200, { "content-type": "application/json" }).end("{}"));
+      });
+      server.listen(0, "127.0.0.1", () =>
+        resolve({
+          url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+          close: () => (server.closeAllConnections(), server.close()),
+        }));
+    });
+  const [ok, hanging] = [await collector(true), await collector(false)];
+  const closed = await freePort();
+  const echoDir = join(work, "echo");
+  mkdirSync(echoDir, { recursive: true });
+  writeFileSync(join(echoDir, "echo.ts"), readFileSync(join(HERE, "testdata/tools/echo.ts")));
+  const base = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("OTEL_"))) as Record<
+    string,
+    string
+  >;
+  const on = (endpoint: string, extra: Record<string, string> = {}) => ({
+    ...base,
+    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+    OTEL_TRACES_SAMPLER: "always_on",
+    ...extra,
+  });
+  const variants: [string, Record<string, string>][] = [
+    ["off", base],
+    ["traces and metrics, always_on", on(ok.url)],
+    ["traces only", on(ok.url, { OTEL_METRICS_EXPORTER: "none" })],
+    ["metrics only", on(ok.url, { OTEL_TRACES_EXPORTER: "none" })],
+    [
+      "traces and metrics, 10% sampled",
+      on(ok.url, { OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.1" }),
+    ],
+    ["collector down (refused)", on(`http://127.0.0.1:${closed}`)],
+    ["collector hanging", on(hanging.url)],
+  ];
+  const argv = [...RUNTIME, MCP, "serve", echoDir];
+  const runs = new Map<string, Run[]>(variants.map(([name]) => [name, []]));
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [name, env] of variants) runs.get(name)!.push(await drive(argv, CALLS, `mcp.ts serve (${name})`, env));
+    }
+    const long = await drive(argv, 100_000, "mcp.ts serve (collector hanging, 100,000 calls)", on(hanging.url));
+    const longOff = await drive(argv, 100_000, "mcp.ts serve (off, 100,000 calls)", base);
+    console.log(`# mcp.ts telemetry benchmark — ${RUNTIME_NAME} ${RUNTIME_VERSION}`);
+    console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "?"}; ${CALLS} calls × ${ROUNDS} rounds\n`);
+    console.log("| stdio, telemetry | server CPU µs/call | vs off | calls/s | peak RSS, MiB |");
+    console.log("|---|---|---|---|---|");
+    const off = median(runs.get("off")!.map((run) => run.cpuMicrosPerCall));
+    for (const [name] of variants) {
+      const list = runs.get(name)!;
+      const cpu = median(list.map((run) => run.cpuMicrosPerCall));
+      console.log(
+        `| ${name} | ${fmt(cpu, 1)} | ${ratio(cpu, off)} | ${fmt(median(list.map((run) => run.callsPerSecond)))} | ${
+          fmt(Math.max(...list.map((run) => run.peakRssMiB)), 1)
+        } |`,
+      );
+    }
+    console.log(
+      `| 100,000 calls, collector hanging (off) | ${fmt(long.cpuMicrosPerCall, 1)} (${
+        fmt(longOff.cpuMicrosPerCall, 1)
+      }) | ${ratio(long.cpuMicrosPerCall, longOff.cpuMicrosPerCall)} | | ${fmt(long.peakRssMiB, 1)} (${
+        fmt(longOff.peakRssMiB, 1)
+      }) |`,
+    );
+  } finally {
+    ok.close();
+    hanging.close();
+  }
+}
+
 // --- main ---------------------------------------------------------------------------------------
 
 const work = mkdtempSync(join(tmpdir(), "mcp-bench-"));
 try {
-  if (ONLY !== "" && ONLY !== "stdio" && ONLY !== "http") {
-    throw new BenchError(`MCP_BENCH_ONLY must be stdio or http, not "${ONLY}"`);
+  if (ONLY !== "" && ONLY !== "stdio" && ONLY !== "http" && ONLY !== "telemetry") {
+    throw new BenchError(`MCP_BENCH_ONLY must be stdio, http or telemetry, not "${ONLY}"`);
   }
-  if (ONLY !== "http") await stdioBench(work);
-  if (ONLY !== "stdio") await httpBench(work, ONLY === "http");
+  if (ONLY === "telemetry") await telemetryBench(work);
+  else {
+    if (ONLY !== "http") await stdioBench(work);
+    if (ONLY !== "stdio") await httpBench(work, ONLY === "http");
+  }
 } catch (error) {
   if (!(error instanceof BenchError)) throw error;
   console.error(`bench: ${error.message}`);

@@ -2640,6 +2640,67 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
     }
   });
 
+  test("legacy: the server's question to its client is a CLIENT span under the call's SERVER span; the session's duration is recorded at its end", async () => {
+    const receiver = await otlpReceiver();
+    await withTempDir("mcp-otel-ask-", async (dir) => {
+      writeFileSync(
+        join(dir, "ask.ts"),
+        "export default { run: async (_: unknown, ctx: any) => " +
+          '((await ctx.elicit({ message: "who?", requestedSchema: { type: "object", properties: ' +
+          '{ name: { type: "string" } } } })).content.name) };',
+      );
+      try {
+        const run = await runCli(
+          [
+            "call",
+            `${RUNTIME.join(" ")} ${MCP} serve ${dir}`,
+            "ask",
+            "{}",
+            "--protocol",
+            "legacy",
+            "--elicit",
+            "accept",
+            "--elicit-json",
+            '{"name":"Ada"}',
+          ],
+          { env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url } },
+        );
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(run.stdout, "Ada\n");
+        const spans = await receiver.waitForSpans((spans) => spans.some((span) => span.name === "elicitation/create"));
+        const call = spans.find((span) => span.name === "tools/call ask" && span.kind === 2)!;
+        const asked = spans.find((span) => span.name === "elicitation/create")!;
+        assert.ok(call && asked, JSON.stringify(spans.map((span) => span.name)));
+        assert.equal(asked.kind, 3, "the server is the client of its own question");
+        assert.equal(asked.parentSpanId, call.spanId);
+        assert.equal(asked.traceId, call.traceId);
+        const deadline = Date.now() + 5_000;
+        const sessions = async () =>
+          (await receiver.entries()).filter((entry) => entry.path === "/v1/metrics").flatMap((entry) =>
+            entry.body.resourceMetrics.flatMap((r: Message) =>
+              r.scopeMetrics.flatMap((scope: Message) =>
+                scope.metrics.filter((metric: Message) => metric.name === "mcp.server.session.duration")
+              )
+            )
+          );
+        let found = await sessions();
+        while (found.length === 0 && Date.now() < deadline) {
+          await sleep(50);
+          found = await sessions();
+        }
+        assert.equal(found.length, 1, "stdin's end ended the legacy session: its duration, once");
+        const point = found[0].histogram.dataPoints[0];
+        assert.equal(point.count, "1");
+        assert.deepEqual(
+          Object.fromEntries(point.attributes.map((a: Message) => [a.key, Object.values(a.value)[0]])),
+          { "network.transport": "pipe", "mcp.protocol.version": "2025-11-25" },
+        );
+      } finally {
+        receiver.close();
+      }
+    });
+  });
+
   test("a dead collector (refusing, hanging, answering 503) adds at most 2 s to an exit, changes no output, warns once", async () => {
     const hanging = await otlpReceiver("hang");
     const refusing = await otlpReceiver("503");
@@ -6653,13 +6714,15 @@ describe("16b. Logs as JSON lines", () => {
     assert.equal(bad.stderr, 'mcp: --log-format takes text or json, got "yaml"\n');
   });
 
-  test("serve --log-format json: an access line per request, a plugin's console and stdout as lines of its call", async () => {
+  test("serve --log-format json: an access line per request, a plugin's console, stdout and an executable's stderr as lines of its call", async () => {
     await withTempDir("mcp-jsonlog-", async (dir) => {
       writeFileSync(
         join(dir, "chatty.ts"),
         'export default { run: () => { console.log("hello %s", "world"); console.error("oops"); ' +
           'process.stdout.write("raw\\n"); return "done"; } };',
       );
+      writeFileSync(join(dir, "noisy.sh"), '#!/bin/sh\necho "@warning careful" >&2\necho plain >&2\necho fine\n');
+      spawnSync("chmod", ["+x", join(dir, "noisy.sh")]);
       const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
       const call = {
         jsonrpc: "2.0",
@@ -6667,19 +6730,26 @@ describe("16b. Logs as JSON lines", () => {
         method: "tools/call",
         params: { name: "chatty", arguments: {}, _meta: { traceparent } },
       };
-      const stdin = [INIT, { jsonrpc: "2.0", method: "notifications/initialized" }, call]
+      const executable = { ...call, id: 8, params: { ...call.params, name: "noisy" } };
+      const stdin = [INIT, { jsonrpc: "2.0", method: "notifications/initialized" }, call, executable]
         .map((message) => JSON.stringify(message) + "\n").join("");
       const run = await runCli(["serve", dir, "--log-format", "json"], { stdin, spawn: true });
       assert.equal(run.code, 0, run.stderr);
       const answers = run.stdout.trimEnd().split("\n").map((line) => JSON.parse(line));
-      assert.deepEqual(answers.map((answer) => answer.id), ["init", 7], "stdout carries the protocol alone");
-      assert.equal(answers[1].result.content[0].text, "done");
+      assert.ok(answers.every((message) => message.jsonrpc === "2.0"), "stdout carries the protocol alone");
+      const ids = answers.filter((message) => "id" in message).map((message) => message.id);
+      assert.deepEqual(ids.sort(), [7, 8, "init"]);
+      assert.equal(answers.find((answer) => answer.id === 7).result.content[0].text, "done");
       const entries = run.stderr.trimEnd().split("\n").map((line) => JSON.parse(line));
-      const ids = { trace_id: "0af7651916cd43dd8448eb211c80319c", span_id: "b7ad6b7169203331", trace_flags: "01" };
+      const trace = { trace_id: "0af7651916cd43dd8448eb211c80319c", span_id: "b7ad6b7169203331", trace_flags: "01" };
       const plugin = entries.filter((entry) => entry.source === "plugin");
-      assert.deepEqual(plugin.map(({ time: _, ...rest }) => rest), [
-        { level: "info", msg: "hello world", source: "plugin", tool: "chatty", ...ids },
-        { level: "error", msg: "oops", source: "plugin", tool: "chatty", ...ids },
+      assert.deepEqual(plugin.filter((entry) => entry.tool === "chatty").map(({ time: _, ...rest }) => rest), [
+        { level: "info", msg: "hello world", source: "plugin", tool: "chatty", ...trace },
+        { level: "error", msg: "oops", source: "plugin", tool: "chatty", ...trace },
+      ]);
+      assert.deepEqual(plugin.filter((entry) => entry.tool === "noisy").map(({ time: _, ...rest }) => rest), [
+        { level: "warn", msg: "careful", source: "plugin", tool: "noisy", ...trace },
+        { level: "info", msg: "plain", source: "plugin", tool: "noisy", ...trace },
       ]);
       assert.ok(entries.some((entry) => entry.msg === "raw"), "a plugin's stdout is a line too, never protocol");
       const access = entries.find((entry) => entry.msg === "tools/call chatty");
@@ -6688,7 +6758,7 @@ describe("16b. Logs as JSON lines", () => {
       assert.equal(access["gen_ai.tool.name"], "chatty");
       assert.equal(access["jsonrpc.request.id"], "7");
       assert.equal(typeof access.duration_ms, "number");
-      assert.equal(access.trace_id, ids.trace_id);
+      assert.equal(access.trace_id, trace.trace_id);
       assert.ok(entries.some((entry) => entry.msg === "initialize" && entry.level === "info"));
     });
   });
