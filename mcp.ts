@@ -1132,6 +1132,8 @@ function mcpNameOf(method: string, params: JsonObject): unknown {
 interface ClientView {
   protocolVersion: string;
   capabilities: JsonObject;
+  /** A legacy HTTP session's id (mcp.session.id on its spans). */
+  sessionId?: string;
   /** Index in LOG_LEVELS of the least severe level sent; LOG_LEVELS.length sends none. */
   logLevel: number;
 }
@@ -2350,6 +2352,15 @@ function base64Url(bytes: Uint8Array): string {
   return bytesToBase64(bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
+/**
+ * `bytes` random bytes as base64url that never starts with `-` or `_`: a task id is a command-line argument
+ * (`mcp.ts task URL get ID`), and one starting with `-` read as a flag (1 in 32 of them did).
+ */
+function randomWord(bytes: number): string {
+  const word = base64Url(crypto.getRandomValues(new Uint8Array(bytes)));
+  return /^[-_]/.test(word) ? "t" + word.slice(1) : word;
+}
+
 function fromBase64Url(text: string): Uint8Array<ArrayBuffer> {
   const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/"));
   return Uint8Array.from(binary, (ch) => ch.charCodeAt(0));
@@ -2435,6 +2446,11 @@ export class McpServer {
   }
 
   /** The shared part: catalog, options, timer. */
+  /** The legacy HTTP session this connection serves, for its spans. @internal */
+  set sessionId(id: string) {
+    this.#client.sessionId = id;
+  }
+
   get core(): ServerCore {
     return this.#core;
   }
@@ -3450,7 +3466,7 @@ class TaskStore {
       if (!finished) return undefined;
       this.#tasks.delete(finished.id);
     }
-    const random = base64Url(crypto.getRandomValues(new Uint8Array(16)));
+    const random = randomWord(16);
     const instance = this.#options.instanceId;
     const task = new ServerTask(
       instance ? `${instance}.${random}` : random,
@@ -4385,8 +4401,10 @@ function randomHex(bytes: number): string {
   return any === 0 ? randomHex(bytes) : hex;
 }
 
-// Where the HTTP front leaves a request's `traceparent` header on its params, out of JSON's and plugins' sight.
+// Where the HTTP front leaves a request's `traceparent` header and its peer's address on its params, out of JSON's
+// and plugins' sight.
 const TRACEPARENT_HEADER = Symbol("traceparent header");
+const CLIENT_PEER = Symbol("client peer");
 
 /** The context a `traceparent` names (see traceContextOf for what is valid). @internal */
 export function parseTraceparent(traceparent: string | undefined, tracestate?: string): SpanContext | undefined {
@@ -4801,9 +4819,16 @@ function observeRequests(
     const version = meta?.[META.protocolVersion] ?? client().protocolVersion;
     let span: Span | undefined;
     if (tracer) {
-      const { name, attributes } = requestSpanOf(method, params);
+      const { name, attributes }: { name: string; attributes: Record<string, string | number> } = requestSpanOf(
+        method,
+        params,
+      );
       Object.assign(attributes, networkAttributes, { "jsonrpc.request.id": String(id) });
       if (typeof version === "string") attributes["mcp.protocol.version"] = version;
+      const session = client().sessionId;
+      if (session !== undefined) attributes["mcp.session.id"] = session;
+      const peer = (params as Record<symbol, { address: string; port: number } | undefined>)[CLIENT_PEER];
+      if (peer) Object.assign(attributes, { "client.address": peer.address, "client.port": peer.port });
       if (tracer.options.captureContent && method === "tools/call") {
         attributes["gen_ai.tool.call.arguments"] = JSON.stringify(params.arguments ?? {}).slice(0, 8192);
       }
@@ -6102,8 +6127,31 @@ const NODE_WHOLE_BODY_BYTES = 1024 * 1024;
  * Deno.serve, Bun.serve (its 10 s idle timeout off, for long SSE streams), or
  * node:http through a small Request/Response adapter.
  */
+/**
+ * A request's peer, from what the runtime's server passed beside it: Deno's ServeHandlerInfo (remoteAddr), Bun's
+ * server (requestIP), or the Node socket listenHttp passes.
+ */
+function peerAddress(info: unknown, request: Request): { address: string; port: number } | undefined {
+  if (typeof info !== "object" || info === null) return undefined;
+  const peer = info as {
+    remoteAddr?: { hostname?: string; port?: number };
+    requestIP?: (request: Request) => { address: string; port: number } | null;
+    remoteAddress?: string;
+    remotePort?: number;
+  };
+  if (peer.remoteAddr?.hostname !== undefined) {
+    return { address: peer.remoteAddr.hostname, port: peer.remoteAddr.port! };
+  }
+  if (typeof peer.requestIP === "function") {
+    const ip = peer.requestIP(request);
+    return ip ? { address: ip.address, port: ip.port } : undefined;
+  }
+  if (typeof peer.remoteAddress === "string") return { address: peer.remoteAddress, port: peer.remotePort! };
+  return undefined;
+}
+
 export async function listenHttp(
-  handler: (request: Request) => Promise<Response>,
+  handler: (request: Request, info?: unknown) => Promise<Response>,
   options: { hostname: string; port: number },
 ): Promise<HttpListener> {
   const { hostname, port } = options;
@@ -6167,6 +6215,7 @@ export async function listenHttp(
       const url = `http://${req.headers.host ?? `${hostname}:${port}`}${req.url ?? "/"}`;
       response = await handler(
         new Request(url, { method: req.method, headers, body, duplex: "half", signal: aborted.signal } as RequestInit),
+        req.socket, // its peer's address, read only when telemetry asks (peerAddress)
       );
     } catch (error) {
       response = new Response(`Internal Server Error: ${errorMessage(error)}\n`, { status: 500 });
@@ -6828,8 +6877,9 @@ export interface HandlerOptions extends ServerOptions {
 
 /** A fetch handler serving MCP; also `.fetch` (the same function), its core, and `close()`. */
 export interface McpHandler {
-  (request: Request): Promise<Response>;
-  fetch(request: Request): Promise<Response>;
+  /** `info`: what the runtime's server passes beside the request (its peer's address, for telemetry). */
+  (request: Request, info?: unknown): Promise<Response>;
+  fetch(request: Request, info?: unknown): Promise<Response>;
   /**
    * What it measured (with `metrics`: each request's and each legacy session's duration), in the Prometheus text
    * format: for an application that serves its own /metrics behind its own auth.
@@ -7216,6 +7266,8 @@ interface Arrival {
 
 /** The rules of one listener's front. */
 interface FrontPolicy {
+  /** Keep what the runtime says of each request's peer (REQUEST_PEERS): telemetry's client.address. */
+  keepPeers?: boolean;
   /** The MCP endpoint; anything else but /health and the metadata is 404. */
   path: string;
   /** Host names a request's Host may name; "*" allows any. */
@@ -7237,7 +7289,7 @@ interface FrontPolicy {
 }
 
 /** A fetch handler that checks a request as `policy` says, then hands it to `policy.route`. @internal */
-export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Response> {
+export function httpFront(policy: FrontPolicy): (request: Request, info?: unknown) => Promise<Response> {
   const { path } = policy;
   const hosts = new Set(policy.allowedHosts);
   const origins = new Set(policy.allowOrigins ?? []);
@@ -7338,11 +7390,16 @@ export function httpFront(policy: FrontPolicy): (request: Request) => Promise<Re
     if (verifier) return verified(request, method, url, pathStart, cors);
     return tokenRefusal(request, cors) ?? routed(request, method, undefined, cors);
   };
-  return (request) => {
+  const keepPeers = policy.keepPeers === true;
+  return (request, info) => {
+    if (keepPeers && info !== undefined) REQUEST_PEERS.set(request, info);
     const answer = front(request);
     return answer instanceof Promise ? answer : Promise.resolve(answer);
   };
 }
+
+// What the runtime's server said of each request's peer, kept only while tracing (client.address on its span).
+const REQUEST_PEERS = new WeakMap<Request, unknown>();
 
 // --- 10d. createHandler: the MCP endpoint behind the front, its legacy sessions and stateless requests ---
 
@@ -7511,6 +7568,7 @@ class LegacySessions {
       principal: principalOf(auth),
       subject: auth?.sub,
     };
+    server.sessionId = session.id;
     this.#sessions.set(session.id, session);
     this.#sweep ??= setInterval(() => this.#expire(), Math.min(this.#ttl, 60_000));
     (this.#sweep as { unref?: () => void }).unref?.();
@@ -7857,6 +7915,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     auth: options.auth,
     maxBodyBytes: options.maxBodyBytes,
     methods: "GET, POST, DELETE",
+    keepPeers: tracing,
     metrics: metrics && { render: () => metrics.prometheus(), token: options.metricsToken },
     route: (arrival) => {
       switch (arrival.method) {
@@ -7894,7 +7953,9 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     // The HTTP traceparent header: the span's parent when _meta has none (read only when tracing).
     if (tracing && isObject(message.params)) {
       const header = request.headers.get("traceparent");
-      if (header !== null) (message.params as Record<symbol, string>)[TRACEPARENT_HEADER] = header;
+      const hidden = message.params as Record<symbol, unknown>;
+      if (header !== null) hidden[TRACEPARENT_HEADER] = header;
+      hidden[CLIENT_PEER] = peerAddress(REQUEST_PEERS.get(request), request);
     }
     const headerVersion = request.headers.get("mcp-protocol-version")?.trim();
     const incoming: Incoming = { request, auth: arrival.auth, message };
@@ -7920,7 +7981,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     );
   }
 
-  const fetch = (request: Request) => handler(request);
+  const fetch = (request: Request, info?: unknown) => handler(request, info);
   // defineProperty, not Object.assign: assign would read `pending` once and store the number.
   Object.defineProperty(fetch, "pending", {
     get() {
@@ -13419,8 +13480,7 @@ const SERVE_FLAGS = {
 
 // --task-* and --instance-id, checked. Over HTTP task ids name their instance, random per process by default.
 function taskOptions(values: FlagValues<typeof SERVE_FLAGS>, overHttp: boolean): ServerOptions {
-  const instanceId = values["instance-id"] ??
-    (overHttp ? base64Url(crypto.getRandomValues(new Uint8Array(6))) : undefined);
+  const instanceId = values["instance-id"] ?? (overHttp ? randomWord(6) : undefined);
   if (instanceId !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(instanceId)) {
     throw new UsageError(`--instance-id takes 1-64 of A-Z a-z 0-9 _ -, got "${instanceId}"`);
   }
