@@ -5014,13 +5014,9 @@ describe("13. OAuth: the client", () => {
   });
 
   test("a step-up in a later command asks for the granted scopes and the challenged ones", async () => {
-    // The same server (URL) first needs mcp:read, then, restarted, mcp:admin.
-    const port = await new Promise<number>((resolve) => {
-      const probe = createNetServer().listen(0, "127.0.0.1", () => {
-        const { port } = probe.address() as { port: number };
-        probe.close(() => resolve(port));
-      });
-    });
+    // The same server (URL) first needs mcp:read, then, restarted on the port it got, mcp:admin. (A port probed
+    // free and bound later could be taken in between by a parallel suite's server.)
+    let port = 0;
     const home = mkdtempSync(join(tmpdir(), "mcp-stepup-"));
     const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/);
     const serveWith = (scope: string) =>
@@ -5041,6 +5037,7 @@ describe("13. OAuth: the client", () => {
     try {
       const env = { MCP_TS_CREDENTIALS: join(home, "credentials.json"), BROWSER };
       const reader = await serveWith("mcp:read");
+      port = Number(new URL(reader.url).port);
       const login = await runCli(["login", reader.url], { env });
       reader.close();
       await reader.exited; // its port is free again
