@@ -4153,6 +4153,14 @@ interface Counter {
 export class Metrics {
   #histograms = new Map<string, Histogram>();
   #counters = new Map<string, Counter>();
+  #networks = new WeakMap<object, string>();
+
+  // A short key for a server's network attributes (one object per server).
+  #networkKey(network: Record<string, string>): string {
+    let key = this.#networks.get(network);
+    if (key === undefined) this.#networks.set(network, key = JSON.stringify(network));
+    return key;
+  }
   /** What `target_info` says of the process (service.name, telemetry.sdk.*). */
   readonly resource: Record<string, string>;
   /** When recording began (ms since the epoch): every point's start (cumulative). */
@@ -4167,10 +4175,15 @@ export class Metrics {
     // Each caller builds its attributes in one order: the key need not sort them (a sort per call cost 2 µs).
     let key = name;
     for (const label in attributes) key += "\u0000" + label + "=" + attributes[label];
+    this.#add(key, name, seconds, () => attributes);
+  }
+
+  // The histogram of `key` gets one duration; `attributes` is asked for only by a new series.
+  #add(key: string, name: string, seconds: number, attributes: () => Record<string, string | number>): void {
     let histogram = this.#histograms.get(key);
     if (!histogram) {
       const counts = new Array(DURATION_BUCKETS.length + 1).fill(0);
-      const labels = Object.fromEntries(Object.entries(attributes).map(([k, v]) => [k, String(v)]));
+      const labels = Object.fromEntries(Object.entries(attributes()).map(([k, v]) => [k, String(v)]));
       histogram = { name, attributes: labels, counts, sum: 0, count: 0, min: seconds, max: seconds };
       this.#histograms.set(key, histogram);
     }
@@ -4240,22 +4253,29 @@ export class Metrics {
     network: Record<string, string> = {},
   ): unknown {
     const started = performance.now();
-    const attributes: Record<string, string> = { ...network, "mcp.method.name": method };
-    if (method === "tools/call" && typeof params.name === "string") {
-      attributes["gen_ai.tool.name"] = params.name;
-      attributes["gen_ai.operation.name"] = "execute_tool";
-    } else if (method === "prompts/get" && typeof params.name === "string") {
-      attributes["gen_ai.prompt.name"] = params.name;
-    }
+    const tool = method === "tools/call" && typeof params.name === "string" ? params.name : undefined;
+    const prompt = method === "prompts/get" && typeof params.name === "string" ? params.name : undefined;
     const meta = isObject(params._meta) ? params._meta : undefined;
-    const version = meta?.[META.protocolVersion] ?? client.protocolVersion;
-    if (typeof version === "string") attributes["mcp.protocol.version"] = version;
+    const given = meta?.[META.protocolVersion] ?? client.protocolVersion;
+    const version = typeof given === "string" ? given : undefined;
     const done = (result: unknown, error?: unknown) => {
-      if (error instanceof RpcError) {
-        attributes["error.type"] = attributes["rpc.response.status_code"] = String(error.code);
-      } else if (error !== undefined) attributes["error.type"] = "_OTHER";
-      else if (isObject(result) && result.isError === true) attributes["error.type"] = "tool_error";
-      this.record("mcp.server.operation.duration", (performance.now() - started) / 1000, attributes);
+      const code = error instanceof RpcError ? String(error.code) : undefined;
+      const errorType = code ??
+        (error !== undefined ? "_OTHER" : isObject(result) && result.isError === true ? "tool_error" : undefined);
+      // The series by what varies (a key of a few parts, not of every label: this runs per request).
+      const key = `op\u0000${this.#networkKey(network)}\u0000${method}\u0000${tool}\u0000${prompt}\u0000${version}` +
+        `\u0000${errorType}`;
+      this.#add(key, "mcp.server.operation.duration", (performance.now() - started) / 1000, () => {
+        const attributes: Record<string, string> = { ...network, "mcp.method.name": method };
+        if (tool !== undefined) {
+          Object.assign(attributes, { "gen_ai.tool.name": tool, "gen_ai.operation.name": "execute_tool" });
+        }
+        if (prompt !== undefined) attributes["gen_ai.prompt.name"] = prompt;
+        if (version !== undefined) attributes["mcp.protocol.version"] = version;
+        if (errorType !== undefined) attributes["error.type"] = errorType;
+        if (code !== undefined) attributes["rpc.response.status_code"] = code;
+        return attributes;
+      });
     };
     let result: unknown;
     try {
@@ -4377,28 +4397,47 @@ export interface Span {
   kind: 2 | 3; // SERVER, CLIENT
   parentSpanId?: string;
   start: number; // ms since epoch, fractional
+  end?: number;
   attributes: Record<string, string | number | boolean>;
+  status?: { code: 2; message?: string }; // ERROR; none is UNSET
   links?: SpanContext[];
 }
 
-// Random ids come from a pool refilled 4 KiB at a time: one getRandomValues per span cost a third of a traced call.
+// An ended span as OTLP JSON text: ids are hex (checked when made), times and ints strings, enums integers.
+function otlpSpanJson(span: Span): string {
+  const { context, status } = span;
+  const statusJson = !status
+    ? "{}"
+    : status.message
+    ? `{"code":2,"message":${JSON.stringify(status.message)}}`
+    : `{"code":2}`;
+  let links = "";
+  if (span.links?.length) {
+    links = `,"links":[${span.links.map((link) => `{"traceId":"${link.traceId}","spanId":"${link.spanId}"}`)}]`;
+  }
+  return `{"traceId":"${context.traceId}","spanId":"${context.spanId}",` +
+    (span.parentSpanId ? `"parentSpanId":"${span.parentSpanId}",` : "") +
+    (context.traceState ? `"traceState":${JSON.stringify(context.traceState)},` : "") +
+    `"name":${JSON.stringify(span.name)},"kind":${span.kind},"startTimeUnixNano":"${unixNano(span.start)}",` +
+    `"endTimeUnixNano":"${unixNano(span.end!)}","attributes":${otlpAttributesJson(span.attributes)},` +
+    `"status":${statusJson}${links}}`;
+}
+
+// Random ids are slices of a pool of random hex made 4 KiB at a time: one getRandomValues per span cost a third of
+// a traced call, and building each id a digit pair at a time made a rope of small strings per id.
 const HEX_BYTES = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"));
-let randomPool = new Uint8Array(0);
+let randomPool = "";
 let randomAt = 0;
 
 /** `bytes` random bytes as lowercase hex, never all zeros (an invalid trace or span id). */
 function randomHex(bytes: number): string {
-  if (randomAt + bytes > randomPool.length) {
-    randomPool = crypto.getRandomValues(new Uint8Array(4096));
+  if (randomAt + bytes * 2 > randomPool.length) {
+    const fresh = crypto.getRandomValues(new Uint8Array(4096));
+    randomPool = Array.from(fresh, (byte) => HEX_BYTES[byte]).join("");
     randomAt = 0;
   }
-  let hex = "";
-  let any = 0;
-  for (const end = randomAt + bytes; randomAt < end; randomAt++) {
-    any |= randomPool[randomAt];
-    hex += HEX_BYTES[randomPool[randomAt]];
-  }
-  return any === 0 ? randomHex(bytes) : hex;
+  const hex = randomPool.slice(randomAt, randomAt += bytes * 2);
+  return /^0+$/.test(hex) ? randomHex(bytes) : hex;
 }
 
 // Where the HTTP front leaves a request's `traceparent` header and its peer's address on its params, out of JSON's
@@ -4496,7 +4535,7 @@ export class Telemetry {
   metrics: Metrics | undefined;
   #resource: JsonObject[];
   #scope: JsonObject = { name: "mcp.ts", version: VERSION };
-  #queue: string[] = []; // ended spans, each already OTLP JSON text
+  #queue: Span[] = []; // ended spans, waiting for their batch
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerNow = false; // the timer is for a full batch (delay 0)
   #spans: OtlpExporter | undefined;
@@ -4569,28 +4608,14 @@ export class Telemetry {
       this.metrics?.add("otel.sdk.processor.span.processed", "{span}", 1, { "error.type": "queue_full" });
       return; // dropped before any work: a hanging collector must not make each call dearer
     }
-    const { context, attributes } = span;
-    let status = "{}";
     if (error) {
-      attributes["error.type"] = error.type;
-      if (error.code !== undefined) attributes["rpc.response.status_code"] = String(error.code);
-      if (error.type !== "tool_error") {
-        status = error.message ? `{"code":2,"message":${JSON.stringify(error.message)}}` : `{"code":2}`;
-      }
+      span.attributes["error.type"] = error.type;
+      if (error.code !== undefined) span.attributes["rpc.response.status_code"] = String(error.code);
+      if (error.type !== "tool_error") span.status = { code: 2, message: error.message };
     }
-    // OTLP JSON, as text: ids are hex (checked when made), times and ints strings, kind and status code integers.
-    let otlp = `{"traceId":"${context.traceId}","spanId":"${context.spanId}",` +
-      (span.parentSpanId ? `"parentSpanId":"${span.parentSpanId}",` : "") +
-      (context.traceState ? `"traceState":${JSON.stringify(context.traceState)},` : "") +
-      `"name":${JSON.stringify(span.name)},"kind":${span.kind},"startTimeUnixNano":"${unixNano(span.start)}",` +
-      `"endTimeUnixNano":"${unixNano(performance.timeOrigin + performance.now())}",` +
-      `"attributes":${otlpAttributesJson(attributes)},"status":${status}`;
-    if (span.links?.length) {
-      otlp += `,"links":[${span.links.map((link) => `{"traceId":"${link.traceId}","spanId":"${link.spanId}"}`)}]`;
-    }
-    otlp += "}";
+    span.end = performance.timeOrigin + performance.now();
     this.metrics?.add("otel.sdk.processor.span.processed", "{span}", 1);
-    this.#queue.push(otlp);
+    this.#queue.push(span); // encoded when its batch leaves: what waits is the span, not a string of its pieces
     if (this.#queue.length >= (this.options.maxExportBatchSize ?? 512)) this.#exportSoon(0);
     else this.#exportSoon(this.options.scheduleDelayMs ?? 5000);
   }
@@ -4615,7 +4640,7 @@ export class Telemetry {
     if (!exporter || exporter.inFlight || this.#queue.length === 0) return exporter?.inFlight ?? Promise.resolve();
     const batch = this.#queue.splice(0, this.options.maxExportBatchSize ?? 512);
     const body = `{"resourceSpans":[{"resource":{"attributes":${JSON.stringify(this.#resource)}},` +
-      `"scopeSpans":[{"scope":${JSON.stringify(this.#scope)},"spans":[${batch.join(",")}]}]}]}`;
+      `"scopeSpans":[{"scope":${JSON.stringify(this.#scope)},"spans":[${batch.map(otlpSpanJson).join(",")}]}]}]}`;
     return exporter.send(body).then((ok) => {
       const attributes: Record<string, string> = ok ? {} : { "error.type": "export_failed" };
       this.metrics?.add("otel.sdk.exporter.span.exported", "{span}", batch.length, attributes);

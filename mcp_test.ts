@@ -5014,7 +5014,7 @@ describe("13. OAuth: the client", () => {
       await withProtectedServer(async (as, server, store) => {
         const run = await runCli(["login", server.url], { env: { MCP_TS_CREDENTIALS: store, BROWSER } });
         assert.equal(run.code, 4, `${mode}: ${run.stderr}`);
-        assert.match(run.stderr, why, mode);
+        assert.match(run.stderr, why, `${mode}: ${run.stderr}`);
         assert.ok(!(await as.log()).some((entry) => entry.kind === "token"), `${mode}: no token request`);
       }, { asEnv: { FAKE_AUTH_MODE: mode } });
     }
