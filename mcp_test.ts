@@ -83,6 +83,8 @@ import {
 // --- Helpers every section's tests use -----------------------------------------------------------
 
 const HERE = new URL(".", import.meta.url).pathname;
+/** Each runtime's suite its own login callback port (see runCli). */
+const CALLBACK_PORT = "Deno" in globalThis ? "33431" : process.versions.bun ? "33432" : "33433";
 /** The file itself, for the tests that read it. */
 const MCP_SOURCE = HERE + "mcp.ts";
 /**
@@ -454,6 +456,9 @@ function runCli(
     return runInProcess(args, options.stdin ?? "", { stopStepMs: options.stopStepMs });
   }
   assert.equal(options.stopStepMs, undefined, "stopStepMs is injected in process only");
+  // CI runs the three runtimes' suites at once: each takes its own login callback port, or two logins would race
+  // for the default one (a port probed free can be taken before it is listened on).
+  if (args[0] === "login" && !args.includes("--callback-port")) args = [...args, "--callback-port", CALLBACK_PORT];
   const child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, ...args], {
     cwd: options.cwd ?? HERE,
     env: { ...process.env, ...options.env },
