@@ -4921,9 +4921,14 @@ export function observeForwarded(options: {
   /** The client's side (network.*), and the upstream's (network.*, server.address, server.port). */
   downstream: Record<string, string>;
   upstream: Record<string, string | number>;
+  /** The negotiated legacy version, once an initialize was answered. */
+  version?: () => string | undefined;
 }): {
-  /** A request on its way upstream: the message to send instead (its traceparent replaced), or undefined. */
-  request(key: string, message: JsonObject): JsonObject | undefined;
+  /**
+   * A request on its way upstream (with the HTTP traceparent header it came with, if any): the message to send
+   * instead (its traceparent replaced), or undefined.
+   */
+  request(key: string, message: JsonObject, header?: string): JsonObject | undefined;
   /** Its answer (a response), or why there is none. */
   answered(key: string, response?: JsonObject, failure?: unknown): void;
 } | undefined {
@@ -4942,15 +4947,18 @@ export function observeForwarded(options: {
   }
   const open = new Map<string, Forwarded>();
   return {
-    request(key, message) {
+    request(key, message, header) {
       const params = isObject(message.params) ? message.params : {};
       const meta = isObject(params._meta) ? params._meta : undefined;
       const { name, attributes } = requestSpanOf(String(message.method), params);
+      const version = meta?.[META.protocolVersion] ?? options.version?.();
+      if (typeof version === "string") attributes["mcp.protocol.version"] = version;
       const id = String(message.id);
       const entry: Forwarded = { id, name, attributes, started: performance.now(), traceparent: meta?.traceparent };
       open.set(key, entry);
       if (!tracer) return undefined;
-      const parent = parseTraceparent(meta?.traceparent as string, meta?.tracestate as string);
+      const parent = parseTraceparent(meta?.traceparent as string, meta?.tracestate as string) ??
+        parseTraceparent(header);
       const served = { ...attributes, ...downstream, "jsonrpc.request.id": id };
       entry.server = tracer.start(name, 2, parent, served);
       entry.client = tracer.start(name, 3, entry.server.context, { ...attributes, ...upstream });
@@ -12403,7 +12411,7 @@ export class Gateway {
 /** Where a proxy or replay meets its client: stdio, or Streamable HTTP. */
 interface Downstream {
   /** Starts reading; `message` gets each message text, `end` the end of the input. */
-  start(message: (text: string) => void, end: () => void): void;
+  start(message: (text: string, traceparent?: string) => void, end: () => void): void;
   /** Sends one message to the client. */
   send(text: string): void;
   /** Stops; resolves when what was sent is out. */
@@ -12448,7 +12456,7 @@ function httpDownstream(
   downstream: Downstream;
   handler: (request: Request) => Promise<Response>;
 } {
-  let onMessage: (text: string) => void = noop;
+  let onMessage: (text: string, traceparent?: string) => void = noop;
   // Several clients may each send id 1: upstream, every request gets an id of ours, given back in its answer.
   const open = new Map<string, { exchange: Exchange; id: RequestId }>(); // by our id: where its messages go
   let nextId = 0;
@@ -12459,7 +12467,7 @@ function httpDownstream(
     methods: "POST, DELETE",
     route: (arrival) => route(arrival),
   });
-  const route = async ({ method, json }: Arrival): Promise<Response> => {
+  const route = async ({ request, method, json }: Arrival): Promise<Response> => {
     if (method === "DELETE") return new Response(null, { status: 200 });
     if (method !== "POST") return new Response(null, { status: 405, headers: { allow: "POST, DELETE" } });
     let text = "";
@@ -12483,7 +12491,8 @@ function httpDownstream(
       if (open.delete(key)) downstream.cancelled?.(ours);
     };
     open.set(key, { exchange, id: message.id });
-    onMessage(JSON.stringify({ ...message, id: ours }));
+    // The HTTP traceparent header goes along: a traced proxy's SERVER span takes it when _meta has none.
+    onMessage(JSON.stringify({ ...message, id: ours }), request.headers.get("traceparent") ?? undefined);
     return exchange.response;
   };
   const downstream: Downstream = {
@@ -12574,6 +12583,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
       ? { "network.transport": "tcp", "network.protocol.name": "http" }
       : { "network.transport": "pipe" },
     upstream: isHttpSpec(upstream) ? networkOf(upstream.url) : { "network.transport": "pipe" },
+    version: () => typeof initialized?.protocolVersion === "string" ? initialized.protocolVersion : undefined,
   });
   // A client that closed its stream gave up on the request: the upstream hears it the way its transport says.
   client.cancelled = (id) => {
@@ -12647,7 +12657,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
     stderr: (text) => void ownStderr().write(text),
     trace: options.onTrace ?? noop,
   }).then(() => {
-    client.start((text) => {
+    client.start((text, traceparent) => {
       options.onFrame?.("<", text);
       options.onMessage?.("send", text);
       let message: unknown;
@@ -12671,7 +12681,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
       }
       if (isObject(message) && typeof message.method === "string") {
         const traced = observe && isRequestId(message.id)
-          ? observe.request(JSON.stringify(message.id), message)
+          ? observe.request(JSON.stringify(message.id), message, traceparent)
           : undefined;
         if (traced) text = JSON.stringify(traced);
         const params = isObject((traced ?? message).params) ? (traced ?? message).params as JsonObject : {};

@@ -6504,11 +6504,12 @@ describe("15b. Proxy and replay", () => {
 describe("15b. Proxy: telemetry, metrics, access lines", () => {
   test("with telemetry on, call → proxy → serve is one trace (the proxy's SERVER and CLIENT spans between); proxy --http --metrics serves /metrics", async () => {
     const receiver = await otlpReceiver();
-    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url };
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "50" };
     const proxied = `${RUNTIME.join(" ")} ${MCP} proxy ${quote(SERVE)}`;
     const server = await startListening(
       [MCP, "proxy", SERVE, "--http", "127.0.0.1:0", "--token", "secret", "--metrics", "--metrics-token", "scrape"],
       /serving (http:\S+)/,
+      env,
     );
     try {
       const run = await runCli(["call", proxied, "add", '{"a":1,"b":2}'], { env });
@@ -6532,6 +6533,36 @@ describe("15b. Proxy: telemetry, metrics, access lines", () => {
       // Off (no OTEL_*), the proxy is transparent: over HTTP it counts what it forwards for a scraper.
       const viaHttp = await runCli(["call", server.url, "add", '{"a":1,"b":2}', "-H", "Authorization: Bearer secret"]);
       assert.equal(viaHttp.stdout, "3\n", viaHttp.stderr);
+      // Over HTTP the traceparent header parents the proxy's SERVER span when _meta has none.
+      const byHeader = await fetch(server.url, {
+        method: "POST",
+        headers: {
+          ...JSON_HEADERS,
+          authorization: "Bearer secret",
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": "add",
+          traceparent: "00-11111111111111111111111111111111-2222222222222222-01",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 9,
+          method: "tools/call",
+          params: modern({ name: "add", arguments: { a: 2, b: 2 } }),
+        }),
+      });
+      assert.equal(byHeader.status, 200);
+      await byHeader.body?.cancel();
+      const fromHeader = (span: OtlpSpan) =>
+        span.kind === 2 && span.traceId === "11111111111111111111111111111111" &&
+        span.parentSpanId === "2222222222222222";
+      const headerSpans = await receiver.waitForSpans((spans) => spans.some(fromHeader));
+      const byProxy = headerSpans.find(fromHeader)!;
+      assert.ok(
+        byProxy,
+        JSON.stringify(headerSpans.map((span) => [span.name, span.kind, span.traceId, span.parentSpanId])),
+      );
+      assert.equal(attribute(byProxy, "mcp.protocol.version"), "2026-07-28");
       const scrape = await fetch(new URL("/metrics", server.url), { headers: { authorization: "Bearer scrape" } });
       assert.equal(scrape.status, 200);
       const text = await scrape.text();
@@ -6539,7 +6570,7 @@ describe("15b. Proxy: telemetry, metrics, access lines", () => {
         assert.match(
           text,
           new RegExp(
-            `^mcp_${side}_operation_duration_seconds_count\\{[^}]*mcp_method_name="tools/call",gen_ai_tool_name="add"[^}]*\\} 1$`,
+            `^mcp_${side}_operation_duration_seconds_count\\{[^}]*mcp_method_name="tools/call",gen_ai_tool_name="add"[^}]*\\} 2$`, // the call, then the one parented by its header
             "m",
           ),
         );
