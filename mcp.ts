@@ -4129,6 +4129,28 @@ function otlpAttributesJson(attributes: Record<string, string | number | boolean
   return `[${json}]`;
 }
 
+/**
+ * Runs `run` and tells `done` how it ended — at once, or when its promise settles — giving back what it gave (a
+ * request observed stays synchronous when its handler is).
+ */
+function whenSettled(run: () => unknown, done: (result: unknown, error?: unknown) => void): unknown {
+  let result: unknown;
+  try {
+    result = run();
+  } catch (error) {
+    done(undefined, error);
+    throw error;
+  }
+  if (!(result instanceof Promise)) {
+    done(result);
+    return result;
+  }
+  return result.then((value) => (done(value), value), (error) => {
+    done(undefined, error);
+    throw error;
+  });
+}
+
 // The semantic conventions' buckets for MCP durations, in seconds.
 const DURATION_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 
@@ -4277,21 +4299,7 @@ export class Metrics {
         return attributes;
       });
     };
-    let result: unknown;
-    try {
-      result = run();
-    } catch (error) {
-      done(undefined, error);
-      throw error;
-    }
-    if (!(result instanceof Promise)) {
-      done(result);
-      return result;
-    }
-    return result.then((value) => (done(value), value), (error) => {
-      done(undefined, error);
-      throw error;
-    });
+    return whenSettled(run, done);
   }
 
   /**
@@ -4890,21 +4898,7 @@ function observeRequests(
       tracer!.end(span, spanError(result, error));
     };
     const measured = measure ? () => measure.operation(method, params, client(), run, networkAttributes) : run;
-    let result: unknown;
-    try {
-      result = measured();
-    } catch (error) {
-      end(undefined, error);
-      throw error;
-    }
-    if (!(result instanceof Promise)) {
-      end(result);
-      return result;
-    }
-    return result.then((value) => (end(value), value), (error) => {
-      end(undefined, error);
-      throw error;
-    });
+    return whenSettled(measured, end);
   }, { ended });
 }
 
