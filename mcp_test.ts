@@ -2309,10 +2309,34 @@ async function otlpReceiver(mode: "ok" | "503" | "hang" = "ok") {
         );
       })
     );
+  /** Every metric exported, flattened: its name, unit, temporality and data points (each process's exports). */
+  const metrics = async (): Promise<OtlpMetric[]> =>
+    (await entries()).filter((entry) => entry.path === "/v1/metrics").flatMap((entry) =>
+      entry.body.resourceMetrics.flatMap((r: Message) =>
+        r.scopeMetrics.flatMap((scope: Message) =>
+          scope.metrics.map((metric: Message) => ({
+            name: metric.name as string,
+            unit: metric.unit as string,
+            temporality: (metric.histogram ?? metric.sum).aggregationTemporality as number,
+            points: (metric.histogram ?? metric.sum).dataPoints as OtlpPoint[],
+          }))
+        )
+      )
+    );
   return {
     url: started.url,
     entries,
     spans,
+    metrics,
+    /** The metrics once `enough` says so. */
+    async waitForMetrics(enough: (metrics: OtlpMetric[]) => boolean, ms = 10_000): Promise<OtlpMetric[]> {
+      const deadline = Date.now() + ms;
+      for (;;) {
+        const found = await metrics();
+        if (enough(found) || Date.now() > deadline) return found;
+        await sleep(50);
+      }
+    },
     /** The spans once `enough` says so (each process exports at its exit, or after OTEL_BSP_SCHEDULE_DELAY). */
     async waitForSpans(enough: (spans: OtlpSpan[]) => boolean, ms = 10_000): Promise<OtlpSpan[]> {
       const deadline = Date.now() + ms;
@@ -2327,6 +2351,24 @@ async function otlpReceiver(mode: "ok" | "503" | "hang" = "ok") {
     close: started.close,
   };
 }
+
+interface OtlpPoint {
+  attributes: { key: string; value: Message }[];
+  count?: string;
+  asInt?: string;
+  min?: number;
+}
+
+interface OtlpMetric {
+  name: string;
+  unit: string;
+  temporality: number;
+  points: OtlpPoint[];
+}
+
+/** A metric point's labels as a plain object. */
+const labelsOf = (point: OtlpPoint) =>
+  Object.fromEntries(point.attributes.map((a) => [a.key, Object.values(a.value)[0]]));
 
 const attribute = (span: OtlpSpan, key: string) => {
   const found = span.attributes.find((a) => a.key === key);
@@ -2619,37 +2661,17 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
       });
       assert.equal(run.code, 0, run.stderr);
       assert.equal(run.stdout, "3\n");
-      type Point = { attributes: { key: string; value: Message }[]; count?: string; asInt?: string; min?: number };
-      const metrics = async () =>
-        (await receiver.entries()).filter((entry) => entry.path === "/v1/metrics").flatMap((entry) =>
-          entry.body.resourceMetrics.flatMap((r: Message) =>
-            r.scopeMetrics.flatMap((scope: Message) =>
-              scope.metrics.map((metric: Message) => ({
-                name: metric.name as string,
-                unit: metric.unit as string,
-                temporality: (metric.histogram ?? metric.sum).aggregationTemporality,
-                points: (metric.histogram ?? metric.sum).dataPoints as Point[],
-              }))
-            )
-          )
-        );
-      const deadline = Date.now() + 10_000;
-      let found = await metrics();
-      while (found.filter((m) => m.name.endsWith("operation.duration")).length < 2 && Date.now() < deadline) {
-        await sleep(50);
-        found = await metrics();
-      }
+      const found = await receiver.waitForMetrics((metrics) =>
+        metrics.filter((m) => m.name.endsWith("operation.duration")).length >= 2
+      );
       await receiver.waitForSpans(() => true); // the strict checks passed on every export
-      const label = (point: Point, key: string) => {
-        const found = point.attributes.find((a) => a.key === key);
-        return found && Object.values(found.value)[0];
-      };
+      const label = (point: OtlpPoint, key: string) => labelsOf(point)[key];
       const call = (name: string) => {
         const metric = found.find((m) => m.name === name)!;
         assert.ok(metric, `${name} exported: ${found.map((m) => m.name)}`);
         assert.equal(metric.unit, "s");
         assert.equal(metric.temporality, 2, "cumulative");
-        const point = metric.points.find((p: Point) => label(p, "gen_ai.tool.name") === "add")!;
+        const point = metric.points.find((p) => label(p, "gen_ai.tool.name") === "add")!;
         assert.equal(point.count, "1");
         assert.equal(label(point, "mcp.method.name"), "tools/call");
         assert.equal(label(point, "network.transport"), "pipe");
@@ -2703,27 +2725,12 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
         assert.equal(asked.kind, 3, "the server is the client of its own question");
         assert.equal(asked.parentSpanId, call.spanId);
         assert.equal(asked.traceId, call.traceId);
-        const deadline = Date.now() + 5_000;
-        const sessions = async () =>
-          (await receiver.entries()).filter((entry) => entry.path === "/v1/metrics").flatMap((entry) =>
-            entry.body.resourceMetrics.flatMap((r: Message) =>
-              r.scopeMetrics.flatMap((scope: Message) =>
-                scope.metrics.filter((metric: Message) => metric.name === "mcp.server.session.duration")
-              )
-            )
-          );
-        let found = await sessions();
-        while (found.length === 0 && Date.now() < deadline) {
-          await sleep(50);
-          found = await sessions();
-        }
+        const session = (metrics: OtlpMetric[]) => metrics.filter((m) => m.name === "mcp.server.session.duration");
+        const found = session(await receiver.waitForMetrics((metrics) => session(metrics).length > 0, 5_000));
         assert.equal(found.length, 1, "stdin's end ended the legacy session: its duration, once");
-        const point = found[0].histogram.dataPoints[0];
+        const point = found[0].points[0];
         assert.equal(point.count, "1");
-        assert.deepEqual(
-          Object.fromEntries(point.attributes.map((a: Message) => [a.key, Object.values(a.value)[0]])),
-          { "network.transport": "pipe", "mcp.protocol.version": "2025-11-25" },
-        );
+        assert.deepEqual(labelsOf(point), { "network.transport": "pipe", "mcp.protocol.version": "2025-11-25" });
       } finally {
         receiver.close();
       }
