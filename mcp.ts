@@ -4516,9 +4516,10 @@ class OtlpExporter {
     ).catch((error) => {
       if (!this.#failing) {
         // fetch's own message says little ("fetch failed"); its cause names the refusal.
+        // A runtime's message may quote the URL, credentials and query included: never printed.
         const why = error?.name === "TimeoutError" || error?.name === "AbortError"
           ? "no answer in time"
-          : errorMessage(error?.cause ?? error);
+          : errorMessage(error?.cause ?? error).split(this.url).join(safeUrl(this.url)).replace(/\/\/[^/@\s]*@/g, "//");
         this.#warn(
           `telemetry: export to ${safeUrl(this.url)} failed (${why}); ${this.#what} are dropped until it answers`,
         );

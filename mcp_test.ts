@@ -2742,13 +2742,16 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
     const refusing = await otlpReceiver("503");
     const closed = createNetServer();
     await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
-    const closedUrl = `http://127.0.0.1:${(closed.address() as { port: number }).port}`;
+    // Credentials in the URL and a collector's key in the headers: never printed (Node's fetch quotes such a URL).
+    const closedUrl = `http://u:p4ss@127.0.0.1:${(closed.address() as { port: number }).port}`;
     await new Promise((resolve) => closed.close(resolve));
     try {
       // The server's own telemetry is off: this measures the command's exit alone.
       const call = (endpoint?: string) =>
         runCli(["call", SERVE, "add", '{"a":1,"b":2}', "-e", "OTEL_SDK_DISABLED=true"], {
-          env: endpoint ? { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint } : { OTEL_SDK_DISABLED: "true" },
+          env: endpoint
+            ? { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_HEADERS: "api-key=s3cret" }
+            : { OTEL_SDK_DISABLED: "true" },
           spawn: true,
         });
       const timed = async (endpoint?: string) => {
@@ -2775,6 +2778,7 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
         assert.equal(signals[0], "traces", run.stderr);
         assert.ok(signals.length === 1 || (signals.length === 2 && signals[1] === "metrics"), run.stderr);
         assert.match(lines[0], why);
+        assert.doesNotMatch(run.stderr, /p4ss|s3cret/, "no credential or header value printed");
       }
       // 2 s of flush at most, and slack for a loaded machine (the export's own timeout, 10 s, would be far over).
       const slack = Math.max(1_000, off.ms);
