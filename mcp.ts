@@ -13777,8 +13777,8 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     stopDog(); // however serving ended: on Deno its worker would keep the process alive
     await Promise.all(copies.map(removeCopy));
     unguard();
+    pluginLines?.restore(); // first: what it saved are the guard's stand-ins
     redirected.restore();
-    pluginLines?.restore();
   }
 }
 
