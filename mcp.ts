@@ -5117,6 +5117,7 @@ export function requestSpanOf(
 interface DenoApi {
   args: string[];
   env: { toObject(): Record<string, string>; get(name: string): string | undefined };
+  permissions: { querySync(descriptor: { name: "env"; variable: string }): { state: string } };
   build: { os: string };
   exitCode: number;
   exit(code?: number): never;
@@ -5178,7 +5179,14 @@ function proc(): NodeJS.Process {
 const sys = {
   args: (): string[] => deno ? deno.args : proc().argv.slice(2),
   env: (): Record<string, string | undefined> => deno ? deno.env.toObject() : proc().env,
-  getEnv: (name: string): string | undefined => deno ? deno.env.get(name) : proc().env[name],
+  // One variable, read only when allowed: on Deno without --allow-env it is unset (no prompt, no error: `--version`
+  // and `help` need no permission).
+  getEnv: (name: string): string | undefined =>
+    deno
+      ? (deno.permissions.querySync({ name: "env", variable: name }).state === "granted"
+        ? deno.env.get(name)
+        : undefined)
+      : proc().env[name],
   platform: (): string => deno ? (deno.build.os === "windows" ? "win32" : deno.build.os) : proc().platform,
   cwd: (): string => deno ? deno.cwd() : proc().cwd(),
   setExitCode(code: number): void {

@@ -7178,6 +7178,10 @@ describe("17. CLI", () => {
     // hands its own permissions to a `deno` it spawns.
     const Deno = (globalThis as { Deno?: DenoForTests }).Deno;
     if (!Deno) return t.skip("a Deno permission story: only Deno asks for permissions");
+    // --version needs no permission (MCP_TS_LOG_FORMAT is read only when allowed).
+    const version = await new Deno.Command(process.execPath, { args: ["run", MCP, "--version"], stdin: "null" })
+      .output();
+    assert.equal(new TextDecoder().decode(version.stdout), `mcp.ts ${VERSION}\n`);
     for (const args of [["serve", "testdata/tools"], ["call", SERVE, "add", "a=1", "b=2"]]) {
       const { code, stderr } = await new Deno.Command(process.execPath, {
         args: ["run", MCP, ...args],
