@@ -2292,7 +2292,7 @@ interface OtlpSpan {
 }
 
 /** The fake collector: what it was sent, checked strictly (an `invalid` entry names a broken rule). */
-async function otlpReceiver(mode: "ok" | "503" | "hang" = "ok") {
+async function otlpReceiver(mode: "ok" | "503" | "hang" | "flaky" = "ok") {
   const started = await startListening([HERE + "testdata/fake_otlp_receiver.ts", mode], /listening (http:\S+)/);
   const entries = async () =>
     (await started.printed(/listening/)).split("\n").filter((line) => line.startsWith("{")).map((line) =>
@@ -2788,6 +2788,35 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
     } finally {
       hanging.close();
       refusing.close();
+    }
+  });
+
+  test("a collector that fails, then answers: one warning, then one line saying it works again", async () => {
+    const receiver = await otlpReceiver("flaky");
+    const env = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: "20",
+      OTEL_METRICS_EXPORTER: "none",
+    };
+    const server = await startListening(
+      [MCP, "serve", HERE + "testdata/tools", "--http", "127.0.0.1:0"],
+      /serving (http:\S+)/,
+      env,
+    );
+    try {
+      const call = () => runCli(["call", server.url, "echo", "text=hi"]);
+      assert.equal((await call()).stdout, "hi\n");
+      await server.printed(/export to \S+ failed \(HTTP 503\); spans are dropped until it answers/);
+      assert.equal((await call()).stdout, "hi\n");
+      const output = await server.printed(/works again/);
+      const lines = output.split("\n").filter((line) => line.includes("telemetry"));
+      assert.deepEqual(lines.map((line) => line.replace(/127\.0\.0\.1:\d+/, "HOST")), [
+        "mcp: telemetry: export to http://HOST/v1/traces failed (HTTP 503); spans are dropped until it answers",
+        "mcp: telemetry: export to http://HOST/v1/traces works again",
+      ]);
+    } finally {
+      server.close();
+      receiver.close();
     }
   });
 

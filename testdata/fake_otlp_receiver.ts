@@ -1,18 +1,20 @@
 // A hand-written OTLP/HTTP receiver (JSON encoding) for tests: it never imports mcp.ts.
 //
-//   fake_otlp_receiver.ts [ok|503|hang] [PORT]
+//   fake_otlp_receiver.ts [ok|503|hang|flaky] [PORT]
 //
 // Prints `listening http://127.0.0.1:PORT` on its first stdout line, then one JSON line per export request:
 // `{"path":…,"headers":{…},"body":…}` when the body is valid OTLP JSON, `{"path":…,"invalid":"why"}` when it is not
 // (answered 400). The checks are the OTLP JSON encoding's strict rules: lowerCamelCase keys, trace and span ids as
 // lowercase hex of 32 and 16 digits, 64-bit integers (times, intValue, counts) as decimal strings, enums (span kind,
 // status code, temporality) as integers, every attribute value one of the typed forms.
-// ok: 200 with {} (what a collector says). 503: every export refused with 503. hang: never answered.
+// ok: 200 with {} (what a collector says). 503: every export refused with 503. hang: never answered. flaky: the
+// first export refused with 503, the rest as ok.
 import { Buffer } from "node:buffer";
 import { createServer } from "node:http";
 import process from "node:process";
 
 const mode = process.argv[2] ?? "ok";
+let refusedOnce = false;
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 const isObject = (value: unknown): value is Record<string, Json> =>
@@ -179,7 +181,8 @@ const server = createServer((request, response) => {
     const path = request.url ?? "";
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(request.headers)) headers[name] = String(value);
-    if (mode === "503") {
+    if (mode === "503" || (mode === "flaky" && !refusedOnce)) {
+      refusedOnce = true;
       process.stdout.write(JSON.stringify({ path, refused: 503 }) + "\n");
       response.writeHead(503).end();
       return;
