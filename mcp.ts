@@ -11,7 +11,9 @@
 //   1. Constants           protocol versions, error codes, log levels, limits several sections share;
 //                          three helpers of plain string work (encoder, basenameOf, extensionOf)
 //   2. Errors              what crosses the wire (RpcError) and what a command's exit code is made of
-//                          (UsageError 2, ServerError/TimeoutError 3, AuthorizationError 4, …)
+//                          (UsageError 2, ServerError/TimeoutError 3, AuthorizationError 4, …); 2b the
+//                          safety primitives, each rule of the contract's Safety section written once
+//                          (linear-time text work, one outbound fetch, redact, principals and quotas)
 //   3. Framing             bytes in, lines out (NDJSON or Content-Length, SSE), batched writes
 //   4. JSON-RPC peer       message checks, request/response matching, notifications; each outgoing
 //                          message says which request it belongs to, and whether it is the final one
@@ -117,6 +119,8 @@ const DEFAULT_TASK_TTL_MS = 3_600_000;
 const DEFAULT_TASK_POLL_MS = 500;
 const DEFAULT_TASK_GRACE_MS = 100;
 const DEFAULT_MAX_TASKS = 1000;
+// The task ids one subscriptions/listen may name; the rest are not honored.
+const LISTEN_TASKS_MAX = 100;
 // A Content-Length header block longer than this is not a header block.
 const MAX_HEADER_BYTES = 8 * 1024;
 // MCP tool names (spec 2025-11-25, server/tools.mdx "Tool names").
@@ -253,8 +257,15 @@ function keepTail(tail: string, more: string, limit: number): string {
   return text.length > limit ? text.slice(-limit) : text;
 }
 
-/** A one-line description of any thrown value, even one that cannot be turned into a string. */
+/**
+ * A description of any thrown value, even one that cannot be turned into a string, redacted (2b): the one way an
+ * error becomes text to print, log or export, so a runtime's message never carries a URL's credentials or query.
+ */
 function errorMessage(error: unknown): string {
+  return redact(describeThrown(error));
+}
+
+function describeThrown(error: unknown): string {
   try {
     if (error instanceof Error) return String(error.message || error.name);
     if (typeof error === "object" && error !== null && typeof error.toString !== "function") {
@@ -265,6 +276,191 @@ function errorMessage(error: unknown): string {
   } catch {
     return Object.prototype.toString.call(error); // e.g. an object whose toString throws
   }
+}
+
+// --- 2b. Safety primitives: each rule of the contract's Safety section, written once ---
+// What protects a user against a hostile peer lives here, one function per rule, and every path goes through it;
+// a test scans or fuzzes the whole file for each (mcp_test.ts, "0. Safety rules"). Linear-time text work
+// (trimEnd, a bounded closestNames), one outbound fetch (fetchSameOrigin), redact() for runtime error messages.
+// Nothing here touches a process or a runtime.
+
+// Principals. Whatever one caller creates and can later name (a task, a legacy session, a gateway's
+// <upstream>__<id>, a proxied request) is stored with its principal and unknown to every other one.
+
+// Who a request is served for, as a requestState and a legacy session are bound to it: the token's subject and
+// client ("" on a server that checks no tokens).
+function principalOf(auth: AuthInfo | undefined): string {
+  return auth ? JSON.stringify([auth.sub ?? null, auth.clientId ?? null]) : "";
+}
+
+// Who a task (or a gateway's task id) is bound to: the token's subject and client; without a subject (no tokens,
+// or one --token every client shares), the legacy session that made it — else every session would see every
+// session's tasks. "" only where one client is served (stdio) or no caller can be told apart (stateless, no token).
+function taskPrincipal(auth: AuthInfo | undefined, sessionId: string | undefined): string {
+  return auth?.sub === undefined && sessionId !== undefined ? `session ${sessionId}` : principalOf(auth);
+}
+
+// What one principal may hold of a store shared by all: a tenth, at least one (as --max-sessions' 100 of 1000
+// per token subject). The anonymous principal "" is everyone at once on a server that tells no one apart.
+function perPrincipal(total: number, principal: string): number {
+  return principal === "" ? total : Math.max(1, Math.floor(total / 10));
+}
+
+/**
+ * Ids this process gave out and to whom (a gateway's <upstream>__<id>): `owns` is true only for the principal
+ * an id was issued to, until it expires. Bounded: a principal keeps its newest perPrincipal(limit) ids, and
+ * past ten times `limit` ids in all the oldest are forgotten, expired ones first.
+ */
+class IssuedIds {
+  #owners = new Map<string, { principal: string; expiresAt: number }>();
+  #limit: number;
+  #now: () => number;
+
+  constructor(limit: number, now: () => number = Date.now) {
+    this.#limit = limit;
+    this.#now = now;
+  }
+
+  issue(id: string, principal: string, ttlMs: number): void {
+    const now = this.#now();
+    this.#owners.delete(id);
+    const cap = perPrincipal(this.#limit, principal);
+    const own = [...this.#owners].filter(([, owner]) => owner.principal === principal);
+    for (let i = 0; i <= own.length - cap; i++) this.#owners.delete(own[i][0]);
+    if (this.#owners.size >= this.#limit * 10) {
+      for (const [key, owner] of this.#owners) if (owner.expiresAt <= now) this.#owners.delete(key);
+      for (const key of this.#owners.keys()) {
+        if (this.#owners.size < this.#limit * 10) break;
+        this.#owners.delete(key);
+      }
+    }
+    this.#owners.set(id, { principal, expiresAt: now + ttlMs });
+  }
+
+  owns(id: unknown, principal: string): boolean {
+    const owner = typeof id === "string" ? this.#owners.get(id) : undefined;
+    if (!owner || owner.expiresAt <= this.#now()) return false;
+    return owner.principal === principal;
+  }
+}
+
+// `text` without the run of `chars` at its end. A loop, not /[chars]+$/: that pattern tries every start of the
+// run and scans it to the end each time, quadratic on a long run a peer sends (Safety: linear-time parsing).
+function trimEnd(text: string, chars: string): string {
+  let end = text.length;
+  while (end > 0 && chars.includes(text[end - 1])) end--;
+  return end === text.length ? text : text.slice(0, end);
+}
+
+/**
+ * A runtime's error message as it may be printed, logged or exported: a URL's credentials and query removed.
+ * Node's fetch quotes the whole URL when it refuses one with `user:pass@` in it, and a runtime's message may hold
+ * a URL with a token in its query; the message is otherwise exact.
+ * @internal
+ */
+export function redact(message: string): string {
+  let out = "";
+  let at = 0;
+  for (let scheme; (scheme = message.indexOf("://", at)) >= 0;) {
+    let end = scheme + 3;
+    while (end < message.length && !URL_END.has(message[end])) end++;
+    let rest = message.slice(scheme + 3, end); // authority, path, query, fragment
+    const path = rest.search(/[/?#]/);
+    const userinfo = rest.lastIndexOf("@", path < 0 ? rest.length : path);
+    if (userinfo >= 0) rest = rest.slice(userinfo + 1);
+    const query = rest.search(/[?#]/);
+    out += message.slice(at, scheme + 3) + (query < 0 ? rest : rest.slice(0, query));
+    at = end;
+  }
+  return out + message.slice(at);
+}
+// What ends a URL inside a message: space, quotes, brackets, a control character.
+const URL_END = new Set([" ", "\t", "\n", "\r", '"', "'", "<", ">", "`", ")", "]", "}"]);
+
+// A URL as a warning may show it: no credentials, query or fragment.
+function safeUrl(url: string): string {
+  try {
+    const { origin, pathname } = new URL(url);
+    return origin + pathname;
+  } catch {
+    return "(an invalid URL)";
+  }
+}
+
+/** The server could not be reached at all: refused, DNS, TLS, a reset. Exit code 3. */
+export class UnreachableError extends ServerError {
+  constructor(message: string, details: { retryable?: boolean } = {}) {
+    super(message, details);
+    this.name = "UnreachableError";
+  }
+}
+
+const MAX_REDIRECTS = 10;
+
+/**
+ * fetch, following redirects only within the origin asked (scheme, host, port):
+ * the runtimes drop only Authorization on a cross-origin redirect, so an API key
+ * in another header, a token or a client secret in a body would go along.
+ * A redirect elsewhere is an UnreachableError naming the target.
+ */
+async function fetchSameOrigin(url: URL | string, init: RequestInit): Promise<Response> {
+  let at = new URL(url);
+  let { method = "GET", body } = init;
+  for (let hops = 0;; hops++) {
+    const response = await fetch(at, { ...init, method, body, redirect: "manual" });
+    const location = response.headers.get("location");
+    if (response.status < 300 || response.status > 399 || response.status === 304 || location === null) {
+      return response;
+    }
+    await response.body?.cancel().catch(noop);
+    const target = new URL(location, at);
+    if (target.origin !== at.origin) {
+      throw new UnreachableError(
+        `${at.origin}${at.pathname} redirects to ${target.origin}${target.pathname}, another origin: not followed ` +
+          `(headers and tokens go only where they were given; use that URL if you trust it)`,
+      );
+    }
+    if (hops >= MAX_REDIRECTS) {
+      throw new UnreachableError(`${at.origin}${at.pathname}: over ${MAX_REDIRECTS} redirects`);
+    }
+    // fetch.spec.whatwg.org "HTTP-redirect fetch": 303, and 301/302 after a POST, go on as a GET without a body.
+    if (response.status === 303 || ((response.status === 301 || response.status === 302) && method === "POST")) {
+      method = method === "HEAD" ? "HEAD" : "GET";
+      body = undefined;
+    }
+    at = target;
+  }
+}
+
+// What a closest-match search compares: the first characters of each text, and so many candidates at most. The
+// edit distance is quadratic in its texts, and a peer chooses them (a 4 MiB request, a name, a cassette's keys):
+// bounded, one search costs at most about 2,000 × 256² steps whatever the texts hold (Safety: linear-time parsing).
+const CLOSEST_MATCH_CHARS = 256;
+const CLOSEST_MATCH_CANDIDATES = 2_000;
+
+/** Names close to `name` (edit distance, or one containing the other), best first; bounded work. @internal */
+export function closestNames(name: string, candidates: string[], limit = 3): string[] {
+  const wanted = name.slice(0, CLOSEST_MATCH_CHARS).toLowerCase();
+  const scored = candidates.slice(0, CLOSEST_MATCH_CANDIDATES).map((candidate) => {
+    const text = candidate.slice(0, CLOSEST_MATCH_CHARS).toLowerCase();
+    return { candidate, text, distance: editDistance(wanted, text) };
+  }).filter(({ text, distance }) =>
+    distance <= Math.max(1, Math.floor(wanted.length / 3)) || text.includes(wanted) || wanted.includes(text)
+  );
+  scored.sort((a, b) => a.distance - b.distance || a.candidate.localeCompare(b.candidate));
+  return scored.slice(0, limit).map(({ candidate }) => candidate);
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length];
 }
 
 // === 3. Framing ==============================================================
@@ -1790,7 +1986,7 @@ function compileUriTemplate(template: string): { match: RegExp; variables: strin
   const variables: string[] = [];
   let pattern = "^";
   let last = 0;
-  for (const expression of template.matchAll(/\{([+#./;?&]?)([^}]+)\}/g)) {
+  for (const expression of template.matchAll(/\{([+#./;?&]?)([^{}]+)\}/g)) {
     pattern += escapeRegExp(template.slice(last, expression.index));
     const [, operator, list] = expression;
     const names = list.split(",").map((name) => name.replace(/[*]|:\d+$/g, ""));
@@ -1895,7 +2091,7 @@ export interface ServerOptions {
   /** Extensions declared besides the server's own (a gateway: its upstreams'). @internal */
   moreExtensions?: () => JsonObject | undefined;
   /** tasks/* for a task this server did not make (a gateway: to the upstream its id names); undefined: none. @internal */
-  forwardTask?: (method: string, params: JsonObject) => Promise<unknown> | undefined;
+  forwardTask?: (method: string, params: JsonObject, principal: string) => Promise<unknown> | undefined;
   /** Where request and session durations are recorded (7h; createHandler's `metrics`). @internal */
   measure?: Metrics;
   /**
@@ -1912,7 +2108,7 @@ export interface ServerOptions {
   /** What the connection is, for spans (network.transport, network.protocol.name; default a pipe). @internal */
   networkAttributes?: Record<string, string>;
   /** A task this server did not make, to listen to (a gateway: an upstream's); undefined: none. @internal */
-  remoteTask?: (taskId: string) => ListenedTask | undefined;
+  remoteTask?: (taskId: string, principal: string) => ListenedTask | undefined;
   /**
    * skills/list, skills/get, resources/directory/read and a skill file's resources/read on a server with no
    * skills of its own (a gateway: to the upstream that has the skill); undefined: none. @internal
@@ -2349,7 +2545,7 @@ async function openRequestState(key: CryptoKey, state: unknown, questions: Quest
 }
 
 function base64Url(bytes: Uint8Array): string {
-  return bytesToBase64(bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return trimEnd(bytesToBase64(bytes).replace(/\+/g, "-").replace(/\//g, "_"), "=");
 }
 
 /**
@@ -2425,9 +2621,10 @@ export class McpServer {
     whenWritten?: (callback: () => void) => void,
   ) {
     this.#ownCore = !(options instanceof ServerCore);
-    this.#core = options instanceof ServerCore ? options : new ServerCore(options);
+    const core = this.#core = options instanceof ServerCore ? options : new ServerCore(options);
     this.#whenWritten = whenWritten ?? setImmediate;
-    const observe = this.#observe = observeRequests(this.#core.options, () => this.#client); // decided once
+    const served: ServedNames = (kind, name) => (kind === "tool" ? core.toolsByName : core.promptsByName).has(name);
+    const observe = this.#observe = observeRequests(core.options, () => this.#client, served); // decided once
     this.#peer = new JsonRpcPeer({
       send,
       request: observe
@@ -2607,7 +2804,7 @@ export class McpServer {
       case "tasks/cancel":
       case "tasks/result":
       case "tasks/list":
-        return answerTaskRequest(this.#core, method, call, principalOf(this.auth));
+        return answerTaskRequest(this.#core, method, call, taskPrincipal(this.auth, call.client.sessionId));
     }
     // Methods of the capabilities DIR provides; the others are not found (completion.mdx).
     const { resources, templates, prompts } = core.catalog;
@@ -2805,7 +3002,12 @@ export class McpServer {
     if (!isObject(asked)) {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: subscriptions/listen needs notifications");
     }
-    const { honored, watched, tasks } = listenFilter(asked, this.#core, call, principalOf(this.auth));
+    const { honored, watched, tasks } = listenFilter(
+      asked,
+      this.#core,
+      call,
+      taskPrincipal(this.auth, call.client.sessionId),
+    );
     const stamp = { [META.subscriptionId]: id };
     const context = { requestId: id };
     this.#peer.notify("notifications/subscriptions/acknowledged", { _meta: stamp, notifications: honored }, context);
@@ -3172,11 +3374,13 @@ function listenFilter(
   let tasks: ListenedTask[] = [];
   if (asked.taskIds !== undefined) {
     if (!declaresExtension(call.client.capabilities, EXTENSIONS.tasks)) throw tasksExtensionMissing();
-    const ids = Array.isArray(asked.taskIds) ? asked.taskIds : [];
+    // So many ids at most, each the principal's own: a listen cannot make a gateway open listens upstream for
+    // ids it never issued (Safety: quotas per principal).
+    const ids = Array.isArray(asked.taskIds) ? [...new Set(asked.taskIds)].slice(0, LISTEN_TASKS_MAX) : [];
     const find = (taskId: unknown) =>
       core.tasks.find(taskId, principal) ??
-        (typeof taskId === "string" ? core.options.remoteTask?.(taskId) : undefined);
-    tasks = [...new Set(ids)].map(find).filter((task): task is ListenedTask => task !== undefined);
+        (typeof taskId === "string" ? core.options.remoteTask?.(taskId, principal) : undefined);
+    tasks = ids.map(find).filter((task): task is ListenedTask => task !== undefined);
     honored.taskIds = tasks.map((task) => task.id);
   }
   return { honored, watched, tasks };
@@ -3236,12 +3440,6 @@ function tasksExtensionMissing(): RpcError {
   );
 }
 
-// Who a request is served for, as a task, a requestState and a legacy session are bound to it: the token's
-// subject and client ("" on a server that checks no tokens).
-function principalOf(auth: AuthInfo | undefined): string {
-  return auth ? JSON.stringify([auth.sub ?? null, auth.clientId ?? null]) : "";
-}
-
 // A question a task's run asked and the client has not answered yet.
 interface OpenQuestion {
   method: string;
@@ -3268,6 +3466,8 @@ class ServerTask {
   status: TaskStatus = "working";
   statusMessage: string | undefined;
   lastUpdatedAt: string;
+  /** Its end was told to its principal (or there is none to tell: cancelled): room may be made of it. */
+  read = false;
   #result: JsonObject | undefined;
   #error: JsonObject | undefined;
   #open = new Map<string, OpenQuestion>();
@@ -3424,6 +3624,7 @@ class ServerTask {
   cancel(reason: string): void {
     if (this.terminal) return;
     this.#open.clear();
+    this.read = true;
     this.status = "cancelled";
     this.statusMessage = reason;
     this.#changed();
@@ -3452,8 +3653,9 @@ class TaskStore {
   }
 
   /**
-   * A new task, or undefined when the store is full of running ones (the oldest finished task is forgotten
-   * to make room first).
+   * A new task, or undefined when there is no room (Safety: quotas per principal). A principal holds a tenth of
+   * --max-tasks at most; room is made of its own oldest finished task, and, when the whole store is full, of a
+   * finished task whose end its principal has read — never of another principal's unread result.
    */
   create(
     principal: string,
@@ -3461,10 +3663,20 @@ class TaskStore {
     controller: AbortController,
     counts: Record<string, number>,
   ): ServerTask | undefined {
-    if (this.#tasks.size >= (this.#options.maxTasks ?? DEFAULT_MAX_TASKS)) {
-      const finished = [...this.#tasks.values()].find((task) => task.terminal);
-      if (!finished) return undefined;
-      this.#tasks.delete(finished.id);
+    const total = this.#options.maxTasks ?? DEFAULT_MAX_TASKS;
+    let own = 0;
+    let ownFinished: ServerTask | undefined;
+    let readFinished: ServerTask | undefined;
+    for (const task of this.#tasks.values()) {
+      if (task.principal === principal) {
+        own++;
+        if (task.terminal) ownFinished ??= task;
+      } else if (task.terminal && task.read) readFinished ??= task;
+    }
+    if (own >= perPrincipal(total, principal) || this.#tasks.size >= total) {
+      const room = ownFinished ?? (own < perPrincipal(total, principal) ? readFinished : undefined);
+      if (!room) return undefined;
+      this.#tasks.delete(room.id);
     }
     const random = randomWord(16);
     const instance = this.#options.instanceId;
@@ -3603,6 +3815,7 @@ function answerLegacyTaskRequest(core: ServerCore, method: string, call: Receive
     return task.legacyDetail();
   }
   const outcome = () => {
+    task.read = true;
     const related = { [RELATED_TASK]: { taskId: task.id } };
     const { result, error } = task.outcome();
     if (error) throw new RpcError(Number(error.code), String(error.message), error.data);
@@ -3628,7 +3841,7 @@ function answerTaskRequest(core: ServerCore, method: string, call: Received, pri
   if (method === "tasks/result" || method === "tasks/list") throw notFound();
   const task = core.tasks.find(params.taskId, principal);
   if (!task) {
-    const forwarded = core.options.forwardTask?.(method, params);
+    const forwarded = core.options.forwardTask?.(method, params, principal);
     if (forwarded) return forwarded;
     throw new RpcError(
       ErrorCode.InvalidParams,
@@ -3637,6 +3850,7 @@ function answerTaskRequest(core: ServerCore, method: string, call: Received, pri
   }
   switch (method) {
     case "tasks/get":
+      if (task.terminal) task.read = true;
       return task.detail();
     case "tasks/update":
       if (!isObject(params.inputResponses)) {
@@ -3690,7 +3904,12 @@ function becomeTask(
   const call = work.taskCall!;
   if (work.done || call.task) return;
   const controller = work.controller ??= new AbortController();
-  const task = tasks.create(principalOf(work.auth), call.support.ttlMs, controller, work.questions?.counts ?? {});
+  const task = tasks.create(
+    taskPrincipal(work.auth, work.client.sessionId),
+    call.support.ttlMs,
+    controller,
+    work.questions?.counts ?? {},
+  );
   if (!task) {
     work.taskCall = undefined;
     if (call.support.mode === "required") {
@@ -3814,7 +4033,8 @@ export function parseYamlSubset(text: string, firstLine = 1): unknown {
     return null;
   };
   const mapping = (indent: number): JsonObject => {
-    const result: JsonObject = {};
+    // No prototype: a key named __proto__ is a key like any other (Safety: parsed maps have no prototype).
+    const result: JsonObject = Object.create(null);
     while (at < lines.length && lines[at].indent === indent && !isItem(lines[at])) {
       const line = lines[at++];
       const { key, rest } = yamlKey(line.text, line.number);
@@ -4067,7 +4287,7 @@ function answerSkillRequest(
     if (!skill) throw new RpcError(ErrorCode.InvalidParams, `Invalid params: no skill ${JSON.stringify(uri ?? null)}`);
     return { skill: skillEntry(skill) };
   }
-  const children = typeof uri === "string" ? index.directories.get(uri.replace(/\/+$/, "")) : undefined;
+  const children = typeof uri === "string" ? index.directories.get(trimEnd(uri, "/")) : undefined;
   if (!children) {
     throw new RpcError(ErrorCode.InvalidParams, `Invalid params: ${JSON.stringify(uri ?? null)} is not a directory`);
   }
@@ -4154,6 +4374,48 @@ function whenSettled(run: () => unknown, done: (result: unknown, error?: unknown
 // The semantic conventions' buckets for MCP durations, in seconds.
 const DURATION_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 
+// A metric's labels are a client's choice only among what is served (Safety: quotas per principal): a method
+// of MCP's, a tool or prompt the server has, else _OTHER; and one Metrics keeps so many series at most, past
+// which a point goes to its instrument's overflow series (OpenTelemetry's cardinality limit).
+const MCP_REQUEST_METHODS = new Set([
+  "initialize",
+  "ping",
+  "server/discover",
+  "tools/list",
+  "tools/call",
+  "resources/list",
+  "resources/templates/list",
+  "resources/read",
+  "resources/subscribe",
+  "resources/unsubscribe",
+  "resources/directory/read",
+  "prompts/list",
+  "prompts/get",
+  "completion/complete",
+  "logging/setLevel",
+  "subscriptions/listen",
+  "tasks/get",
+  "tasks/update",
+  "tasks/cancel",
+  "tasks/result",
+  "tasks/list",
+  "skills/list",
+  "skills/get",
+  "sampling/createMessage",
+  "elicitation/create",
+  "roots/list",
+]);
+const METRIC_SERIES_MAX = 2_000;
+const OVERFLOW: Record<string, string> = { "otel.metric.overflow": "true" };
+
+/** What a metric may say of a request's method: MCP's own, else _OTHER. */
+function methodLabel(method: string): string {
+  return MCP_REQUEST_METHODS.has(method) ? method : "_OTHER";
+}
+
+/** Which tool and prompt names a server has (a metric names others _OTHER). */
+type ServedNames = (kind: "tool" | "prompt", name: string) => boolean;
+
 interface Histogram {
   name: string;
   attributes: Record<string, string>;
@@ -4203,6 +4465,11 @@ export class Metrics {
   // The histogram of `key` gets one duration; `attributes` is asked for only by a new series.
   #add(key: string, name: string, seconds: number, attributes: () => Record<string, string | number>): void {
     let histogram = this.#histograms.get(key);
+    if (!histogram && this.#histograms.size + this.#counters.size >= METRIC_SERIES_MAX) {
+      key = `${name}\u0000overflow`;
+      attributes = () => OVERFLOW;
+      histogram = this.#histograms.get(key);
+    }
     if (!histogram) {
       const counts = new Array(DURATION_BUCKETS.length + 1).fill(0);
       const labels = Object.fromEntries(Object.entries(attributes()).map(([k, v]) => [k, String(v)]));
@@ -4222,6 +4489,10 @@ export class Metrics {
   add(name: string, unit: string, value: number, attributes: Record<string, string> = {}): void {
     let key = name;
     for (const label in attributes) key += "\u0000" + label + "=" + attributes[label];
+    if (!this.#counters.has(key) && this.#histograms.size + this.#counters.size >= METRIC_SERIES_MAX) {
+      key = `${name}\u0000overflow`;
+      attributes = OVERFLOW;
+    }
     const counter = this.#counters.get(key);
     if (counter) counter.value += value;
     else this.#counters.set(key, { name, unit, attributes, value });
@@ -4273,10 +4544,14 @@ export class Metrics {
     client: ClientView,
     run: () => unknown,
     network: Record<string, string> = {},
+    served?: ServedNames,
   ): unknown {
     const started = performance.now();
-    const tool = method === "tools/call" && typeof params.name === "string" ? params.name : undefined;
-    const prompt = method === "prompts/get" && typeof params.name === "string" ? params.name : undefined;
+    const named = (kind: "tool" | "prompt", name: unknown) =>
+      typeof name !== "string" ? undefined : !served || served(kind, name) ? name : "_OTHER";
+    const tool = method === "tools/call" ? named("tool", params.name) : undefined;
+    const prompt = method === "prompts/get" ? named("prompt", params.name) : undefined;
+    method = methodLabel(method);
     const meta = isObject(params._meta) ? params._meta : undefined;
     const given = meta?.[META.protocolVersion] ?? client.protocolVersion;
     const version = typeof given === "string" ? given : undefined;
@@ -4505,7 +4780,7 @@ class OtlpExporter {
   /** Sends one body; resolves whether the collector took it (a 2xx answer in time). Call when none is in flight. */
   send(body: string): Promise<boolean> {
     const signal = AbortSignal.any([AbortSignal.timeout(this.#timeoutMs), this.#giveUp()]);
-    const exported = fetch(this.url, { method: "POST", headers: this.#headers, body, signal }).then(
+    const exported = fetchSameOrigin(this.url, { method: "POST", headers: this.#headers, body, signal }).then(
       async (response) => {
         await response.body?.cancel();
         if (!response.ok) throw new Error(`HTTP ${response.status}`);
@@ -4519,7 +4794,7 @@ class OtlpExporter {
         // A runtime's message may quote the URL, credentials and query included: never printed.
         const why = error?.name === "TimeoutError" || error?.name === "AbortError"
           ? "no answer in time"
-          : errorMessage(error?.cause ?? error).split(this.url).join(safeUrl(this.url)).replace(/\/\/[^/@\s]*@/g, "//");
+          : redact(errorMessage(error?.cause ?? error));
         this.#warn(
           `telemetry: export to ${safeUrl(this.url)} failed (${why}); ${this.#what} are dropped until it answers`,
         );
@@ -4713,16 +4988,6 @@ export class Telemetry {
   }
 }
 
-// A URL as a warning may show it: no credentials, query or fragment.
-function safeUrl(url: string): string {
-  try {
-    const { origin, pathname } = new URL(url);
-    return origin + pathname;
-  } catch {
-    return "(an invalid URL)";
-  }
-}
-
 /**
  * The telemetry settings the OTEL_* variables give (read once, at start), or undefined when they set no endpoint;
  * `warn` gets one line for a value that does not parse (its default is used) and for a protocol mcp.ts does not
@@ -4761,7 +5026,7 @@ export function telemetryFromEnv(
     if (exporter === "none") return undefined;
     let endpoint = env[`OTEL_EXPORTER_OTLP_${name}_ENDPOINT`];
     const base = env.OTEL_EXPORTER_OTLP_ENDPOINT;
-    if (!endpoint && base) endpoint = base.replace(/\/+$/, "") + path;
+    if (!endpoint && base) endpoint = trimEnd(base, "/") + path;
     if (!endpoint && exporter === "otlp") endpoint = "http://localhost:4318" + path;
     if (!endpoint) return undefined;
     const variable = env[`OTEL_EXPORTER_OTLP_${name}_PROTOCOL`] !== undefined
@@ -4829,6 +5094,7 @@ export function telemetryFromEnv(
 function observeRequests(
   options: ServerOptions,
   client: () => ClientView,
+  served?: ServedNames,
 ):
   | ((method: string, params: JsonObject, id: RequestId, run: () => unknown) => unknown) & { ended(): void }
   | undefined {
@@ -4898,7 +5164,7 @@ function observeRequests(
       }
       tracer!.end(span, spanError(result, error));
     };
-    const measured = measure ? () => measure.operation(method, params, client(), run, networkAttributes) : run;
+    const measured = measure ? () => measure.operation(method, params, client(), run, networkAttributes, served) : run;
     return whenSettled(measured, end);
   }, { ended });
 }
@@ -4918,6 +5184,8 @@ export function observeForwarded(options: {
   upstream: Record<string, string | number>;
   /** The negotiated legacy version, once an initialize was answered. */
   version?: () => string | undefined;
+  /** The tools and prompts the upstream listed: a metric names others _OTHER. */
+  served?: ServedNames;
 }): {
   /**
    * A request on its way upstream (with the HTTP traceparent header it came with, if any): the message to send
@@ -4976,6 +5244,10 @@ export function observeForwarded(options: {
       const seconds = (performance.now() - entry.started) / 1000;
       if (measure) {
         const { "mcp.resource.uri": _, ...labels } = entry.attributes; // a metric never names a resource
+        labels["mcp.method.name"] = methodLabel(labels["mcp.method.name"]);
+        for (const [kind, key] of [["tool", "gen_ai.tool.name"], ["prompt", "gen_ai.prompt.name"]] as const) {
+          if (labels[key] !== undefined && !options.served?.(kind, labels[key])) labels[key] = "_OTHER";
+        }
         const outcome: Record<string, string> = {};
         if (error) outcome["error.type"] = error.type;
         if (error?.code !== undefined) outcome["rpc.response.status_code"] = String(error.code);
@@ -4998,8 +5270,8 @@ export function observeForwarded(options: {
 function spanError(result: unknown, error?: unknown): { type: string; message?: string; code?: number } | undefined {
   if (error === undefined) return isObject(result) && result.isError === true ? { type: "tool_error" } : undefined;
   const code = (error as { code?: unknown }).code;
-  if (error instanceof TimeoutError) return { type: "timeout", message: error.message };
-  if (error instanceof InterruptedError) return { type: "cancelled", message: error.message };
+  if (error instanceof TimeoutError) return { type: "timeout", message: errorMessage(error) };
+  if (error instanceof InterruptedError) return { type: "cancelled", message: errorMessage(error) };
   if (typeof code === "number" && Number.isInteger(code)) {
     return { type: String(code), message: errorMessage(error), code };
   }
@@ -5398,7 +5670,7 @@ function joinPath(dir: string, name: string): string {
   const rest = name.replace(/^\.[\\/]/, "");
   if (rest === "." || rest === "") return dir;
   if (/^[\\/]+$/.test(dir)) return `/${rest}`;
-  const base = dir.replace(/[\\/]+$/, "").replace(/^\.[\\/]/, "");
+  const base = trimEnd(dir, "\\/").replace(/^\.[\\/]/, "");
   return base === "." || base === "" ? rest : `${base}/${rest}`;
 }
 
@@ -5441,6 +5713,8 @@ export interface OutputSink extends ByteSink {
   readonly native?: boolean;
   /** Resolves once everything written so far has been handed to the OS. */
   drained?(): Promise<void>;
+  /** Writes our own terminal control (a status line's carriage return and erase) past the visible-text rule. */
+  control?(text: string): void;
 }
 
 // A native sink reports backpressure past this many queued bytes.
@@ -5448,6 +5722,7 @@ const SINK_HIGH_WATER = 1024 * 1024;
 // Our stderr (logs, -v, --trace) drops writes past this many queued bytes and counts them: a
 // server flooding notifications must not grow us without bound (Deno queued 3.9 GB in 25 s).
 const STDERR_DROP_BYTES = 4 * 1024 * 1024;
+// own-line-ok: the sink under every writer counts what it dropped; no peer text in it.
 const droppedNote = (count: number) => `mcp: ${count} line(s) of output dropped: stderr could not keep up\n`;
 
 /**
@@ -5585,9 +5860,9 @@ let processTelemetry: Telemetry | undefined | null = null; // null: the OTEL_* v
  */
 function telemetryFor(option: false | TelemetryOptions | undefined, serviceName?: string): Telemetry | undefined {
   if (option === false) return undefined;
-  const warn = (line: string) => void ownStderr().write(`mcp: ${line}\n`);
+  const warn = (line: string) => logLine(ownStderr(), line);
   if (option) {
-    const base = option.endpoint?.replace(/\/+$/, "");
+    const base = option.endpoint === undefined ? undefined : trimEnd(option.endpoint, "/");
     const tracesEndpoint = option.tracesEndpoint ?? (base === undefined ? undefined : `${base}/v1/traces`);
     if (tracesEndpoint === undefined) return undefined;
     const named = { ...option, tracesEndpoint, serviceName: option.serviceName ?? serviceName };
@@ -6046,6 +6321,7 @@ const watch = (counts, names, limitMs, write, kill) => {
     const newest = names[Atomics.load(counts, 1)];
     const which = stuck.length === 1 ? "tool " + stuck[0] : stuck.length > 1 ? "one of the tools " + stuck.join(", ") +
       (newest ? " (the last started: " + JSON.stringify(newest) + ")" : "") : "plugin code";
+    // own-line-ok: the watchdog's thread writes to fd 2 itself, the main thread being stuck; names are ours.
     write("mcp: " + which + " has blocked the server for " + Math.round((Date.now() - since) / 1000) +
       " s (a synchronous loop?): ending the process so that it can be restarted\\n");
     kill();
@@ -6459,7 +6735,7 @@ function loadFailure(error: unknown, file: string, renamed: [string, string][]):
  */
 async function freshCopy(root: string, generation: number): Promise<string> {
   const { copyFile, mkdir, readdir, rm, symlink } = await import("node:fs/promises");
-  const base = root.replace(/[\\/]+$/, "");
+  const base = trimEnd(root, "\\/");
   const name = basenameOf(base);
   const copy = joinPath(dirnameOf(base), `.${name}.mcp-reload-${proc().pid}-${generation}`);
   const copyTree = async (from: string, to: string) => {
@@ -6638,8 +6914,8 @@ const SKILL_MAX_BYTES = 16 * 1024 * 1024;
  * @internal
  */
 export async function loadSkills(root: string): Promise<{ skills: Skill[]; skipped: { path: string; why: string }[] }> {
-  const { lstat, readdir, readFile } = await import("node:fs/promises");
-  type Found = { path: string[]; abs: string; kind: "file" | "other" };
+  const { lstat, open, readdir } = await import("node:fs/promises");
+  type Found = { path: string[]; abs: string; kind: "file" | "other"; size: number };
   const found: Found[] = [];
   const walk = async (dir: string, path: string[]) => {
     for (const entry of await readdir(dir, { withFileTypes: true })) {
@@ -6647,11 +6923,29 @@ export async function loadSkills(root: string): Promise<{ skills: Skill[]; skipp
       const abs = joinPath(dir, entry.name);
       const at = [...path, entry.name];
       if (entry.isDirectory()) await walk(abs, at);
-      else {found.push({
-          path: at,
-          abs,
-          kind: entry.isFile() && !(await lstat(abs)).isSymbolicLink() ? "file" : "other",
-        });}
+      else {
+        const info = await lstat(abs);
+        found.push({ path: at, abs, kind: entry.isFile() && info.isFile() ? "file" : "other", size: info.size });
+      }
+    }
+  };
+  // A file's bytes, no more than stat said it holds (Safety: sizes checked before bytes are read): one that grew
+  // since is refused, not read whole.
+  const readSized = async (entry: Found) => {
+    const handle = await open(entry.abs, "r");
+    try {
+      const bytes = new Uint8Array(entry.size + 1);
+      let length = 0;
+      for (
+        let got;
+        length < bytes.length && (got = (await handle.read(bytes, length, bytes.length - length)).bytesRead);
+      ) {
+        length += got;
+      }
+      if (length !== entry.size) throw new Error(`${entry.path.join("/")} changed while it was read`);
+      return bytes.subarray(0, length);
+    } finally {
+      await handle.close();
     }
   };
   await walk(resolvePath(root), []);
@@ -6670,9 +6964,10 @@ export async function loadSkills(root: string): Promise<{ skills: Skill[]; skipp
       const strange = inside.find((entry) => entry.kind !== "file");
       if (strange) throw new Error(`${strange.path.slice(dir.length).join("/")} is a symlink or a special file`);
       if (inside.length > SKILL_MAX_FILES) throw new Error(`${inside.length} files (at most ${SKILL_MAX_FILES})`);
-      const bytes = await Promise.all(inside.map((entry) => readFile(entry.abs)));
-      const total = bytes.reduce((sum, each) => sum + each.length, 0);
+      const total = inside.reduce((sum, entry) => sum + entry.size, 0);
       if (total > SKILL_MAX_BYTES) throw new Error(`${total} bytes (at most ${SKILL_MAX_BYTES})`);
+      const bytes: Uint8Array[] = [];
+      for (const entry of inside) bytes.push(await readSized(entry));
       const text = new TextDecoder().decode(bytes[inside.indexOf(home)]);
       let frontmatter: JsonObject;
       try {
@@ -7391,6 +7686,10 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
     const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1];
     if (metrics.token !== undefined && given !== undefined && constantTimeEqual(given, metrics.token)) return answer();
     if (verifier) return verified(request, method, url, pathStart, NO_HEADERS, answer);
+    if (policy.token === undefined && metrics.token !== undefined) {
+      // The user asked for a token: /metrics is never open then, loopback or not.
+      return new Response("Unauthorized\n", { status: 401, headers: { "www-authenticate": 'Bearer realm="metrics"' } });
+    }
     return tokenRefusal(request, NO_HEADERS) ?? answer();
   };
   // --token: the static bearer token, compared in constant time.
@@ -8812,14 +9111,6 @@ export class HttpStatusError extends ServerError {
   }
 }
 
-/** The server could not be reached at all: refused, DNS, TLS, a reset. Exit code 3. */
-export class UnreachableError extends ServerError {
-  constructor(message: string, details: { retryable?: boolean } = {}) {
-    super(message, details);
-    this.name = "UnreachableError";
-  }
-}
-
 /**
  * A response stream that ended before its answer, with no way to resume it. In
  * 2026-07-28 the request is then sent again with a new id (changelog, item 9).
@@ -9324,43 +9615,6 @@ function fetchFailure(error: unknown, url: URL): UnreachableError {
   return new UnreachableError(`${where}: ${errorMessage(cause ?? error)}`);
 }
 
-const MAX_REDIRECTS = 10;
-
-/**
- * fetch, following redirects only within the origin asked (scheme, host, port):
- * the runtimes drop only Authorization on a cross-origin redirect, so an API key
- * in another header, a token or a client secret in a body would go along.
- * A redirect elsewhere is an UnreachableError naming the target.
- */
-async function fetchSameOrigin(url: URL | string, init: RequestInit): Promise<Response> {
-  let at = new URL(url);
-  let { method = "GET", body } = init;
-  for (let hops = 0;; hops++) {
-    const response = await fetch(at, { ...init, method, body, redirect: "manual" });
-    const location = response.headers.get("location");
-    if (response.status < 300 || response.status > 399 || response.status === 304 || location === null) {
-      return response;
-    }
-    await response.body?.cancel().catch(noop);
-    const target = new URL(location, at);
-    if (target.origin !== at.origin) {
-      throw new UnreachableError(
-        `${at.origin}${at.pathname} redirects to ${target.origin}${target.pathname}, another origin: not followed ` +
-          `(headers and tokens go only where they were given; use that URL if you trust it)`,
-      );
-    }
-    if (hops >= MAX_REDIRECTS) {
-      throw new UnreachableError(`${at.origin}${at.pathname}: over ${MAX_REDIRECTS} redirects`);
-    }
-    // fetch.spec.whatwg.org "HTTP-redirect fetch": 303, and 301/302 after a POST, go on as a GET without a body.
-    if (response.status === 303 || ((response.status === 301 || response.status === 302) && method === "POST")) {
-      method = method === "HEAD" ? "HEAD" : "GET";
-      body = undefined;
-    }
-    at = target;
-  }
-}
-
 // Waits for `promise`, or `ms` at most; leaves no timer behind (one would keep the process alive).
 async function within(promise: Promise<unknown>, ms: number): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -9515,8 +9769,8 @@ async function tightenStore(file: string, warn: (line: string) => void): Promise
     const found = await stat(path).then((info) => info.mode & 0o777, () => undefined);
     if (found === undefined || (found & 0o077) === 0) continue;
     await chmod(path, mode).then(
-      () => warn(`mcp: warning: ${path} was readable by others (${found.toString(8)}): made ${mode.toString(8)}`),
-      (error) => warn(`mcp: warning: ${path} is readable by others and cannot be tightened: ${errorMessage(error)}`),
+      () => warn(`warning: ${path} was readable by others (${found.toString(8)}): made ${mode.toString(8)}`),
+      (error) => warn(`warning: ${path} is readable by others and cannot be tightened: ${errorMessage(error)}`),
     );
   }
 }
@@ -9567,11 +9821,39 @@ async function withStoreLock<T>(file: string, work: () => Promise<T>): Promise<T
 // --- 13b. Discovery and signing ---
 
 /** The parameters of a `WWW-Authenticate: Bearer …` challenge (RFC 6750 §3), names lower-cased. */
+// A loop over the header, not a pattern per parameter: the header is the server's text (Safety: linear-time parsing).
 function parseBearerChallenge(header: string): Record<string, string> {
-  const params: Record<string, string> = {};
-  const bearer = /(?:^|,)\s*Bearer\b(.*)$/is.exec(header)?.[1] ?? "";
-  for (const match of bearer.matchAll(/([A-Za-z_][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))/g)) {
-    params[match[1].toLowerCase()] = match[2] !== undefined ? match[2].replace(/\\(.)/g, "$1") : match[3];
+  const params: Record<string, string> = Object.create(null);
+  const scheme = /(?:^|,)\s*Bearer\b/i.exec(header);
+  if (!scheme) return params;
+  const space = (c: string | undefined) => c === " " || c === "\t" || c === "\r" || c === "\n";
+  const nameChar = (c: string) =>
+    (c >= "a" && c <= "z") || (c >= "A" && c <= "Z") || (c >= "0" && c <= "9") || c === "_" ||
+    c === "-";
+  let at = scheme.index + scheme[0].length;
+  while (at < header.length) {
+    while (space(header[at]) || header[at] === ",") at++;
+    const start = at;
+    while (at < header.length && nameChar(header[at])) at++;
+    const name = header.slice(start, at);
+    while (space(header[at])) at++;
+    if (name === "" || header[at] !== "=" || /[0-9-]/.test(name[0])) {
+      at = Math.max(at, start + 1);
+      continue;
+    }
+    at++;
+    while (space(header[at])) at++;
+    let value = "";
+    if (header[at] === '"') {
+      for (at++; at < header.length && header[at] !== '"'; at++) value += header[header[at] === "\\" ? ++at : at] ?? "";
+      at++;
+    } else {
+      const begin = at;
+      while (at < header.length && !space(header[at]) && header[at] !== ",") at++;
+      value = header.slice(begin, at);
+      if (value === "") continue;
+    }
+    params[name.toLowerCase()] = value;
   }
   return params;
 }
@@ -9595,7 +9877,7 @@ async function sha256Base64Url(text: string): Promise<string> {
 // A PKCS #8 PEM private key, with the JWS algorithm it signs with (ES256, RS256 or EdDSA).
 async function importSigningKey(pem: string): Promise<{ key: CryptoKey; alg: string }> {
   const body = pem.replace(/-----(BEGIN|END)[^-]*-----/g, "").replace(/\s+/g, "");
-  const der = fromBase64Url(body.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, ""));
+  const der = fromBase64Url(trimEnd(body.replace(/\+/g, "-").replace(/\//g, "_"), "="));
   const tries: [string, AlgorithmIdentifier | EcKeyImportParams | RsaHashedImportParams][] = [
     ["ES256", { name: "ECDSA", namedCurve: "P-256" }],
     ["RS256", { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }],
@@ -9627,7 +9909,7 @@ async function signJwt(key: { key: CryptoKey; alg: string }, claims: JsonObject)
 async function fetchJson(url: string): Promise<JsonObject | undefined> {
   let response: Response;
   try {
-    response = await fetch(url, {
+    response = await fetchSameOrigin(url, {
       headers: { accept: "application/json", "mcp-protocol-version": LATEST_PROTOCOL_VERSION },
       signal: AbortSignal.timeout(AUTH_FETCH_TIMEOUT_MS),
     });
@@ -9962,7 +10244,7 @@ class OAuthProvider implements AuthProvider {
     };
     let response: Response;
     try {
-      response = await fetch(endpoint, {
+      response = await fetchSameOrigin(endpoint, {
         method: "POST",
         headers: { "content-type": "application/json", accept: "application/json" },
         body: JSON.stringify(body),
@@ -10070,13 +10352,13 @@ class OAuthProvider implements AuthProvider {
     }
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      this.#options.onNote?.(`mcp: to authorize mcp.ts with ${server.issuer}, open: ${url.href}`);
+      this.#options.onNote?.(`to authorize mcp.ts with ${server.issuer}, open: ${url.href}`);
       if (this.#options.openBrowser !== false) openBrowser(url.href, this.#options.env ?? sys.env());
       const within = waitMs % 60_000 === 0
         ? `${waitMs / 60_000} minute${waitMs === 60_000 ? "" : "s"}`
         : `${waitMs} ms`;
       this.#options.onNote?.(
-        `mcp: waiting for the authorization at ${redirectUri} (up to ${within}; Ctrl-C to stop)`,
+        `waiting for the authorization at ${redirectUri} (up to ${within}; Ctrl-C to stop)`,
       );
       timer = setTimeout(
         () => settle(new AuthorizationError(`no authorization arrived within ${within} (--login-timeout)`, 401)),
@@ -11169,7 +11451,7 @@ export async function connect(server: string | ServerSpec, options: ConnectOptio
       await client.close();
       if (error instanceof ServerError) error.stderr = client.stderr;
       if (!(error instanceof ServerError && error.retryable) || attempt >= retries) throw error;
-      options.onStderr?.(`mcp: ${error.message}; retrying (${attempt + 1} of ${retries})\n`);
+      options.onWarning?.(`${errorMessage(error)}; retrying (${attempt + 1} of ${retries})`);
       await abortableSleep(RETRY_BASE_MS * 2 ** attempt, options.signal);
     }
   }
@@ -11345,6 +11627,10 @@ function splitPair(pair: string): [string, string] {
 export function argsFromPairs(pairs: string[], inputSchema?: unknown): JsonObject {
   const properties = isObject(inputSchema) && isObject(inputSchema.properties) ? inputSchema.properties : {};
   const args: JsonObject = {};
+  // Each key an own property, whatever its name (Safety: parsed maps have no prototype): `args[key] =` would
+  // set the prototype for __proto__ and drop the key.
+  const set = (key: string, value: unknown) =>
+    Object.defineProperty(args, key, { value, enumerable: true, writable: true, configurable: true });
   const typesOf = (schema: unknown) => {
     const declared = isObject(schema) ? schema.type : undefined;
     const types = Array.isArray(declared) ? declared : declared === undefined ? [] : [declared];
@@ -11354,10 +11640,10 @@ export function argsFromPairs(pairs: string[], inputSchema?: unknown): JsonObjec
   const counts = new Map<string, number>();
   for (const [key] of split) counts.set(key, (counts.get(key) ?? 0) + 1);
   for (const [key, text] of split) {
-    const property = properties[key];
+    const property = Object.hasOwn(properties, key) ? properties[key] : undefined;
     const types = typesOf(property);
     if (counts.get(key) === 1) {
-      args[key] = typedValue(key, text, types);
+      set(key, typedValue(key, text, types));
       continue;
     }
     // A key given more than once makes an array when the schema says so (tags=a tags=b); else it is a mistake.
@@ -11365,7 +11651,10 @@ export function argsFromPairs(pairs: string[], inputSchema?: unknown): JsonObjec
     if (!types.includes("array")) {
       throw new UsageError(`Cannot read ${key}=${text}: ${key} is given ${counts.get(key)} times but is not an array`);
     }
-    args[key] = [...(Array.isArray(args[key]) ? args[key] : []), typedValue(key, text, typesOf(items))];
+    set(key, [
+      ...(Object.hasOwn(args, key) && Array.isArray(args[key]) ? args[key] : []),
+      typedValue(key, text, typesOf(items)),
+    ]);
   }
   return args;
 }
@@ -11404,29 +11693,6 @@ function typedValue(key: string, text: string, types: string[]): unknown {
         return text;
       }
   }
-}
-
-/** Names close to `name` (edit distance, or one containing the other), best first. @internal */
-export function closestNames(name: string, candidates: string[], limit = 3): string[] {
-  const scored = candidates.map((candidate) => ({ candidate, distance: editDistance(name, candidate) }))
-    .filter(({ candidate, distance }) =>
-      distance <= Math.max(1, Math.floor(name.length / 3)) ||
-      candidate.toLowerCase().includes(name.toLowerCase()) || name.toLowerCase().includes(candidate.toLowerCase())
-    );
-  scored.sort((a, b) => a.distance - b.distance || a.candidate.localeCompare(b.candidate));
-  return scored.slice(0, limit).map(({ candidate }) => candidate);
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    previous = current;
-  }
-  return previous[b.length];
 }
 
 // --- 14f. Tasks: following a call that became one (SEP-2663) ---
@@ -11756,12 +12022,13 @@ async function verifySkillBytes(entry: JsonObject, listed: JsonObject, bytes: Ui
     throw new SkillVerificationError("frontmatter", `${uri} failed the frontmatter check: ${errorMessage(error)}`);
   }
   const listedFrontmatter = isObject(entry.frontmatter) ? entry.frontmatter : {};
+  const own = (object: JsonObject, key: string) => Object.hasOwn(object, key) ? object[key] ?? null : null;
   for (const key of new Set([...Object.keys(frontmatter), ...Object.keys(listedFrontmatter)])) {
-    if (canonicalJson(frontmatter[key] ?? null) !== canonicalJson(listedFrontmatter[key] ?? null)) {
+    if (canonicalJson(own(frontmatter, key)) !== canonicalJson(own(listedFrontmatter, key))) {
       throw new SkillVerificationError(
         "frontmatter",
-        `${uri} failed the frontmatter check: its "${key}" is ${brief(frontmatter[key] ?? null)}, the skill lists ${
-          brief(listedFrontmatter[key] ?? null)
+        `${uri} failed the frontmatter check: its "${key}" is ${brief(own(frontmatter, key))}, the skill lists ${
+          brief(own(listedFrontmatter, key))
         }`,
       );
     }
@@ -11948,6 +12215,7 @@ export class Gateway {
   #cache = new Map<string, { until: number; value: JsonObject }>();
   #warned = new Set<string>(); // URIs two upstreams serve, said once
   #listened = new Map<string, UpstreamTask>(); // upstream tasks a client listens to, by <upstream>__<id>
+  #issued = new IssuedIds(DEFAULT_MAX_TASKS); // the <upstream>__<id> given out, each bound to its caller's principal
   #closed = false;
   #stop = new AbortController(); // ends connections still being made when we close
   #connecting = new Set<Promise<unknown>>();
@@ -12018,7 +12286,7 @@ export class Gateway {
       onNotification: (method, params) => this.#notified(upstream, method, params),
       onLog: (params, cause) => this.#callerOf(upstream, cause)?.log(params.level as LogLevel, params.data),
       onStderr: undefined,
-      onClose: (error) => this.#lost(upstream, error.message),
+      onClose: (error) => this.#lost(upstream, errorMessage(error)),
       traceAttributes: { "mcp_ts.upstream": upstream.name },
     });
     try {
@@ -12256,7 +12524,8 @@ export class Gateway {
         }
         return extensions;
       },
-      forwardTask: (method, params) => {
+      forwardTask: (method, params, principal) => {
+        if (!this.#issued.owns(params.taskId, principal)) return undefined; // unknown to this caller: -32602
         const [name, ...rest] = String(params.taskId ?? "").split("__");
         const upstream = this.#upstreams.find((candidate) => candidate.name === name);
         if (!upstream?.client || rest.length === 0) return undefined;
@@ -12268,7 +12537,8 @@ export class Gateway {
       },
       forwardSkills: (method, params) => skillful().length === 0 ? undefined : this.#skills(skillful(), method, params),
       // A client's subscriptions/listen for an upstream's task: listened for upstream, per id, while it listens.
-      remoteTask: (taskId) => {
+      remoteTask: (taskId, principal) => {
+        if (!this.#issued.owns(taskId, principal)) return undefined; // acknowledged as unknown, nothing asked upstream
         const [name, ...rest] = taskId.split("__");
         const client = this.#upstreams.find((candidate) => candidate.name === name)?.client;
         if (!client || client.era !== "modern" || rest.length === 0) return undefined;
@@ -12354,10 +12624,14 @@ export class Gateway {
         tasks,
         detach: tasks,
       });
-      return result.resultType === "task" ? { ...result, taskId: `${upstream.name}__${result.taskId}` } : result;
+      if (result.resultType !== "task") return result;
+      const taskId = `${upstream.name}__${result.taskId}`;
+      const ttlMs = typeof result.ttlMs === "number" && result.ttlMs > 0 ? result.ttlMs : DEFAULT_TASK_TTL_MS;
+      this.#issued.issue(taskId, taskPrincipal(ctx.auth, view?.sessionId), ttlMs);
+      return { ...result, taskId };
     } catch (error) {
       if (ctx.signal.aborted) throw error;
-      if (error instanceof UnreachableError) this.#lost(upstream, error.message);
+      if (error instanceof UnreachableError) this.#lost(upstream, errorMessage(error));
       return errorResult(`upstream "${upstream.name}": ${errorMessage(error)}`);
     } finally {
       upstream.calls.splice(upstream.calls.indexOf(ctx), 1);
@@ -12415,8 +12689,8 @@ export class Gateway {
 interface Downstream {
   /** Starts reading; `message` gets each message text, `end` the end of the input. */
   start(message: (text: string, traceparent?: string) => void, end: () => void): void;
-  /** Sends one message to the client. */
-  send(text: string): void;
+  /** Sends one message to the client; `about`: the upstream request whose stream carried it, when known. */
+  send(text: string, about?: RequestId): void;
   /** Stops; resolves when what was sent is out. */
   close(): Promise<void>;
   /** Set by the owner: the client gave up on request `id` (closed its HTTP response stream). */
@@ -12450,8 +12724,12 @@ function stdioDownstream(input?: Readable, output?: OutputSink): Downstream {
  * Streamable HTTP for raw messages: each POSTed request is answered with the
  * messages `route` gives it (one JSON body, or an SSE stream when others come
  * before the response); notifications and responses get 202. No sessions, no
- * GET stream: what a legacy server would send there goes on the newest open
- * request's stream. Host and Origin are checked as `serve --http` checks them.
+ * GET stream. Host and Origin are checked as `serve --http` checks them.
+ * Clients are never mixed (Safety: the proxy never mixes clients): each request is kept with its caller's
+ * principal; what the upstream sends about a request (on its stream, or naming its progress token) goes to that
+ * request's stream; a question of the upstream that concerns no request it can tell, while several are open, is
+ * refused with a JSON-RPC error; an answer to a question, or a notifications/cancelled, is taken only from the
+ * principal of the request it concerns.
  */
 function httpDownstream(
   options: Omit<FrontPolicy, "methods" | "route">,
@@ -12461,30 +12739,42 @@ function httpDownstream(
 } {
   let onMessage: (text: string, traceparent?: string) => void = noop;
   // Several clients may each send id 1: upstream, every request gets an id of ours, given back in its answer.
-  const open = new Map<string, { exchange: Exchange; id: RequestId }>(); // by our id: where its messages go
+  type Open = { exchange: Exchange; id: RequestId; principal: string; progressToken?: string };
+  const open = new Map<string, Open>(); // by our id (as JSON): where its messages go
+  const questions = new Map<string, string>(); // the upstream's open questions (id as JSON) → the principal asked
   let nextId = 0;
-  const newest = () => [...open.values()].at(-1)?.exchange;
   // The same front as serve --http; the proxy's route passes each message on.
   const handler = httpFront({
     ...options,
     methods: "POST, DELETE",
     route: (arrival) => route(arrival),
   });
-  const route = async ({ request, method, json }: Arrival): Promise<Response> => {
+  const route = async ({ request, method, json, auth }: Arrival): Promise<Response> => {
     if (method === "DELETE") return new Response(null, { status: 200 });
     if (method !== "POST") return new Response(null, { status: 405, headers: { allow: "POST, DELETE" } });
     let text = "";
     const message = await json((raw) => text = raw); // the text too: a notification is passed on as it came
     if (message instanceof Response) return message;
     if (!isObject(message)) return rpcErrorResponse(400, null, ErrorCode.InvalidRequest, "Invalid request");
+    const principal = principalOf(auth);
     if (typeof message.method !== "string" || !isRequestId(message.id)) {
       const params = isObject(message.params) ? message.params : undefined;
-      if (message.method === "notifications/cancelled" && params && isRequestId(params.requestId)) {
-        // The client names its own id: the newest request it sent with that id is ours to name upstream.
-        const ours = [...open.entries()].findLast(([, entry]) => entry.id === params.requestId)?.[0];
-        if (ours) text = JSON.stringify({ ...message, params: { ...params, requestId: JSON.parse(ours) } });
-      }
-      onMessage(text);
+      if (message.method === "notifications/cancelled") {
+        // The client names its own id: the newest request this principal sent with that id is ours to name
+        // upstream; a cancellation naming none of its requests is dropped.
+        const requestId = params?.requestId;
+        const ours = [...open.entries()].findLast(([, entry]) =>
+          entry.id === requestId && entry.principal === principal
+        )?.[0];
+        if (ours) onMessage(JSON.stringify({ ...message, params: { ...params, requestId: JSON.parse(ours) } }));
+      } else if (message.method === undefined && isRequestId(message.id)) {
+        // An answer to a question of the upstream: taken once, and only from the principal it was asked of.
+        const key = JSON.stringify(message.id);
+        if (questions.get(key) === principal) {
+          questions.delete(key);
+          onMessage(text);
+        }
+      } else onMessage(text);
       return new Response(null, { status: 202 });
     }
     const ours = `proxy-${++nextId}`;
@@ -12493,7 +12783,9 @@ function httpDownstream(
     exchange.onCancel = () => {
       if (open.delete(key)) downstream.cancelled?.(ours);
     };
-    open.set(key, { exchange, id: message.id });
+    const meta = isObject(message.params) && isObject(message.params._meta) ? message.params._meta : {};
+    const progressToken = isRequestId(meta.progressToken) ? JSON.stringify(meta.progressToken) : undefined;
+    open.set(key, { exchange, id: message.id, principal, progressToken });
     // The HTTP traceparent header goes along: a traced proxy's SERVER span takes it when _meta has none.
     onMessage(JSON.stringify({ ...message, id: ours }), request.headers.get("traceparent") ?? undefined);
     return exchange.response;
@@ -12502,22 +12794,45 @@ function httpDownstream(
     start(message) {
       onMessage = message;
     },
-    send(text) {
+    send(text, about) {
       let parsed: JsonObject | undefined;
       try {
         parsed = JSON.parse(text);
       } catch {
         return;
       }
-      const response = parsed && parsed.method === undefined && isRequestId(parsed.id);
-      const entry = response ? open.get(JSON.stringify(parsed!.id)) : undefined;
-      if (entry) {
-        open.delete(JSON.stringify(parsed!.id));
+      if (!isObject(parsed)) return;
+      if (parsed.method === undefined) {
+        const entry = isRequestId(parsed.id) ? open.get(JSON.stringify(parsed.id)) : undefined;
+        if (!entry) return;
+        open.delete(JSON.stringify(parsed.id));
         entry.exchange.write(JSON.stringify({ ...parsed, id: entry.id }), true);
         return;
       }
-      // A notification or a request of the server's: the newest open request's stream carries it.
-      newest()?.write(text, false);
+      // A notification or a request of the server's: the stream of the request it is about.
+      const params = isObject(parsed.params) ? parsed.params : {};
+      const token = isRequestId(params.progressToken) ? JSON.stringify(params.progressToken) : undefined;
+      const entries = [...open.values()];
+      const target = (about !== undefined ? open.get(JSON.stringify(about)) : undefined) ??
+        (token !== undefined ? entries.findLast((entry) => entry.progressToken === token) : undefined) ??
+        (entries.length === 1 ? entries[0] : undefined);
+      if (target) {
+        if (isRequestId(parsed.id)) {
+          questions.set(JSON.stringify(parsed.id), target.principal);
+          if (questions.size > 1_000) questions.delete(questions.keys().next().value!); // never answered: forgotten
+        }
+        return target.exchange.write(text, false);
+      }
+      if (isRequestId(parsed.id)) {
+        // Which client it is for cannot be told: refused rather than guessed.
+        const message = `mcp.ts proxy: ${parsed.method} concerns no request the proxy can tell (several clients ` +
+          `are served): refused`;
+        onMessage(
+          JSON.stringify({ jsonrpc: "2.0", id: parsed.id, error: { code: ErrorCode.InvalidRequest, message } }),
+        );
+      } else if (String(parsed.method).endsWith("/list_changed")) {
+        for (const entry of entries) entry.exchange.write(text, false); // what every client may know
+      }
     },
     close: () => {
       for (const { exchange } of open.values()) exchange.close("the proxy is shutting down");
@@ -12587,6 +12902,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
       : { "network.transport": "pipe" },
     upstream: isHttpSpec(upstream) ? networkOf(upstream.url) : { "network.transport": "pipe" },
     version: () => typeof initialized?.protocolVersion === "string" ? initialized.protocolVersion : undefined,
+    served: (kind, name) => kind === "tool" && tools.has(name),
   });
   // A client that closed its stream gave up on the request: the upstream hears it the way its transport says.
   client.cancelled = (id) => {
@@ -12611,12 +12927,12 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
     await ownTracer?.flush();
     finish(code);
   };
-  const toClient = (text: string) => {
+  const toClient = (text: string, about?: RequestId) => {
     options.onFrame?.(">", text);
     options.onMessage?.("recv", text);
-    client.send(text);
+    client.send(text, about);
   };
-  const answers = (text: string, parsed?: unknown) => {
+  const answers = (text: string, parsed?: unknown, about?: RequestId) => {
     let message = parsed;
     if (message === undefined) {
       try {
@@ -12639,7 +12955,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
         for (const tool of result.tools) if (isObject(tool)) tools.set(String(tool.name), tool);
       }
     }
-    toClient(text);
+    toClient(text, about);
   };
   transport.start({
     message: answers,
@@ -12653,7 +12969,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
       toClient(JSON.stringify({ jsonrpc: "2.0", id, error: answer }));
     },
     closed: (error) => {
-      log(`the upstream server is gone: ${error.message}`);
+      log(`the upstream server is gone: ${errorMessage(error)}`);
       void end(1);
     },
     invalid: (text) => log(`not JSON-RPC on the upstream's stdout: ${brief(text)}`),
@@ -12945,6 +13261,7 @@ function terminalSafe(sink: OutputSink, json = false): OutputSink {
     once: (event, listener) => sink.once?.(event, listener),
     on: (event, listener) => sink.on?.(event, listener),
     drained: async () => await sink.drained?.(),
+    control: (text) => void (sink.control ? sink.control(text) : sink.write(text)),
     ...("entry" in sink ? { entry: (sink as JsonLogSink).entry } : {}), // --log-format json: entries pass as they are
   };
 }
@@ -13004,7 +13321,7 @@ function binaryBytes(item: unknown): Uint8Array | undefined {
 function summarizeBinary(item: JsonObject, data: string): string {
   const resource = isObject(item.resource) ? item.resource : undefined;
   const mimeType = resource?.mimeType ?? item.mimeType;
-  const size = formatBytes(Math.floor(data.replace(/=+$/, "").length * 3 / 4));
+  const size = formatBytes(Math.floor(trimEnd(data, "=").length * 3 / 4));
   return `[${[item.type, resource?.uri, mimeType].filter((part) => typeof part === "string").join(" ")}, ${size}]`;
 }
 
@@ -13213,6 +13530,17 @@ export function renderInfo(result: JsonObject, how: { era?: string; transport?: 
 
 // --- 16b. Logs as JSON lines (--log-format json) ---
 
+/**
+ * Writes one line of ours: `mcp: MSG` in text, one JSON entry with --log-format json, whatever MSG holds (a peer's
+ * newline inside it cannot make a second entry). A warning or a telemetry failure is level warn unless told.
+ * Every `mcp: …` line of the program goes through here (a test scans the file).
+ */
+function logLine(sink: OutputSink, msg: string, fields?: Record<string, unknown>, level?: LogLevelName): void {
+  const entry = (sink as Partial<JsonLogSink>).entry;
+  if (entry) return entry(level ?? (/^(warning: |telemetry: )/.test(msg) ? "warn" : "info"), msg, fields);
+  sink.write(`mcp: ${msg}\n`);
+}
+
 type LogLevelName = "debug" | "info" | "warn" | "error";
 
 /** A sink whose lines are JSON log entries, and which takes entries with fields directly. */
@@ -13232,17 +13560,10 @@ function jsonLogSink(stderr: OutputSink, now: () => Date = () => new Date()): Js
     const defined = Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
     stderr.write(JSON.stringify({ time: now().toISOString(), level, msg, ...defined }) + "\n");
   };
+  // A line written as text: our own lines come through logLine() as entries, so a line here is another's text
+  // (a tool's error, a server's stderr, a --trace frame) and is never read as ours: it names no field.
   const line = (text: string) => {
-    if (text === "") return;
-    const own = text.startsWith("mcp: ");
-    const msg = own ? text.slice(5) : text;
-    const level: LogLevelName = /^(warning: |telemetry: )/.test(msg)
-      ? "warn"
-      : !own && /^[<>] /.test(text)
-      ? "debug"
-      : "info";
-    const url = own ? /^serving (https?:\/\/\S+)/.exec(msg)?.[1] : undefined;
-    entry(level, msg, { url });
+    if (text !== "") entry(/^[<>] /.test(text) ? "debug" : "info", text);
   };
   return {
     native: stderr.native,
@@ -13581,9 +13902,10 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
   );
   const pageSize = positiveInteger("--page-size", values["page-size"], DEFAULT_PAGE_SIZE);
   const verbose = values.verbose === true || values.trace === true;
-  const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
+  const log = (line: string, fields?: Record<string, unknown>) => logLine(io.stderr, line, fields);
   const env = sys.env();
-  const http = values.http === undefined ? undefined : httpServeOptions(values, env);
+  // Without --http the metrics flags are still checked: --metrics-token alone is a mistake on every transport.
+  const http = values.http === undefined ? void metricsOptions(values, env) : httpServeOptions(values, env);
   const tracer = commandTelemetry(env, log, values.name);
   const jsonLog = "entry" in io.stderr ? io.stderr as JsonLogSink : undefined;
 
@@ -13740,7 +14062,8 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
           resolve();
         };
         const unwire = onStopSignals(() => void stop());
-        log(`serving ${listenerUrl(listener, http.handler.path)}`);
+        const url = listenerUrl(listener, http.handler.path);
+        log(`serving ${url}`, { url });
         setTimeout(() => dog.start(), 50); // off the start-up path
       });
       dog.stop();
@@ -13873,11 +14196,12 @@ function metricsOptions(
   values: FlagValues<typeof HTTP_FLAGS>,
   env: Record<string, string | undefined>,
 ): HandlerOptions {
-  const metricsToken = values["metrics-token"] ?? env.MCP_TS_METRICS_TOKEN;
-  if (metricsToken === "") throw new UsageError("--metrics-token needs a value (or unset MCP_TS_METRICS_TOKEN)");
-  if (metricsToken !== undefined && values.metrics !== true) {
+  if (values["metrics-token"] !== undefined && values.metrics !== true) {
     throw new UsageError("--metrics-token goes with --metrics");
   }
+  // The variable is read only with --metrics: set in a shell, it stops no server that serves none.
+  const metricsToken = values.metrics === true ? values["metrics-token"] ?? env.MCP_TS_METRICS_TOKEN : undefined;
+  if (metricsToken === "") throw new UsageError("--metrics-token needs a value (or unset MCP_TS_METRICS_TOKEN)");
   return { metrics: values.metrics === true, metricsToken };
 }
 
@@ -14021,7 +14345,9 @@ checking it against the skill's entry: its size, then its digest, then (SKILL.md
 frontmatter. A file that fails a check is exit 3 naming the check, and nothing is printed.
 NAME is looked up in skills/list (an unknown or ambiguous one is exit 2); a skill:// URI goes
 through skills/get. --out DIR reads and checks every file of the skill, then writes them to
-DIR/NAME at once (exit 2 when that exists, unless --force). A "dynamic" skill has no manifest:
+DIR/NAME at once (exit 2 when that exists, unless --force); a skill over --max-bytes N (default
+64 MiB) or 512 files is exit 3 before a byte is read, and two names for one file are refused.
+A "dynamic" skill has no manifest:
 its SKILL.md is printed unverified (said on stderr), and --out is refused.
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -14138,6 +14464,7 @@ const CLIENT_FLAGS = {
   detach: { type: "boolean" },
   out: { type: "string" },
   force: { type: "boolean" },
+  "max-bytes": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -14222,7 +14549,7 @@ async function clientAnswers(
   const capabilities: JsonObject = {};
   const roots = ((values.root ?? []) as string[]).map((dir) => {
     const path = resolvePath(dir);
-    return { uri: fileUrl(path), name: basenameOf(path.replace(/[\\/]+$/, "")) || path };
+    return { uri: fileUrl(path), name: basenameOf(trimEnd(path, "\\/")) || path };
   });
   if (roots.length > 0) capabilities.roots = {};
   const elicit = values.elicit;
@@ -14259,7 +14586,7 @@ async function clientAnswers(
           return roots.length > 0 ? { roots } : refuse(method, "--root DIR");
         case "elicitation/create":
           if (elicit !== undefined) {
-            return answerElicitation(elicit, given, params, (line) => void io.stderr.write(`mcp: ${visible(line)}\n`));
+            return answerElicitation(elicit, given, params, (line) => logLine(io.stderr, line));
           }
           return interactive ? await askElicitation(params) : refuse(method, "--elicit accept|decline|cancel");
         case "sampling/createMessage":
@@ -14325,8 +14652,10 @@ async function askElicitation(params: JsonObject): Promise<JsonObject> {
       terminal.question(visible(question)).then(resolve, () => resolve(null));
     });
   try {
+    // own-line-ok: the interactive form speaks to the terminal itself (readline); say() makes the text visible.
     say(`mcp: the server asks: ${typeof params.message === "string" ? params.message : "(no message)"}\n`);
     if (params.mode === "url") {
+      // own-line-ok: as above.
       say(`mcp: it asks you to open ${params.url}\n`);
       const answer = await ask("  opened and done? [y/N] ");
       return answer === null ? { action: "cancel" } : { action: /^y/i.test(answer) ? "accept" : "decline" };
@@ -14523,18 +14852,27 @@ function progressReporter(io: CliIo, verbose: boolean) {
   let tty: boolean | undefined; // asked on the first progress: on Bun the answer costs start-up time
   let shown = ""; // the progress line on the terminal now
   let lastTask = ""; // the task's state last shown
+  // io.stderr is the command's one writer: the server's text in these lines is made visible there on a terminal.
+  const control = (text: string) => void (io.stderr.control ? io.stderr.control(text) : io.stderr.write(text));
+  const draw = (line: string) => {
+    shown = line.slice(0, 200);
+    control("\r\x1b[K");
+    io.stderr.write(shown);
+  };
+  // Runs `write` above the progress line: the line is cleared first and drawn again after.
+  const above = (write: () => void) => {
+    if (shown) control("\r\x1b[K");
+    write();
+    if (shown) io.stderr.write(shown);
+  };
   return {
     update(params: JsonObject): void {
       tty ??= io.stderr.isTTY === true;
-      const total = typeof params.total === "number" ? `/${params.total}` : "";
-      const message = typeof params.message === "string" ? ` ${tty ? visible(params.message) : params.message}` : "";
+      const total = params.total === undefined ? "" : `/${params.total}`;
+      const message = typeof params.message === "string" ? ` ${params.message}` : "";
       const line = `progress ${params.progress}${total}${message}`;
-      if (tty) {
-        shown = line.slice(0, 200);
-        io.stderr.write(`\r\x1b[K${shown}`);
-      } else if (verbose) {
-        io.stderr.write(`mcp: ${line}\n`);
-      }
+      if (tty) draw(line);
+      else if (verbose) logLine(io.stderr, line);
     },
     /** A task's state: one updating line on a terminal; with -v a line per change. */
     task(task: JsonObject): void {
@@ -14543,24 +14881,21 @@ function progressReporter(io: CliIo, verbose: boolean) {
       if (line === lastTask) return;
       lastTask = line;
       tty ??= io.stderr.isTTY === true;
-      if (verbose) this.note(`mcp: ${line}\n`);
-      if (tty) {
-        shown = visible(line).slice(0, 200);
-        io.stderr.write(`\r\x1b[K${shown}`);
-      }
+      if (verbose) this.note(line);
+      if (tty) draw(line);
     },
-    /** Writes text to stderr above the progress line (cleared first, then drawn again). */
-    note(text: string): void {
+    /** One line of ours (`mcp: MSG`, or a JSON entry), above the progress line. */
+    note(msg: string, fields?: Record<string, unknown>): void {
       tty ??= io.stderr.isTTY === true;
-      if (tty) text = visible(text);
-      if (!shown) {
-        io.stderr.write(text);
-        return;
-      }
-      io.stderr.write(`\r\x1b[K${text}${text.endsWith("\n") ? "" : "\n"}${shown}`);
+      above(() => logLine(io.stderr, msg, fields));
+    },
+    /** Another's text as it is (a server's stderr, a --trace frame), above the progress line. */
+    text(text: string): void {
+      tty ??= io.stderr.isTTY === true;
+      above(() => io.stderr.write(text.endsWith("\n") || !shown ? text : text + "\n"));
     },
     clear(): void {
-      if (shown) io.stderr.write("\r\x1b[K");
+      if (shown) control("\r\x1b[K");
       shown = "";
     },
   };
@@ -14644,9 +14979,10 @@ function reportFailure(io: CliIo, error: unknown, json: boolean, serverStderr = 
     io.stderr.write(JSON.stringify(report) + "\n");
     return code;
   }
-  io.stderr.write(`mcp: ${describeFailure(error)}\n`);
+  logLine(io.stderr, describeFailure(error), undefined, "error");
   if (serverStderr) {
-    io.stderr.write(`mcp: the server's stderr ends with:\n${serverStderr}${serverStderr.endsWith("\n") ? "" : "\n"}`);
+    logLine(io.stderr, "the server's stderr ends with:");
+    io.stderr.write(serverStderr.endsWith("\n") ? serverStderr : serverStderr + "\n");
   }
   return code;
 }
@@ -14754,7 +15090,7 @@ async function runClient(
   const recorder = values.record === undefined ? undefined : await openRecording(values.record, target);
   // Telemetry (OTEL_*): each request a CLIENT span, a CI job's TRACEPARENT their parent.
   const processEnv = sys.env();
-  const tracer = commandTelemetry(processEnv, (line) => progress.note(`mcp: ${line}\n`));
+  const tracer = commandTelemetry(processEnv, (line) => progress.note(line));
   const traceRoot = tracer && parseTraceparent(processEnv.TRACEPARENT, processEnv.TRACESTATE);
   if (traceRoot && processEnv.BAGGAGE) traceRoot.baggage = processEnv.BAGGAGE;
   const options: ConnectOptions = {
@@ -14770,7 +15106,7 @@ async function runClient(
     onRequest: answers.onRequest,
     logLevel: verbose ? "debug" : undefined,
     // Tools left out of a list matter where lists are shown.
-    onWarning: command === "list" || verbose ? (message) => progress.note(`mcp: warning: ${message}\n`) : undefined,
+    onWarning: command === "list" || verbose ? (message) => progress.note(`warning: ${message}`) : undefined,
     onMessage: recorder?.write,
     stopStepMs,
     timeout: positiveInteger("--timeout", values.timeout, DEFAULT_REQUEST_TIMEOUT_MS),
@@ -14782,15 +15118,15 @@ async function runClient(
       DEFAULT_CLIENT_MAX_LINE_BYTES,
     ),
     signal: interrupt.signal,
-    onStderr: verbose ? (text) => progress.note(text) : undefined,
+    onStderr: verbose ? (text) => progress.text(text) : undefined,
     onLog: verbose
       ? (params) => {
         const data = typeof params.data === "string" ? params.data : JSON.stringify(params.data);
-        progress.note(`mcp: [${params.level}]${params.logger ? ` ${params.logger}:` : ""} ${data}\n`);
+        progress.note(`[${params.level}]${params.logger ? ` ${params.logger}:` : ""} ${data}`);
       }
       : undefined,
-    onInvalidLine: verbose ? (text) => progress.note(`mcp: not JSON-RPC on the server's stdout: ${text}\n`) : undefined,
-    onTrace: values.trace ? (line) => progress.note(line + "\n") : undefined,
+    onInvalidLine: verbose ? (text) => progress.note(`not JSON-RPC on the server's stdout: ${text}`) : undefined,
+    onTrace: values.trace ? (line) => progress.text(line + "\n") : undefined,
   };
 
   let client: McpClient | undefined;
@@ -14808,7 +15144,7 @@ async function runClient(
       });
     };
     const sayNone = (what: string) => {
-      if (!json) progress.note(`mcp: the server offers no ${what}\n`);
+      if (!json) progress.note(`the server offers no ${what}`);
     };
     // Lines are cut to the terminal's width; asked only where it matters (on Bun it costs start-up time).
     const fit = (): RenderOptions => io.stdout.isTTY ? { terminal: true, width: io.stdout.columns } : {};
@@ -14831,7 +15167,7 @@ async function runClient(
           onProgress: (params) => progress.update(params),
           retries,
           onRetry: (error, attempt) =>
-            progress.note(`mcp: ${error.message}; calling idempotent "${name}" again (${attempt} of ${retries})\n`),
+            progress.note(`${errorMessage(error)}; calling idempotent "${name}" again (${attempt} of ${retries})`),
           detach,
           onTask: (task) => progress.task(task),
         });
@@ -14841,7 +15177,7 @@ async function runClient(
           io.stdout.write(json ? JSON.stringify(result) + "\n" : `${detached.taskId}\n`);
           break;
         }
-        if (detach) progress.note("mcp: the server answered at once: there is no task to detach\n");
+        if (detach) progress.note("the server answered at once: there is no task to detach");
         if (output !== undefined) result = await writeBinaryItem(result, output);
         if (json) {
           io.stdout.write(JSON.stringify(result) + "\n");
@@ -14876,11 +15212,12 @@ async function runClient(
         // Authorized during the connection, or now: the first request the server refuses starts the flow.
         if (!provider.authorized) await client.listTools().catch(noop);
         const stored = credentialsPath();
-        io.stderr.write(
+        logLine(
+          io.stderr,
           provider.authorized
-            ? `mcp: logged in to ${client.spec.type === "stdio" ? target : (client.spec as HttpServerSpec).url}; ` +
-              `the token is kept in ${oauth.credentials ?? stored}\n`
-            : `mcp: ${target} did not ask for authorization; nothing to log in to\n`,
+            ? `logged in to ${client.spec.type === "stdio" ? target : (client.spec as HttpServerSpec).url}; ` +
+              `the token is kept in ${oauth.credentials ?? stored}`
+            : `${target} did not ask for authorization; nothing to log in to`,
         );
         break;
       }
@@ -14951,7 +15288,14 @@ async function runClient(
       case "skill": {
         const entry = await findSkill(client, name);
         if (values.out !== undefined) {
-          await writeSkill(client, entry, values.out, values.force === true, (note) => progress.note(note));
+          const maxBytes = positiveInteger("--max-bytes", values["max-bytes"], DEFAULT_SKILL_OUT_MAX_BYTES);
+          await writeSkill(
+            client,
+            entry,
+            values.out,
+            { force: values.force === true, maxBytes },
+            (line) => progress.note(line),
+          );
           break;
         }
         const root = String(entry.uri).replace(/\/SKILL\.md$/, "");
@@ -14966,7 +15310,7 @@ async function runClient(
           throw new UsageError(`${entry.uri} lists no ${rest[1]}; its files: ${files.join(", ")}`);
         }
         const { bytes, verified } = await client.readSkillFile(entry, uri);
-        if (!verified) progress.note(`mcp: ${uri} is unverified (dynamic skill)\n`);
+        if (!verified) progress.note(`${uri} is unverified (dynamic skill)`);
         let text: string | undefined;
         try {
           text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
@@ -15026,9 +15370,10 @@ async function runClient(
     await flushed;
   }
   if (client && client.invalidLines > 0) {
-    io.stderr.write(
-      `mcp: warning: ignored ${client.invalidLines} line(s) on the server's stdout that were not JSON-RPC` +
-        (verbose ? "\n" : " (see them with --verbose)\n"),
+    logLine(
+      io.stderr,
+      `warning: ignored ${client.invalidLines} line(s) on the server's stdout that were not JSON-RPC` +
+        (verbose ? "" : " (see them with --verbose)"),
     );
   }
   return code;
@@ -15171,13 +15516,19 @@ async function findSkill(client: McpClient, wanted: string): Promise<JsonObject>
   );
 }
 
-// `skill --out DIR`: every file read and checked (SKILL.md first), then DIR/NAME written at once (a temporary
-// directory beside it, renamed). A file whose path would leave the skill is refused.
+// skill --out: what one skill may bring, at most (Safety: sizes checked before bytes are read).
+const SKILL_OUT_MAX_FILES = 512;
+const DEFAULT_SKILL_OUT_MAX_BYTES = 64 * 1024 * 1024;
+
+// `skill --out DIR`: the manifest's count and sizes capped before a byte is read; every path decoded, normalised
+// and checked (inside the skill, one name per file, SKILL.md only under the entry's own URI, so the frontmatter
+// check runs on what is written as SKILL.md); then each file read, checked and written at once to a temporary
+// directory beside DIR/NAME (one file in memory at a time), which is renamed into place.
 async function writeSkill(
   client: McpClient,
   entry: JsonObject,
   out: string,
-  force: boolean,
+  { force, maxBytes }: { force: boolean; maxBytes: number },
   note: (line: string) => void,
 ): Promise<void> {
   if (!Array.isArray(entry.resources)) {
@@ -15191,39 +15542,78 @@ async function writeSkill(
     throw new ServerError(`the skill's name ${brief(name)} cannot be a directory name`);
   }
   const items = (entry.resources as unknown[]).filter(isObject);
+  if (items.length > SKILL_OUT_MAX_FILES) {
+    throw new ServerError(
+      `the skill lists ${items.length} files, over the cap of ${SKILL_OUT_MAX_FILES}: nothing written`,
+    );
+  }
+  const listedBytes = items.reduce(
+    (sum, item) => sum + (Number.isSafeInteger(item.size) ? item.size as number : Infinity),
+    0,
+  );
+  if (listedBytes > maxBytes) {
+    throw new ServerError(
+      `the skill lists ${Number.isFinite(listedBytes) ? `${listedBytes} bytes` : "a file of no size"}, over ` +
+        `--max-bytes ${maxBytes}: nothing written`,
+    );
+  }
+  const seen = new Map<string, string>(); // a path as a file system may fold it → the URI that named it
   const paths = items.map((item) => {
     const uri = String(item.uri);
-    const parts = uri.startsWith(root + "/") ? uri.slice(root.length + 1).split("/").map(decodeURIComponent) : [];
+    let parts: string[] = [];
+    try {
+      if (uri.startsWith(root + "/")) parts = uri.slice(root.length + 1).split("/").map(decodeURIComponent);
+    } catch { /* a broken %-escape: not a path */ }
     if (
       parts.length === 0 || parts.some((part) => part === "" || part === "." || part === ".." || /[\\/\0]/.test(part))
     ) {
       throw new ServerError(`the skill lists ${brief(uri)}, which is not a path inside it: nothing written`);
+    }
+    const folded = parts.join("/").normalize("NFC").toLowerCase();
+    const other = seen.get(folded);
+    if (other !== undefined) {
+      throw new ServerError(
+        `the skill lists ${brief(other)} and ${brief(uri)}, two names for one file: nothing written`,
+      );
+    }
+    seen.set(folded, uri);
+    if (folded === SKILL_FILE.toLowerCase() && uri !== entry.uri) {
+      throw new ServerError(
+        `the skill lists ${brief(uri)}, another name for its ${SKILL_FILE} (${entry.uri}): nothing written`,
+      );
     }
     return parts;
   });
   const order = items.map((_, i) => i).sort((a, b) =>
     (items[b].uri === entry.uri ? 1 : 0) - (items[a].uri === entry.uri ? 1 : 0)
   );
-  const contents: Uint8Array[] = [];
-  for (const i of order) contents[i] = (await client.readSkillFile(entry, String(items[i].uri))).bytes;
   const { mkdir, rename, rm, stat, writeFile } = await import("node:fs/promises");
   const target = joinPath(out, name);
   const exists = await stat(target).then(() => true, () => false);
   if (exists && !force) throw new UsageError(`${target} exists: give --force to replace it`);
   const temporary = joinPath(out, `.${name}.mcp-${crypto.randomUUID()}`);
   try {
-    for (const [i, parts] of paths.entries()) {
-      const file = joinPath(temporary, parts.join("/"));
-      await mkdir(dirnameOf(file), { recursive: true });
-      await writeFile(file, contents[i]);
+    let written = 0;
+    for (const i of order) {
+      const { bytes } = await client.readSkillFile(entry, String(items[i].uri)); // checked: its listed size
+      written += bytes.length;
+      if (written > maxBytes) throw new ServerError(`the skill is over --max-bytes ${maxBytes}: nothing written`);
+      const file = joinPath(temporary, paths[i].join("/"));
+      try {
+        await mkdir(dirnameOf(file), { recursive: true });
+        await writeFile(file, bytes);
+      } catch (error) {
+        throw new UsageError(`Cannot write ${target}: ${errorMessage(error)}`);
+      }
     }
     if (exists) await rm(target, { recursive: true, force: true });
     await rename(temporary, target);
   } catch (error) {
     await rm(temporary, { recursive: true, force: true });
+    if (error instanceof ServerError || error instanceof UsageError) throw error;
     throw new UsageError(`Cannot write ${target}: ${errorMessage(error)}`);
   }
-  note(`mcp: wrote ${items.length} file(s) of ${entry.uri} to ${target}\n`);
+  note(`wrote ${items.length} file(s) of ${entry.uri} to ${target}`);
 }
 
 // `task <server> get|result|cancel ID`: an unknown id (-32602) is a usage error, exit 2.
@@ -15314,7 +15704,7 @@ async function oauthOptions(
     interactive: async () =>
       command === "login" || values.login === true ||
       (io.stderr.isTTY === true && !io.stdin && (await sys.stdinIsTerminal())),
-    onNote: (line) => void io.stderr.write(line + "\n"),
+    onNote: (line) => logLine(io.stderr, line),
   };
   for (const key of Object.keys(options) as (keyof OAuthOptions)[]) {
     if (options[key] === undefined) delete options[key]; // leave the config entry's oauth where no flag is given
@@ -15445,8 +15835,9 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     if (upstreams.some((upstream) => upstream.name === name)) throw new UsageError(`upstream "${name}" is named twice`);
     upstreams.push({ name, spec: await resolveServer(target, { config, env: { ...env, ...extra } }) });
   }
-  const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
-  const http = values.http === undefined ? undefined : httpServeOptions(values, env);
+  const log = (line: string, fields?: Record<string, unknown>) => logLine(io.stderr, line, fields);
+  // Without --http the metrics flags are still checked: --metrics-token alone is a mistake on every transport.
+  const http = values.http === undefined ? void metricsOptions(values, env) : httpServeOptions(values, env);
   const tracer = commandTelemetry(env, log, values.name);
   const jsonLog = "entry" in io.stderr ? io.stderr as JsonLogSink : undefined;
   // From now until every upstream is stopped, a signal asks for an orderly stop: it must not kill us half-way.
@@ -15495,7 +15886,8 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
       gateway.onCatalog = (catalog) => handler.core.setCatalog(catalog);
       const listener = await listenFor(handler, http.listen);
       audienceFromListener(http.handler.auth, listener, http.handler.path);
-      log(`serving ${listenerUrl(listener, http.handler.path)} (a gateway)`);
+      const url = listenerUrl(listener, http.handler.path);
+      log(`serving ${url} (a gateway)`, { url });
       await stopping;
       handler.close();
       await listener.close({ force: true });
@@ -15543,10 +15935,11 @@ async function runProxy({ values, positionals }: Parsed<typeof PROXY_FLAGS>, io:
     config: values.config,
     env: { ...env, ...extra },
   });
-  const http = values.http === undefined ? undefined : httpServeOptions(values, env);
+  // Without --http the metrics flags are still checked: --metrics-token alone is a mistake on every transport.
+  const http = values.http === undefined ? void metricsOptions(values, env) : httpServeOptions(values, env);
   const frameLog = values.log === undefined ? undefined : await openFrameLog(values.log);
   const recorder = values.record === undefined ? undefined : await openRecording(values.record, target);
-  const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
+  const log = (line: string, fields?: Record<string, unknown>) => logLine(io.stderr, line, fields);
   const oauth = await oauthOptions("proxy", target, values, io);
   const tracer = commandTelemetry(env, log);
   const jsonLog = "entry" in io.stderr ? io.stderr as JsonLogSink : undefined;
@@ -15558,7 +15951,11 @@ async function runProxy({ values, positionals }: Parsed<typeof PROXY_FLAGS>, io:
     if (tracer) tracer.metrics = measure;
   }
   const served = http
-    ? await listenRaw(http, (url) => log(`serving ${url} (proxying ${target})`), values.metrics ? measure : undefined)
+    ? await listenRaw(
+      http,
+      (url) => log(`serving ${url} (proxying ${target})`, { url }),
+      values.metrics ? measure : undefined,
+    )
     : undefined;
   const downstream = served?.downstream;
   const listener = served?.listener;
@@ -15626,12 +16023,12 @@ async function runReplay({ values, positionals }: Parsed<typeof REPLAY_FLAGS>, i
   const { entries } = readCassette(text, positionals[0]);
   const player = new CassettePlayer(entries, { strict: values.strict === true });
   const frameLog = values.log === undefined ? undefined : await openFrameLog(values.log);
-  const log = (line: string) => void io.stderr.write(`mcp: ${line}\n`);
+  const log = (line: string, fields?: Record<string, unknown>) => logLine(io.stderr, line, fields);
   if (values.http !== undefined) {
     const http = httpServeOptions(values, sys.env());
     const { downstream, listener } = await listenRaw(
       http,
-      (url) => log(`serving ${url} (replaying ${positionals[0]})`),
+      (url) => log(`serving ${url} (replaying ${positionals[0]})`, { url }),
     );
     void replay(player, downstream, frameLog);
     await new Promise<void>((resolve) => {
@@ -15669,7 +16066,7 @@ async function runLogout({ values, positionals }: Parsed<typeof LOGOUT_FLAGS>, i
   }
   const forgotten = await forgetCredentials({ server, clients: values.all === true });
   const clients = forgotten.clients ? ` and ${forgotten.clients} client registration(s)` : "";
-  io.stderr.write(`mcp: forgot ${forgotten.tokens} token(s)${clients} (${credentialsPath()})\n`);
+  logLine(io.stderr, `forgot ${forgotten.tokens} token(s)${clients} (${credentialsPath()})`);
   return 0;
 }
 
@@ -15703,9 +16100,10 @@ async function runServers({ values }: Parsed<typeof SERVERS_FLAGS>, io: CliIo): 
     return 0;
   }
   if (servers.length === 0) {
-    io.stderr.write(
-      `mcp: no MCP config defines a server (looked for .mcp.json, .cursor/mcp.json and .vscode/mcp.json here and ` +
-        `above, ~/.claude.json and ${claudeDesktopConfigPath()})\n`,
+    logLine(
+      io.stderr,
+      `no MCP config defines a server (looked for .mcp.json, .cursor/mcp.json and .vscode/mcp.json here and ` +
+        `above, ~/.claude.json and ${claudeDesktopConfigPath()})`,
     );
     return 0;
   }
@@ -15787,7 +16185,7 @@ export async function main(argv: string[], io?: CliIo): Promise<number> {
   const cli: CliIo = io ?? own!;
   const unsupported = unsupportedRuntime(runtimeVersions());
   if (unsupported) {
-    cli.stderr.write(`mcp: ${unsupported}\n`);
+    logLine(cli.stderr, unsupported, undefined, "error");
     await own?.drained();
     return 2;
   }
@@ -15928,7 +16326,7 @@ async function runCommand(name: string, entry: Command, args: string[], io: CliI
 async function run(argv: string[], cli: CliIo): Promise<number> {
   const [name, ...rest] = argv;
   try {
-    if (logFormatOf(argv) === "json") cli = withJsonLog(cli);
+    cli = logFormatOf(argv) === "json" ? withJsonLog(cli) : withVisibleStderr(cli);
     const entry = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
     if (entry) return await runCommand(name, entry, rest, cli);
     switch (name) {
@@ -15972,7 +16370,26 @@ function logFormatOf(argv: string[]): "text" | "json" {
   throw new UsageError(`--log-format takes text or json, got "${format}"`);
 }
 
-// The same I/O with stderr as JSON lines; stdout and stdin untouched (and still made on first use).
+// Every command's stderr is one writer (Safety: peer text never forges output): in text, whatever is written
+// passes the visible-text rule on a terminal (exact when piped); our own status line passes by control().
+function withVisibleStderr(cli: CliIo): CliIo {
+  let stderr: OutputSink | undefined;
+  return {
+    get stdin() {
+      return cli.stdin;
+    },
+    get stdout() {
+      return cli.stdout;
+    },
+    get stderr() {
+      return stderr ??= terminalSafe(cli.stderr);
+    },
+    stopStepMs: cli.stopStepMs,
+  };
+}
+
+// The same I/O with stderr as JSON lines (each entry one line; DEL and C1 escaped on a terminal); stdout and stdin
+// untouched (and still made on first use).
 function withJsonLog(cli: CliIo): CliIo {
   let stderr: JsonLogSink | undefined;
   return {
@@ -15983,7 +16400,7 @@ function withJsonLog(cli: CliIo): CliIo {
       return cli.stdout;
     },
     get stderr() {
-      return stderr ??= jsonLogSink(cli.stderr);
+      return stderr ??= jsonLogSink(terminalSafe(cli.stderr, true));
     },
     stopStepMs: cli.stopStepMs,
   };
@@ -16047,6 +16464,7 @@ function describeFailure(error: unknown): string {
 // (Node before 22.6 cannot load a .ts file at all, and fails before this line.)
 if (import.meta.main) sys.setExitCode(await main(sys.args()));
 else if (import.meta.main === undefined && isEntryScript()) {
+  // own-line-ok: before any command runs, on a runtime too old for the rest; no peer text.
   proc().stderr.write(`mcp: ${unsupportedRuntime({ node: proc().versions.node })}\n`);
   sys.setExitCode(2);
 }

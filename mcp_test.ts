@@ -16,6 +16,7 @@ import {
   rmSync,
   statSync,
   symlinkSync,
+  truncateSync,
   writeFileSync,
 } from "node:fs";
 import { createHash } from "node:crypto";
@@ -56,6 +57,7 @@ import {
   Metrics,
   NotFoundError,
   parseYamlSubset,
+  redact,
   renderCallResult,
   renderInfo,
   renderToolDetail,
@@ -794,6 +796,208 @@ describe("0. The file's map", () => {
     for (let i = 1; i < at.length; i++) {
       assert.ok(at[i] - at[i - 1] <= 700, `${at[i] - at[i - 1]} lines after "${lines[at[i - 1]]}"`);
     }
+  });
+});
+
+// --- The safety rules the whole file keeps (CONTRACT "Safety rules every role keeps"): each rule is one mechanism
+// in mcp.ts §2b, and each test here scans or fuzzes the whole file for it, so a new feature inherits the rule. ---
+
+/** A TypeScript source's regular-expression literals and string literals (a template: its first part), by a
+ * small lexer: strings, templates and their substitutions, comments, and a `/` after an operator or a keyword. */
+function literalsOf(source: string) {
+  const regexes: { source: string; flags: string; line: number }[] = [];
+  const strings: { text: string; at: number }[] = [];
+  const keywords = new Set(["return", "typeof", "case", "do", "else", "in", "of", "new", "delete", "void", "throw"]);
+  let i = source.startsWith("#!") ? source.indexOf("\n") : 0;
+  let previous = ""; // the last token: a word, a punctuator, "str" or "re"
+  const substitutions: number[] = []; // the brace depth outside each template substitution we are in
+  let depth = 0;
+  const lineOf = (at: number) => source.slice(0, at).split("\n").length;
+  const template = (start: number) => { // from after a backtick, or after the } that ends a substitution
+    while (i < source.length) {
+      if (source[i] === "\\") i += 2;
+      else if (source[i] === "`") {
+        strings.push({ text: source.slice(start, i), at: start });
+        i++;
+        previous = "str";
+        return;
+      } else if (source[i] === "$" && source[i + 1] === "{") {
+        strings.push({ text: source.slice(start, i), at: start });
+        i += 2;
+        substitutions.push(depth);
+        depth = 0;
+        previous = "{";
+        return;
+      } else i++;
+    }
+  };
+  while (i < source.length) {
+    const c = source[i];
+    if (c === " " || c === "\t" || c === "\n" || c === "\r") i++;
+    else if (c === "/" && source[i + 1] === "/") {
+      i = source.indexOf("\n", i) < 0 ? source.length : source.indexOf("\n", i);
+    } else if (c === "/" && source[i + 1] === "*") i = source.indexOf("*/", i + 2) + 2;
+    else if (c === "'" || c === '"') {
+      const start = ++i;
+      while (i < source.length && source[i] !== c) i += source[i] === "\\" ? 2 : 1;
+      strings.push({ text: source.slice(start, i), at: start });
+      i++;
+      previous = "str";
+    } else if (c === "`") template(++i);
+    else if (c === "{") {
+      depth++;
+      i++;
+      previous = "{";
+    } else if (c === "}") {
+      i++;
+      if (depth === 0 && substitutions.length > 0) {
+        depth = substitutions.pop()!;
+        template(i);
+      } else {
+        depth--;
+        previous = "}";
+      }
+    } else if (/[\w$]/.test(c)) {
+      const start = i;
+      while (i < source.length && /[\w$]/.test(source[i])) i++;
+      previous = source.slice(start, i);
+    } else if (c === "/" && (keywords.has(previous) || !/^([\w$]|[)\]}]$|str$|re$)/.test(previous))) {
+      let end = i + 1;
+      for (let inClass = false; end < source.length; end++) {
+        const d = source[end];
+        if (d === "\\") end++;
+        else if (d === "\n") throw new Error(`a regex literal runs over its line at ${lineOf(i)}`);
+        else if (inClass) inClass = d !== "]";
+        else if (d === "[") inClass = true;
+        else if (d === "/") break;
+      }
+      let flagsEnd = end + 1;
+      while (/[a-z]/.test(source[flagsEnd] ?? "")) flagsEnd++;
+      regexes.push({ source: source.slice(i + 1, end), flags: source.slice(end + 1, flagsEnd), line: lineOf(i) });
+      i = flagsEnd;
+      previous = "re";
+    } else {
+      previous = c;
+      i++;
+    }
+  }
+  return { regexes, strings };
+}
+
+/** The text of the function that `head` starts (up to its closing brace at the start of a line). */
+function functionText(source: string, head: string): string {
+  const start = source.indexOf(head);
+  assert.ok(start >= 0, `${head} is in mcp.ts`);
+  return source.slice(start, source.indexOf("\n}\n", start) + 2);
+}
+
+describe("0. Safety rules, each held for the whole file", () => {
+  const source = readFileSync(MCP_SOURCE, "utf8");
+
+  test("linear-time parsing: every regex literal in mcp.ts, on 100,000 repeats of each character it names, runs in linear time", () => {
+    const { regexes } = literalsOf(source);
+    assert.ok(regexes.length > 100, `the lexer found ${regexes.length} regex literals`);
+    const slow: string[] = [];
+    // A linear match of 100,000 characters takes well under a millisecond; one that tries every start of a run
+    // and scans the run from each (the X+$ shape) takes seconds. The bound is hundreds of times the first.
+    const boundMs = 250;
+    for (const { source: pattern, flags, line } of regexes) {
+      const regex = new RegExp(pattern, flags.replace(/[gy]/g, ""));
+      const characters = new Set(" \t\n\r\u0001" + "0aA_-.,:;=/\\\"'@#?*+()[]{}<>!&|~`^%$é");
+      for (const [, named] of pattern.replace(/\\[dDwWsSbB]/g, "").matchAll(/\\?(.)/gs)) characters.add(named);
+      search: for (const character of characters) {
+        for (const end of ["\u0001", "\n!"]) {
+          const input = character.repeat(100_000) + end;
+          const started = performance.now();
+          regex.exec(input);
+          const ms = performance.now() - started;
+          if (ms > boundMs) {
+            slow.push(`line ${line}: /${pattern}/${flags} took ${Math.round(ms)} ms on ${JSON.stringify(character)}`);
+            break search;
+          }
+        }
+      }
+    }
+    assert.deepEqual(slow, [], "regexes that backtrack (use a loop: trimEnd, or a bounded input)");
+  });
+
+  test("linear-time parsing: a closest-match search compares bounded text (a 4 MiB name, candidates, a replayed request)", () => {
+    const timed = (run: () => unknown) => {
+      const started = performance.now();
+      const value = run();
+      return { value, ms: performance.now() - started };
+    };
+    // The work a 4 MiB request needs anyway (reading it as JSON text), measured here: the search may take many
+    // times that, never the edit distance of two whole texts (60 KB against 60 KB: seconds; 4 MiB: hours).
+    const big = "a".repeat(4 << 20);
+    const baseline = timed(() => JSON.parse(JSON.stringify({ big }))).ms;
+    const bound = Math.max(2_000, 100 * baseline);
+    for (const size of [60_000, 4 << 20]) {
+      const name = "x".repeat(size);
+      const near = timed(() => closestNames(name, ["y".repeat(size), "x".repeat(size - 1), "add"]));
+      assert.ok(near.ms < bound, `closestNames of ${size} characters: ${Math.round(near.ms)} ms`);
+      const player = new CassettePlayer([
+        {
+          t: 0,
+          dir: "send",
+          message: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "t", arguments: { v: name } } },
+        },
+        { t: 1, dir: "recv", message: { jsonrpc: "2.0", id: 1, result: { content: [] } } },
+      ]);
+      const unmatched = { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "t", arguments: { w: name } } };
+      const replayed = timed(() => player.answer(unmatched));
+      assert.ok(replayed.ms < bound, `replay's closest request, ${size} characters: ${Math.round(replayed.ms)} ms`);
+      assert.match((replayed.value as Message[])[0].error.message, /no recorded request matches/);
+    }
+  });
+
+  test("one outbound fetch: fetch( is called only inside fetchSameOrigin", () => {
+    const allowed = functionText(source, "async function fetchSameOrigin(");
+    const elsewhere = source.replace(allowed, "").split("\n").flatMap((line, i) =>
+      // A call of the global (not a method, not a declaration of one, not in a comment).
+      /(?<![\w.#$])fetch\s*\((?!\w+: )/.test(line.replace(/\/\/.*$/, "")) || /globalThis\.fetch\b/.test(line)
+        ? [`${i + 1}: ${line.trim()}`]
+        : []
+    );
+    assert.deepEqual(elsewhere, [], "route it through fetchSameOrigin");
+  });
+
+  test("peer text never forges output: every `mcp: …` line is written by logLine (a marked exception says why)", () => {
+    const { strings } = literalsOf(source);
+    const logLine = functionText(source, "function logLine(");
+    const start = source.indexOf(logLine);
+    const unmarked = strings.filter(({ text, at }) => {
+      if (!text.startsWith("mcp: ")) return false;
+      if (at > start && at < start + logLine.length) return false;
+      const before = source.slice(source.lastIndexOf("\n", source.lastIndexOf("\n", at) - 1), at);
+      return !before.includes("own-line-ok:") &&
+        !source.slice(source.lastIndexOf("\n", at - 1) - 300, at).includes("own-line-ok:");
+    }).map(({ text, at }) => `${source.slice(0, at).split("\n").length}: ${text.slice(0, 60)}`);
+    assert.deepEqual(unmarked, [], "write such a line with logLine(sink, msg)");
+  });
+
+  test("peer text never forges output: runtime error messages are redacted (URL credentials and query) in every sink", () => {
+    assert.equal(
+      redact("fetch failed: http://user:p4ss@127.0.0.1:9/v1/traces?key=s3cret refused; https://a.test/x#frag"),
+      "fetch failed: http://127.0.0.1:9/v1/traces refused; https://a.test/x",
+    );
+    assert.equal(redact("no URL here: a://b"), "no URL here: a://b");
+    assert.equal(redact(`"http://u@h.test/?q" said`), `"http://h.test/" said`);
+    // errorMessage is the one way a thrown value becomes text: it redacts, so every sink does.
+    const text = functionText(source, "function errorMessage(");
+    assert.match(text, /return redact\(/);
+  });
+
+  test("parsed maps have no prototype: __proto__, constructor and prototype are keys like any other", () => {
+    const yaml = "__proto__:\n  name: smuggled\nconstructor: c\nprototype: p\ndescription: d\n";
+    for (const parsed of [parseYamlSubset(yaml), skillFrontmatter(`---\n${yaml}---\n`)] as Message[]) {
+      assert.equal(Object.getPrototypeOf(parsed), null);
+      assert.deepEqual(Object.keys(parsed), ["__proto__", "constructor", "prototype", "description"]);
+      assert.equal(parsed.name, undefined, "nothing read through a prototype");
+      assert.deepEqual(JSON.parse(JSON.stringify(parsed)).__proto__, { name: "smuggled" });
+    }
+    const args = argsFromPairs(["__proto__=x", "constructor=y"], { type: "object" }) as Message;
+    assert.deepEqual(Object.keys(args), ["__proto__", "constructor"]);
   });
 });
 
@@ -2253,7 +2457,10 @@ describe("7g. Skills: folders of instructions as skill:// resources", () => {
       ],
       ["date: 2024-01-01\nver: 1.2.3\nneg: -.5", { date: "2024-01-01", ver: "1.2.3", neg: -0.5 }],
     ];
-    for (const [text, expected] of cases) assert.deepEqual(parseYamlSubset(text), expected, text);
+    // (as JSON: its mappings have no prototype)
+    for (const [text, expected] of cases) {
+      assert.deepEqual(JSON.parse(JSON.stringify(parseYamlSubset(text))), expected, text);
+    }
     const refused: [string, RegExp][] = [
       ["a: [1, 2]", /line 1: a flow sequence/],
       ["a: {b: 1}", /line 1: a flow mapping/],
@@ -2268,7 +2475,7 @@ describe("7g. Skills: folders of instructions as skill:// resources", () => {
       ["a:\n\tb: 1", /line 2: a tab in the indentation/],
     ];
     for (const [text, why] of refused) assert.throws(() => parseYamlSubset(text), why, text);
-    assert.deepEqual(skillFrontmatter("\uFEFF---\nname: x\ndescription: y\n---  \nbody"), {
+    assert.deepEqual({ ...skillFrontmatter("\uFEFF---\nname: x\ndescription: y\n---  \nbody") }, {
       name: "x",
       description: "y",
     });
@@ -3130,6 +3337,26 @@ describe("9. Plugins: skills", () => {
   const ask = async (server: ServerProcess, id: string, method: string, params: Message = {}) =>
     await server.request(id, method, { ...params, _meta: meta });
 
+  test("a skill over 16 MiB is skipped from its files' sizes, before they are read (two 300 MiB files cost no memory)", async () => {
+    await withTempDir("mcp-skills-big-", async (dir) => {
+      mkdirSync(join(dir, "skills", "big"), { recursive: true });
+      writeFileSync(join(dir, "skills", "big", "SKILL.md"), "---\nname: big\ndescription: Big\n---\n");
+      for (const name of ["a.bin", "b.bin"]) {
+        writeFileSync(join(dir, "skills", "big", name), "");
+        truncateSync(join(dir, "skills", "big", name), 300 * 1024 * 1024); // sparse: no disk, but 300 MiB read
+      }
+      const server = new ServerProcess([dir]);
+      try {
+        await server.until(() => /skipped skill/.test(server.stderr), "the skipped skill");
+        assert.match(server.stderr, /big.*629145\d+ bytes \(at most 16777216\)/);
+        await server.initialize();
+        assert.ok(peakRss(server.child.pid!) < 300 * 1024 * 1024, `peak RSS ${peakRss(server.child.pid!)} bytes`);
+      } finally {
+        server.kill();
+      }
+    });
+  });
+
   test("serve DIR serves DIR/skills: each file by its digest, directories, SKILL.md listed; a skipped skill, a line", async () => {
     await withTempDir("mcp-skills-", async (dir) => {
       skillsDir(dir);
@@ -3586,8 +3813,10 @@ describe("10. Server transports: Streamable HTTP", () => {
       );
       assert.match(text, new RegExp(`^mcp_server_operation_duration_seconds_count\\{[^}]*${added}[^}]*\\} 1$`, "m"));
       assert.match(text, /gen_ai_tool_name="oops".*error_type="tool_error"/);
-      assert.match(text, /gen_ai_tool_name="nope".*error_type="-32602"/);
-      assert.match(text, /gen_ai_tool_name="nope".*rpc_response_status_code="-32602"/);
+      // A tool the server does not have is no label of its own: a client chooses that name (Safety: quotas).
+      assert.match(text, /gen_ai_tool_name="_OTHER".*error_type="-32602"/);
+      assert.match(text, /gen_ai_tool_name="_OTHER".*rpc_response_status_code="-32602"/);
+      assert.doesNotMatch(text, /"nope"/);
       assert.equal((await get(off)).status, 404, "without --metrics: 404 as before");
       assert.equal(off.metrics(), "", "and nothing kept");
     } finally {
@@ -7662,7 +7891,7 @@ describe("17. CLI: skills", () => {
       /\ntwin \(skill:\/\/one\/twin\/SKILL\.md\) +The first\ntwin \(skill:\/\/two\/twin\/SKILL\.md\) +The second\n$/,
     );
     assert.deepEqual(reads(listed), [], "listing reads no file");
-    assert.equal(JSON.parse(json.stdout).length, 8, "both pages");
+    assert.equal(JSON.parse(json.stdout).length, 11, "both pages");
     assert.deepEqual([honest.code, honest.stdout], [
       0,
       "---\nname: honest\ndescription: Lists what it serves\n---\n\nRead notes/a.md.\n",
@@ -7725,5 +7954,35 @@ describe("17. CLI: skills", () => {
     const none = await runCli(["skills", SERVE]);
     assert.equal(none.code, 2);
     assert.equal(none.stderr, "mcp: the server does not offer skills\n");
+  });
+
+  test("skill --out: a skill over --max-bytes is refused before a byte is read; two names for one file are refused", async () => {
+    await withTempDir("mcp-skill-caps-", async (dir) => {
+      const [huge, small, alias, twin] = await Promise.all([
+        runCli(["skill", FAKE_SKILLS, "huge", "--out", dir, "-v"]),
+        runCli(["skill", FAKE_SKILLS, "honest", "--out", dir, "--max-bytes", "10"]),
+        runCli(["skill", FAKE_SKILLS, "alias", "--out", dir, "-v"]),
+        runCli(["skill", FAKE_SKILLS, "twin-path", "--out", dir, "-v"]),
+      ]);
+      // The manifest says 96 MiB: over the 64 MiB default, said before any file is read (the fake logs each read).
+      assert.equal(huge.code, 3, huge.stderr);
+      assert.match(huge.stderr, /^mcp: the skill lists \d+ bytes, over --max-bytes 67108864: nothing written$/m);
+      assert.deepEqual(reads(huge), []);
+      assert.equal(small.code, 3);
+      assert.match(small.stderr, /over --max-bytes 10: nothing written/);
+      // SKILL%2Emd would be written as SKILL.md without the frontmatter check: another name for it is refused.
+      assert.equal(alias.code, 3, alias.stderr);
+      assert.match(
+        alias.stderr,
+        /"skill:\/\/alias\/SKILL\.md" and "skill:\/\/alias\/SKILL%2Emd", two names for one file/,
+      );
+      assert.equal(twin.code, 3, twin.stderr);
+      assert.match(
+        twin.stderr,
+        /"skill:\/\/twin-path\/a\.md" and "skill:\/\/twin-path\/%61\.md", two names for one file/,
+      );
+      for (const run of [alias, twin]) assert.deepEqual(reads(run), [], "refused before any read");
+      assert.deepEqual(readdirSync(dir), [], "nothing written");
+    });
   });
 });

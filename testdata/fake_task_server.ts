@@ -4,6 +4,7 @@
 // tasks/cancel. It says on stderr what it was asked ("fake-task: …"). FAKE_TASK_MODE=bad-status answers
 // tasks/get with a status that does not exist.
 import process from "node:process";
+import { readMessages } from "./ndjson_stdin.ts";
 
 // deno-lint-ignore no-explicit-any
 type Message = Record<string, any>;
@@ -19,7 +20,8 @@ type Task = {
 
 const mode = process.env.FAKE_TASK_MODE ?? "";
 const note = (line: string) => process.stderr.write(`fake-task: ${line}\n`);
-const write = (message: Message) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...message }) + "\n");
+const write = (message: Message): void =>
+  void process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...message }) + "\n");
 
 const TOOLS = [
   { name: "research", description: "Asks a question mid-way", execution: { taskSupport: "required" } },
@@ -163,15 +165,4 @@ async function handle(message: Message): Promise<void> {
   fail(-32601, `Method not found: ${method}`);
 }
 
-let buffer = "";
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", (chunk: string) => {
-  buffer += chunk;
-  let newline;
-  while ((newline = buffer.indexOf("\n")) >= 0) {
-    const line = buffer.slice(0, newline).trim();
-    buffer = buffer.slice(newline + 1);
-    if (line) void handle(JSON.parse(line));
-  }
-});
-process.stdin.on("end", () => process.exit(0));
+readMessages((message) => void handle(message), () => process.exit(0));
