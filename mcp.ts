@@ -4375,8 +4375,8 @@ function whenSettled(run: () => unknown, done: (result: unknown, error?: unknown
 const DURATION_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 
 // A metric's labels are a client's choice only among what is served (Safety: quotas per principal): a method
-// of MCP's, a tool or prompt the server has, else _OTHER; and one Metrics keeps so many series at most, past
-// which a point goes to its instrument's overflow series (OpenTelemetry's cardinality limit).
+// of MCP's, a tool or prompt the server has, else _OTHER; and an instrument has so many series at most, past
+// which a point goes to its overflow series (OpenTelemetry's cardinality limit).
 const MCP_REQUEST_METHODS = new Set([
   "initialize",
   "ping",
@@ -4437,6 +4437,7 @@ interface Counter {
 export class Metrics {
   #histograms = new Map<string, Histogram>();
   #counters = new Map<string, Counter>();
+  #series = new Map<string, number>(); // series per instrument, up to METRIC_SERIES_MAX
   #networks = new WeakMap<object, string>();
 
   // A short key for a server's network attributes (one object per server).
@@ -4465,7 +4466,7 @@ export class Metrics {
   // The histogram of `key` gets one duration; `attributes` is asked for only by a new series.
   #add(key: string, name: string, seconds: number, attributes: () => Record<string, string | number>): void {
     let histogram = this.#histograms.get(key);
-    if (!histogram && this.#histograms.size + this.#counters.size >= METRIC_SERIES_MAX) {
+    if (!histogram && !this.#newSeries(name)) {
       key = `${name}\u0000overflow`;
       attributes = () => OVERFLOW;
       histogram = this.#histograms.get(key);
@@ -4485,11 +4486,19 @@ export class Metrics {
     if (seconds > histogram.max) histogram.max = seconds;
   }
 
+  // Whether instrument `name` may have one more series (it is then counted): METRIC_SERIES_MAX each.
+  #newSeries(name: string): boolean {
+    const count = this.#series.get(name) ?? 0;
+    if (count >= METRIC_SERIES_MAX) return false;
+    this.#series.set(name, count + 1);
+    return true;
+  }
+
   /** Adds `value` to the counter `name` (unit e.g. `{span}`) of these attributes. */
   add(name: string, unit: string, value: number, attributes: Record<string, string> = {}): void {
     let key = name;
     for (const label in attributes) key += "\u0000" + label + "=" + attributes[label];
-    if (!this.#counters.has(key) && this.#histograms.size + this.#counters.size >= METRIC_SERIES_MAX) {
+    if (!this.#counters.has(key) && !this.#newSeries(name)) {
       key = `${name}\u0000overflow`;
       attributes = OVERFLOW;
     }
@@ -12762,10 +12771,12 @@ function httpDownstream(
       if (message.method === "notifications/cancelled") {
         // The client names its own id: the newest request this principal sent with that id is ours to name
         // upstream; a cancellation naming none of its requests is dropped.
+        // Two such requests (clients the proxy cannot tell apart, each with that id): which one is not guessed.
         const requestId = params?.requestId;
-        const ours = [...open.entries()].findLast(([, entry]) =>
+        const named = [...open.entries()].filter(([, entry]) =>
           entry.id === requestId && entry.principal === principal
-        )?.[0];
+        );
+        const ours = named.length === 1 ? named[0][0] : undefined;
         if (ours) onMessage(JSON.stringify({ ...message, params: { ...params, requestId: JSON.parse(ours) } }));
       } else if (message.method === undefined && isRequestId(message.id)) {
         // An answer to a question of the upstream: taken once, and only from the principal it was asked of.
@@ -12973,7 +12984,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
       void end(1);
     },
     invalid: (text) => log(`not JSON-RPC on the upstream's stdout: ${brief(text)}`),
-    stderr: (text) => void ownStderr().write(text),
+    stderr: (text) => void (options.onStderr ? options.onStderr(text) : ownStderr().write(text)),
     trace: options.onTrace ?? noop,
   }).then(() => {
     client.start((text, traceparent) => {
@@ -15914,13 +15925,19 @@ A stdio host reaches an HTTP server through it (with -H headers and the token of
 an HTTP client a stdio server. The upstream lives as long as the client: EOF or SIGTERM ends both.
   --log FILE               append every frame: "TIME < JSON" from the client, "TIME > JSON" to it
   --record FILE            write the session as a cassette for mcp.ts replay
-  --http, --path, --token, --allow-origin, --allow-unauthenticated, --metrics, --metrics-token
-                           as for serve --http (--metrics: each request forwarded, as server and client)
+  --http, --path, --token, --auth-issuer, --auth-scopes, --auth-audience, --allow-origin,
+  --allow-unauthenticated, --metrics, --metrics-token
+                           as for serve --http (--metrics: each request forwarded, as server and client);
+                           with --auth-issuer each token subject is a principal of its own: an upstream's
+                           question, an answer to it and a cancellation stay with the client they concern
 ${CLIENT_OPTIONS_HELP}`;
 
 const PROXY_FLAGS = {
   ...CLIENT_FLAGS,
   ...LISTEN_FLAGS,
+  "auth-issuer": { type: "string" },
+  "auth-scopes": { type: "string" },
+  "auth-audience": { type: "string" },
   log: { type: "string" },
   metrics: { type: "boolean" },
   "metrics-token": { type: "string" },
@@ -15978,6 +15995,8 @@ async function runProxy({ values, positionals }: Parsed<typeof PROXY_FLAGS>, io:
       : frameLog,
     onMessage: recorder?.write,
     onTrace: values.trace ? (line) => log(line) : undefined,
+    // The upstream's stderr through the command's one writer: visible on a terminal, JSON lines with --log-format.
+    onStderr: (text) => void io.stderr.write(text),
     log,
     tracer,
     telemetry: false, // the command's own, read above: none when it is off

@@ -1061,8 +1061,10 @@ describe("3. Framing", () => {
       return performance.now() - start;
     };
     timeFor(16); // warm up
-    const small = timeFor(64);
-    const large = timeFor(512); // 8x the bytes
+    // The best of three: a busy machine stops a run now and then, never all three (quadratic work is 64x, not 8x).
+    const best = (count: number) => Math.min(timeFor(count), timeFor(count), timeFor(count));
+    const small = best(64);
+    const large = best(512); // 8x the bytes
     assert.ok(large < small * 8 * 4 + 50, `512 chunks took ${large} ms, 64 took ${small} ms`);
   });
 
@@ -2330,6 +2332,71 @@ describe("7f. Tasks: calls that outlive their request", () => {
 });
 
 describe("7f. Tasks: the 2025-11-25 experimental tasks, for a legacy client", () => {
+  /** A legacy HTTP session of `handler` that declared tasks; `ask` sends a request and reads its answer. */
+  const taskSession = async (handler: McpHandler) => {
+    const init = await handler(legacyPost({
+      jsonrpc: "2.0",
+      id: 0,
+      method: "initialize",
+      params: { protocolVersion: "2025-11-25", capabilities: { tasks: {} }, clientInfo: { name: "t", version: "1" } },
+    }));
+    const headers = { "mcp-session-id": init.headers.get("mcp-session-id")!, "mcp-protocol-version": "2025-11-25" };
+    await init.body?.cancel();
+    await handler(legacyPost({ jsonrpc: "2.0", method: "notifications/initialized" }, headers));
+    let next = 0;
+    return async (method: string, params: Message = {}) =>
+      await rpcAnswer(await handler(legacyPost({ jsonrpc: "2.0", id: ++next, method, params }, headers)));
+  };
+
+  test("without a token subject a legacy session is its tasks' principal: another session cannot list, read or cancel them", async () => {
+    const handler = createHandler({
+      tools: [{ name: "job", execution: { taskSupport: "required" as const }, run: () => "alice's secret" }],
+    });
+    try {
+      const alice = await taskSession(handler);
+      const bob = await taskSession(handler);
+      const { taskId } = (await alice("tools/call", { name: "job", arguments: {}, task: {} })).result.task;
+      assert.equal((await alice("tasks/result", { taskId })).result.content[0].text, "alice's secret");
+      assert.deepEqual((await bob("tasks/list")).result.tasks, [], "bob lists none of alice's");
+      for (const method of ["tasks/result", "tasks/get", "tasks/cancel"]) {
+        assert.equal((await bob(method, { taskId })).error.code, -32602, method);
+      }
+      assert.deepEqual((await alice("tasks/list")).result.tasks.map((task: Message) => task.taskId), [taskId]);
+    } finally {
+      handler.close();
+    }
+  });
+
+  test("--max-tasks counts per principal: a full share refuses only its owner, and room is never another's unread result", async () => {
+    // 10 tasks in all: a tenth, one, per principal (each legacy session here).
+    const handler = createHandler({
+      maxTasks: 10,
+      tools: [{ name: "job", execution: { taskSupport: "required" as const }, run: () => "done" }],
+    });
+    try {
+      const sessions = await Promise.all(Array.from({ length: 11 }, () => taskSession(handler)));
+      const call = (ask: (typeof sessions)[number]) => ask("tools/call", { name: "job", arguments: {}, task: {} });
+      const first = (await call(sessions[0])).result.task.taskId;
+      // Its own finished task makes room for its next one (its own, though unread).
+      const second = (await call(sessions[0])).result.task.taskId;
+      assert.equal((await sessions[0]("tasks/get", { taskId: first })).error.code, -32602, "its own oldest, gone");
+      for (const ask of sessions.slice(1, 10)) assert.ok((await call(ask)).result.task.taskId);
+      // The store is full of ten principals' unread results: the eleventh is refused, none of theirs forgotten.
+      const refused = await call(sessions[10]);
+      assert.equal(refused.error.code, -32603, JSON.stringify(refused));
+      assert.match(refused.error.message, /too many tasks/);
+      assert.equal((await sessions[0]("tasks/result", { taskId: second })).result.content[0].text, "done");
+      // Once one is read, it may make room.
+      assert.ok((await call(sessions[10])).result.task.taskId);
+      for (const ask of sessions.slice(1, 10)) {
+        const [task] = (await ask("tasks/list")).result.tasks;
+        assert.equal((await ask("tasks/result", { taskId: task.taskId })).result.content[0].text, "done");
+      }
+    } finally {
+      handler.close();
+    }
+  });
+
   test("a client that declared tasks and sends `task` gets one: tasks/get, tasks/result, tasks/list, status notifications", async () => {
     const sent: Message[] = [];
     let release!: () => void;
@@ -2583,6 +2650,36 @@ const attribute = (span: OtlpSpan, key: string) => {
 };
 
 describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every hop", () => {
+  test("one outbound fetch: the OTLP exporter follows no redirect to another origin, so its headers and spans stay", async () => {
+    const seen: { url: string; headers: Record<string, unknown> }[] = [];
+    const other = createHttpServer((request, response) => {
+      seen.push({ url: request.url!, headers: request.headers });
+      request.resume();
+      response.end();
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const otherPort = (other.address() as { port: number }).port;
+    const redirecting = createHttpServer((request, response) => {
+      request.resume();
+      response.writeHead(307, { location: `http://127.0.0.1:${otherPort}${request.url}` }).end();
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, "127.0.0.1", resolve));
+    try {
+      const endpoint = `http://127.0.0.1:${(redirecting.address() as { port: number }).port}`;
+      const run = await runCli(["call", SERVE, "add", '{"a":1,"b":2}', "-e", "OTEL_SDK_DISABLED=true"], {
+        env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_HEADERS: "x-api-key=s3cret" },
+        spawn: true,
+      });
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, "3\n");
+      assert.match(run.stderr, /telemetry: export to http:\/\/127\.0\.0\.1:\d+\/v1\/traces failed \(.*another origin/);
+      assert.deepEqual(seen, [], "nothing reached the other origin");
+    } finally {
+      other.close();
+      redirecting.close();
+    }
+  });
+
   test("the OTEL_* variables read as the SDKs read them; a value that does not parse warns and takes its default", () => {
     const warnings: string[] = [];
     const warn = (line: string) => warnings.push(line);
@@ -3775,6 +3872,55 @@ describe("10. Server transports: stdio", () => {
 });
 
 describe("10. Server transports: Streamable HTTP", () => {
+  test("--metrics under a flood of made-up names: labels only from what is served, series capped, the page bounded", async () => {
+    const handler = createHandler({ tools: [{ name: "add", run: () => "3" }], metrics: true });
+    try {
+      const unknown = (name: string, method = "tools/call") =>
+        handler(modernPost(method, { name }, { "mcp-name": name.slice(0, 100) })).then((answer) => answer.text());
+      for (let i = 0; i < 2_000; i++) await unknown(`tool-${i}`);
+      for (let i = 0; i < 50; i++) await unknown(`m${i}`, `made/up${i}`);
+      await unknown("x".repeat(200_000));
+      const page = await handler(new Request("http://127.0.0.1:8080/metrics"));
+      assert.equal(page.status, 200);
+      const text = await page.text();
+      const series = new Set(text.split("\n").filter((line) => line.includes("_count{")));
+      assert.ok(series.size <= 3, `${series.size} series: ${[...series].join("\n")}`);
+      assert.match(text, /mcp_method_name="_OTHER"/);
+      assert.ok(text.length < 20_000, `a page of ${text.length} characters`);
+    } finally {
+      handler.close();
+    }
+    // Past the series cap (a proxy learns names from what it is told), points go to one overflow series.
+    const metrics = new Metrics();
+    for (let i = 0; i < 2_500; i++) metrics.record("m", 0.001, { k: String(i) });
+    const page = metrics.prometheus();
+    assert.equal(page.split("\n").filter((line) => line.startsWith("m_seconds_count{")).length, 2_001);
+    assert.match(page, /^m_seconds_count\{otel_metric_overflow="true"\} 500$/m);
+  });
+
+  test("--metrics-token: /metrics then always wants a credential; without --metrics it is a usage error on every transport", async () => {
+    const handler = createHandler({ tools: [], metrics: true, metricsToken: "scrape" });
+    try {
+      const get = (headers: Record<string, string> = {}) =>
+        handler(new Request("http://127.0.0.1:8080/metrics", { headers }));
+      assert.equal((await get()).status, 401, "loopback, no --token: the token asked for is still wanted");
+      assert.equal((await get({ authorization: "Bearer nope" })).status, 401);
+      assert.equal((await get({ authorization: "Bearer scrape" })).status, 200);
+    } finally {
+      handler.close();
+    }
+    const [stdio, http, variable] = await Promise.all([
+      runCli(["serve", HERE + "testdata/tools", "--metrics-token", "t"], { spawn: true }),
+      runCli(["gateway", `a=${SERVE}`, "--http", "0", "--metrics-token", "t"], { spawn: true }),
+      runCli(["serve", HERE + "testdata/tools"], { env: { MCP_TS_METRICS_TOKEN: "t" }, stdin: "" }),
+    ]);
+    for (const run of [stdio, http]) {
+      assert.equal(run.code, 2, run.stderr);
+      assert.match(run.stderr, /--metrics-token goes with --metrics/);
+    }
+    assert.equal(variable.code, 0, `the variable alone is read only with --metrics: ${variable.stderr}`);
+  });
+
   test("--metrics: GET /metrics has each request's duration as a Prometheus histogram, behind the endpoint's checks", async () => {
     const tools = [{ name: "add", run: () => "3" }, { name: "oops", run: () => Promise.reject(new Error("no")) }];
     const get = (handler: McpHandler, headers: Record<string, string> = {}) =>
@@ -6340,8 +6486,9 @@ describe("15a. Gateway", () => {
       assert.match(text(b), /^B got .*bob-pin/);
       // A stdio upstream cannot say which call a question is about: with both clients' calls in flight it is refused.
       const [c, d] = await Promise.all([
-        alice.callTool("local__ask", { label: "C", delay_ms: 300 }),
-        bob.callTool("local__ask", { label: "D", delay_ms: 300 }),
+        // Each asks once both calls are in flight (the fake waits for the second: no race with a loaded machine).
+        alice.callTool("local__ask", { label: "C", after: 2 }),
+        bob.callTool("local__ask", { label: "D", after: 2 }),
       ]);
       for (const result of [c, d]) {
         assert.doesNotMatch(text(result), /pin/, text(result));
@@ -6387,6 +6534,68 @@ describe("15a. Gateway", () => {
 });
 
 describe("15a. Gateway: tasks and skills", () => {
+  test("two principals: an upstream task's <upstream>__<id> is its caller's alone, and a listen of made-up ids asks nothing upstream", async () => {
+    const jobs = await startListening(
+      [MCP, "serve", HERE + "testdata/conformance/tools_tasks.ts", "--http", "0", "--trace"],
+      /serving (\S+)/,
+    );
+    const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/);
+    let gateway: Started | undefined;
+    try {
+      gateway = await startListening(
+        [MCP, "gateway", `jobs=${jobs.url}`, "--protocol", "auto", "--http", "0", "--auth-issuer", as.url],
+        /serving (\S+)/,
+      );
+      await gateway.printed(/upstream "jobs" is up/);
+      const [alice, bob] = await Promise.all(
+        ["alice", "bob"].map((sub) => mintToken(as.url, { aud: gateway!.url, sub })),
+      );
+      const meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
+      };
+      const post = (token: string, method: string, params: Message) =>
+        fetch(gateway!.url, {
+          method: "POST",
+          headers: {
+            ...JSON_HEADERS,
+            authorization: `Bearer ${token}`,
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": method,
+            ...(method === "subscriptions/listen" ? {} : { "mcp-name": String(params.name ?? params.taskId) }),
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: { ...params, _meta: meta } }),
+        });
+      const ask = async (token: string, method: string, params: Message) =>
+        await rpcAnswer(await post(token, method, params));
+      const created =
+        (await ask(alice, "tools/call", { name: "jobs__slow_compute", arguments: { seconds: 60 } })).result;
+      const { taskId } = created;
+      assert.match(taskId, /^jobs__/);
+      const upstreamGets = async () => ((await jobs.printed(/serving/)).match(/"method":"tasks\/get"/g) ?? []).length;
+      const before = await upstreamGets();
+      for (const method of ["tasks/get", "tasks/update", "tasks/cancel"]) {
+        const refused = await ask(bob, method, { taskId, inputResponses: {} });
+        assert.equal(refused.error?.code, -32602, `${method} as bob: ${JSON.stringify(refused)}`);
+      }
+      // A listen for alice's id and 300 made-up ones: acknowledged, none honored, nothing asked upstream.
+      const listen = await post(bob, "subscriptions/listen", {
+        notifications: { taskIds: [taskId, ...Array.from({ length: 300 }, (_, i) => `jobs__made-up-${i}`)] },
+      });
+      const [ack] = await sseMessages(listen, 1);
+      assert.equal(ack.method, "notifications/subscriptions/acknowledged");
+      assert.deepEqual(ack.params.notifications.taskIds, []);
+      assert.equal(await upstreamGets(), before, "bob's requests reached no upstream");
+      const got = (await ask(alice, "tasks/get", { taskId })).result;
+      assert.equal(got.status, "working", "alice's task was not cancelled by bob");
+      assert.equal((await ask(alice, "tasks/cancel", { taskId })).result.resultType, "complete");
+    } finally {
+      gateway?.close();
+      as.close();
+      jobs.close();
+    }
+  });
+
   test("--protocol auto: an upstream's task passes through as <upstream>__<id>, tasks/* routed back; skills merged", async () => {
     const jobs = await startListening(
       [MCP, "serve", HERE + "testdata/conformance/tools_tasks.ts", "--http", "0"],
@@ -6497,6 +6706,110 @@ describe("15a. Gateway: trace context", () => {
 });
 
 describe("15b. Proxy and replay", () => {
+  test("proxy --http with two principals: a question goes to its request's stream; answers and cancellations count only from its principal", async () => {
+    const asking = await hostileHttp("ask-late");
+    const tools = await startListening(
+      [MCP, "serve", HERE + "testdata/tools", "--http", "0", "--trace"],
+      /serving (\S+)/,
+    );
+    const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/);
+    const proxies: Started[] = [];
+    const aborts = new AbortController();
+    /** Resolves as `promise` does, or fails after 15 s naming `what` (a misrouted message never comes). */
+    const within = <T>(promise: Promise<T>, what: string) =>
+      Promise.race([promise, sleep(15_000).then(() => Promise.reject(new Error(`${what}: nothing in 15 s`)))]);
+    /** An SSE response read one message at a time. */
+    const events = (response: Response) => {
+      const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      const queue: Message[] = [];
+      return async (): Promise<Message> => {
+        while (queue.length === 0) {
+          const { done, value } = await reader.read();
+          if (done) throw new Error("the stream ended");
+          text += value;
+          for (let end; (end = text.indexOf("\n\n")) >= 0; text = text.slice(end + 2)) {
+            const data = text.slice(0, end).split("\n").filter((line) => line.startsWith("data: "));
+            if (data.length > 0) queue.push(JSON.parse(data.map((line) => line.slice(6)).join("\n")));
+          }
+        }
+        return queue.shift()!;
+      };
+    };
+    try {
+      for (const upstream of [asking.url, tools.url]) {
+        proxies.push(
+          await startListening([MCP, "proxy", upstream, "--http", "0", "--auth-issuer", as.url], /serving (\S+)/),
+        );
+      }
+      const clients = async (url: string) =>
+        (await Promise.all(["alice", "bob"].map((sub) => mintToken(as.url, { aud: url, sub })))).map(
+          (token) => (message: Message) =>
+            fetch(url, {
+              method: "POST",
+              headers: { ...JSON_HEADERS, authorization: `Bearer ${token}`, "mcp-protocol-version": "2025-11-25" },
+              body: JSON.stringify({ jsonrpc: "2.0", ...message }),
+              signal: aborts.signal,
+            }),
+        );
+      const initialize = {
+        id: 0,
+        method: "initialize",
+        params: {
+          protocolVersion: "2025-11-25",
+          capabilities: { elicitation: {} },
+          clientInfo: { name: "t", version: "1" },
+        },
+      };
+      const call = (name: string, args: Message) => ({
+        id: 1,
+        method: "tools/call",
+        params: { name, arguments: args },
+      });
+      const answer = (id: unknown, pin: string) => ({ id, result: { action: "accept", content: { pin } } });
+
+      // The asking upstream asks on each call's own stream.
+      const [alice, bob] = await clients(proxies[0].url);
+      await (await alice(initialize)).text();
+      // Both calls are open upstream before either question comes (an SSE response starts with its first event).
+      const aliceResponse = alice(call("ask", { label: "a" }));
+      const bobResponse = bob(call("ask", { label: "b" }));
+      const aliceNext = events(await within(aliceResponse, "alice's stream"));
+      const bobNext = events(await within(bobResponse, "bob's stream"));
+      const aliceQuestion = await within(aliceNext(), "alice's question on her stream");
+      const bobQuestion = await within(bobNext(), "bob's question on his stream");
+      assert.equal(aliceQuestion.params.message, "PIN for a");
+      assert.equal(bobQuestion.params.message, "PIN for b");
+      // Bob answers alice's question first: not taken. Hers is.
+      assert.equal((await bob(answer(aliceQuestion.id, "from-bob"))).status, 202);
+      assert.equal((await alice(answer(aliceQuestion.id, "from-alice"))).status, 202);
+      assert.equal((await bob(answer(bobQuestion.id, "bob-own"))).status, 202);
+      const aliceResult = await within(aliceNext(), "alice's result");
+      assert.match(aliceResult.result.content[0].text, /^a got .*from-alice/);
+      assert.match((await within(bobNext(), "bob's result")).result.content[0].text, /^b got .*bob-own/);
+
+      // Both send id 1; alice cancels her id 1: bob's call, the newest with that id, goes on.
+      const [alice2, bob2] = await clients(proxies[1].url);
+      await (await alice2({ ...initialize, params: { ...initialize.params, capabilities: {} } })).text();
+      await alice2({ method: "notifications/initialized" });
+      const slow = call("slow", { steps: 10, ms: 100 });
+      void alice2(slow).catch(() => {});
+      const bobSlow = bob2(slow);
+      await tools.printed(/"method":"tools\/call"[\s\S]*"method":"tools\/call"/); // both upstream
+      assert.equal((await alice2({ method: "notifications/cancelled", params: { requestId: 1 } })).status, 202);
+      const bobAnswer = await within(bobSlow.then(rpcAnswer), "bob's slow call");
+      assert.equal(bobAnswer.result.content[0].text, "waited 10 x 100 ms");
+      const cancelled = (await tools.printed(/notifications\/cancelled/)).match(/"requestId":"(proxy-\d+)"/)?.[1];
+      assert.ok(cancelled, "alice's cancellation went upstream, naming her request");
+    } finally {
+      aborts.abort();
+      for (const proxy of proxies) proxy.close();
+      as.close();
+      tools.close();
+      asking.close();
+    }
+  });
+
   // One scripted session, in raw NDJSON: every message the client receives, in order.
   const session = async (server: ServerProcess) => {
     await server.initialize();
@@ -6860,6 +7173,62 @@ describe("15b. Proxy: telemetry, metrics, access lines", () => {
 });
 
 describe("16. Output", () => {
+  test("peer text never forges output: a progress value, an upstream's stderr and its errors are shown, never acted on", async () => {
+    // deno-lint-ignore no-control-regex
+    const acting = /[\x07\x1b\x9b]/;
+    // A string progress value on a terminal's status line.
+    const progress = await mainWith(["call", HOSTILE, "slow", "-e", "HOSTILE_MODE=progress-escapes"], true);
+    assert.equal(progress.code, 0, progress.stderr);
+    assert.equal(progress.stdout, "done\n");
+    assert.match(progress.stderr, /progress 50\^\[\]0;pwned\^G\/100\^\[\[2J m\^\[\]52;c;SGVsbG8=\^G/);
+    assert.doesNotMatch(progress.stderr.replaceAll("\r\x1b[K", ""), acting, "only our own erase is a control");
+    // The proxy passes an upstream's stderr on: on a real terminal (a pty), visible.
+    const forge = ["env", "HOSTILE_MODE=forge-log", HOSTILE];
+    const initialize = JSON.stringify(INIT);
+    const proxied = [...RUNTIME, MCP, "proxy", forge.join(" ")].map(quote).join(" ");
+    const pty = spawnSync("script", ["-qec", `printf '%s\\n' ${quote(initialize)} | ${proxied}`, "/dev/null"], {
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    if (pty.error === undefined) {
+      assert.match(pty.stdout, /\^\[\]0;t\^G/, pty.stdout);
+      assert.ok(!pty.stdout.includes("\x1b]0;t"), "the upstream's OSC never reached the terminal");
+    }
+    // With --log-format json an upstream's error, newlines and all, is one entry of the gateway's; only the real
+    // ready line has a url.
+    const gateway = await startListening(
+      [MCP, "gateway", `evil=${forge.join(" ")}`, "--http", "0", "--log-format", "json"],
+      /"url":"([^"]+)"/,
+    );
+    try {
+      const text = await gateway.printed(/evil\.test/);
+      const entries = text.trimEnd().split("\n").map((line) => JSON.parse(line)); // each line is one JSON entry
+      assert.deepEqual(entries.filter((entry) => entry.url !== undefined).map((entry) => entry.url), [gateway.url]);
+      const told = entries.filter((entry) => entry.msg.includes("evil.test"));
+      assert.equal(told.length, 1, "one entry holds the upstream's whole text");
+      assert.match(told[0].msg, /nope\nmcp: serving http:\/\/evil\.test\/mcp\n/);
+    } finally {
+      gateway.close();
+    }
+  });
+
+  test("peer text never forges output: a runtime's error message loses a URL's credentials and query where it is printed and logged", async () => {
+    const closed = createNetServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as { port: number }).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const url = `http://u:p4ss@127.0.0.1:${port}/mcp?key=s3cret`;
+    const [text, json] = await Promise.all([
+      runCli(["call", url, "echo"]),
+      runCli(["call", url, "echo", "--log-format", "json"], { spawn: true }),
+    ]);
+    for (const run of [text, json]) {
+      assert.equal(run.code, 3, run.stderr);
+      assert.doesNotMatch(run.stderr, /p4ss|s3cret/);
+    }
+    assert.equal(JSON.parse(json.stderr.trimEnd().split("\n").at(-1)!).level, "error");
+  });
+
   test("renderCallResult() on a terminal sums up binary items, and never prints structured content that repeats them", () => {
     const png = btoa("x".repeat(27_340));
     const image = { type: "image", data: png, mimeType: "image/png" };

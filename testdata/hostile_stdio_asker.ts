@@ -6,7 +6,9 @@
 //                       2024-11-05 (else 2025-11-25), capabilities {tools}, serverInfo {name "hostile-asker"}
 //   server/discover     error -32601 "Method not found"
 //   ping                {}
-//   tools "ask"         {label: string, delay_ms?: number}: waits delay_ms (300), sends the client elicitation/create
+//   tools "ask"         {label: string, delay_ms?: number, after?: number}: waits delay_ms (300), or with `after`
+//                       until that many "ask" calls are in flight (this one too: an event, not a time), sends the
+//                       client elicitation/create
 //                       (id "q-N", {message "PIN for <label>", requestedSchema {type object, properties {pin:
 //                       {type string}}, required [pin]}}), waits for the answer with that id, then answers text
 //                       "<label> got <JSON of the answer's result, or else its error>"
@@ -35,7 +37,7 @@ const TOOLS = [
     description: "Asks the client for a PIN (elicitation), then answers with it",
     inputSchema: {
       type: "object",
-      properties: { label: { type: "string" }, delay_ms: { type: "number" } },
+      properties: { label: { type: "string" }, delay_ms: { type: "number" }, after: { type: "number" } },
       required: ["label"],
     },
   },
@@ -53,13 +55,25 @@ function askClient(method: string, params: Json): Promise<Message> {
 }
 const gist = (answer: Message) => JSON.stringify(answer.result ?? answer.error);
 
+// The "ask" calls in flight, and the calls waiting for more of them (`after`).
+let asking = 0;
+const woken: (() => void)[] = [];
+
 async function callTool(id: Id, params: Json) {
   const { name, arguments: args = {} } = params;
   if (name === "ask") {
     const label = String(args.label ?? "");
-    await sleep(Number(args.delay_ms ?? 300));
-    const answer = await askClient("elicitation/create", { message: `PIN for ${label}`, requestedSchema: PIN_SCHEMA });
-    return write({ id, result: text(`${label} got ${gist(answer)}`) });
+    asking++;
+    for (const wake of woken.splice(0)) wake();
+    try {
+      if (args.after === undefined) await sleep(Number(args.delay_ms ?? 300));
+      else while (asking < Number(args.after)) await new Promise<void>((resolve) => woken.push(resolve));
+      const question = { message: `PIN for ${label}`, requestedSchema: PIN_SCHEMA };
+      const answer = await askClient("elicitation/create", question);
+      return write({ id, result: text(`${label} got ${gist(answer)}`) });
+    } finally {
+      asking--;
+    }
   }
   if (name === "roots") return write({ id, result: text(gist(await askClient("roots/list", {}))) });
   write({ id, error: { code: -32602, message: `Unknown tool: ${name}` } });
