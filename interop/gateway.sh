@@ -2,8 +2,9 @@
 # `mcp.ts gateway` against real peers: server-everything, server-memory and `mcp.ts serve testdata/tools` behind it
 # (named everything, memory and tools), the official SDK clients and mcp.ts's own client in front. Prints each check,
 # what it printed, its exit code and time, ok or FAILED, and exits 1 when any check fails. From the repository root:
-#   interop/gateway.sh                        all six parts
-#   interop/gateway.sh http restart           some of them: stdio, http, principals, restart, stop, timing
+#   interop/gateway.sh                        all seven parts
+#   interop/gateway.sh http restart           some of them: stdio, http, principals, task-principals, restart, stop,
+#                                             timing
 #   MCP_RT="bun" interop/gateway.sh           the runtime that runs ./mcp.ts (the gateway, its tools upstream, the
 #   MCP_RT="node" interop/gateway.sh          client and the latency driver; default "deno run -A")
 # The parts:
@@ -32,6 +33,13 @@
 #            web__trigger-elicitation-request at once: each exactly its own answer, each asked once; 4: client A's
 #            everything__get-roots-list is not listed or fails, and no client is asked roots/list (no roots are
 #            offered to upstreams shared behind --http). Then the HTTP server must be gone, no process of it left
+#   task-principals  a task id is its caller's: testdata/fake_auth_server.ts (the AS; "listening http://..."), an
+#            upstream `mcp.ts serve testdata/conformance/tools_tasks.ts --http 127.0.0.1:0` (jobs) and
+#            `gateway jobs=<its URL> --protocol auto --auth-issuer <AS> --http 127.0.0.1:0`; two tokens minted at the
+#            AS's /_mint, {aud: <gateway URL>, sub: alice} and {sub: bob} (never printed). mcp.ts's client, each with
+#            -H "Authorization: Bearer <token>": alice's `call jobs__slow_compute seconds=30 --detach` prints the
+#            gateway's id (jobs__<upstream id>); bob's `task get|result|cancel ID` are exit 2 ("does not know task");
+#            alice's `task get ID` is working, her `task cancel ID` exit 0, and her `task get ID` then cancelled
 #   restart  SIGKILL server-everything under an HTTP gateway (the gateway's child, found with pgrep -P): the next call
 #            to it is an isError naming it ("is down ... tried again in N s"), tools and memory still answer, and
 #            within GATEWAY_RESTART_WAIT s (10) it answers again, a new process
@@ -48,7 +56,7 @@
 # in a file of the run's temporary folder. A check that runs over GATEWAY_CHECK_TIMEOUT s (default 60) is killed.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PARTS=(stdio http principals restart stop timing)
+PARTS=(stdio http principals task-principals restart stop timing)
 for part; do
   if [[ " ${PARTS[*]} " != *" $part "* ]]; then
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -94,10 +102,12 @@ shown() {
   local quote="'\\''"
   if [[ $1 =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then printf ' %s' "$1"; else printf " '%s'" "${1//\'/$quote}"; fi
 }
-# A command as it would be typed.
+# A command as it would be typed, each secret (an access token) shown as <its name>.
+secrets=() # "NAME VALUE"
 command_line() {
-  local line
+  local line secret
   line=$(for arg; do shown "$arg"; done)
+  for secret in "${secrets[@]}"; do line=${line//"${secret#* }"/<${secret%% *}>}; done
   printf '%s' "${line# }"
 }
 GATEWAY="$RT ./mcp.ts gateway $(command_line "${UPSTREAMS[@]}")"
@@ -175,9 +185,18 @@ trap 'exit 143' TERM
 # start_gateway NAME ARGS...: `$RT ./mcp.ts gateway ARGS... --http 127.0.0.1:0` through sh in a process group of its
 # own (stderr in $work/NAME.err); pgid its pid, url from its "mcp: serving URL (a gateway)" line (60 s at most).
 start_gateway() {
-  local name=$1 command
+  local name=$1
   shift
-  command="$RT ./mcp.ts gateway $(command_line "$@") --http 127.0.0.1:0"
+  start_peer "$name" err 'mcp: serving \(http://[^ ]*\) (a gateway)' \
+    "$RT ./mcp.ts gateway $(command_line "$@") --http 127.0.0.1:0"
+}
+
+# start_peer NAME out|err READY COMMAND: COMMAND (a command line) through sh in a process group of its own, stopped by
+# stop_peers (stdout in $work/NAME.out, stderr in $work/NAME.err); pgid its pid, url the \1 of READY (a sed regex, a
+# whole line) in the file named, once it is there (60 s at most).
+start_peer() {
+  local name=$1 stream=$2 ready=$3 command=$4
+  : >"$work/$name.out"
   : >"$work/$name.err"
   set -m
   sh -c "exec $command" >"$work/$name.out" 2>"$work/$name.err" </dev/null &
@@ -186,13 +205,14 @@ start_gateway() {
   peers+=("$pgid $name")
   url=
   for _ in $(seq 600); do
-    url=$(sed -n 's|^mcp: serving \(http://[^ ]*\) (a gateway)$|\1|p' "$work/$name.err" | head -n1)
+    url=$(sed -n "s|^$ready\$|\\1|p" "$work/$name.$stream" | head -n1)
     [ -n "$url" ] && break
     kill -0 "$pgid" 2>/dev/null || break
     sleep 0.1
   done
   echo
   echo "# $name: $command"
+  [ "$stream" = err ] || sed 's/^/  stdout: /' "$work/$name.out"
   sed 's/^/  stderr: /' "$work/$name.err"
   if [ -z "$url" ]; then
     echo "gateway: $name did not start"
@@ -227,7 +247,7 @@ run() {
   [ "$status" != 130 ] || exit 130
 }
 
-# check EXIT TEXT COMMAND ARGS...: `mcp.ts COMMAND ARGS...` must exit EXIT and print TEXT (stdout or stderr).
+# check EXIT TEXT COMMAND ARGS...: `mcp.ts COMMAND ARGS...` must exit EXIT and print TEXT (stdout or stderr; "": any).
 check() {
   local want=$1 text=$2
   shift 2
@@ -236,8 +256,8 @@ check() {
   sed 's/^/  stderr: /' "$work/check.err"
   echo "  -> exit $status in $took s"
   local ok=yes
-  [ "$status" = "$want" ] && grep -qF -- "$text" "$work/check.out" "$work/check.err" || ok=no
-  verdict $ok "$(command_line "$@")" "expected exit $want and \"$text\""
+  [ "$status" = "$want" ] && { [ -z "$text" ] || grep -qF -- "$text" "$work/check.out" "$work/check.err"; } || ok=no
+  verdict $ok "$(command_line "$@")" "expected exit $want${text:+ and \"$text\"}"
 }
 
 # session NAME SDK TARGET [ARGS...]: one lib/sdk-gateway-session.mjs run, with a server-memory graph of its own; it
@@ -416,6 +436,74 @@ part_principals() {
   echo "  exit $web_status; its processes now: ${line:-none}"
   [ -z "$line" ] || ok=no
   verdict $ok "mcp-server-everything streamableHttp: stopped, no process left" "expected it gone on SIGTERM"
+}
+
+# --- task-principals ---
+
+# mint NAME CLAIMS: an access token with those claims (JSON) from the AS at $issuer (POST /_mint), kept as the secret
+# NAME (shown as <NAME>) and set in MINTED; a check: it must come.
+mint() {
+  local name=$1 claims=$2 token ok=yes
+  echo
+  echo "\$ curl -sS $issuer/_mint -d '$claims'   # -> <$name>"
+  token=$(curl -sS -H "content-type: application/json" "$issuer/_mint" -d "$claims" |
+    sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p') || true
+  if [ -n "$token" ]; then echo "  -> a token of ${#token} characters"; else echo "  -> no access_token" && ok=no; fi
+  verdict $ok "/_mint $claims" "expected {access_token}"
+  secrets+=("$name $token")
+  MINTED=$token
+}
+
+part_task_principals() {
+  part=task-principals
+  echo
+  echo "## task-principals: a task passed through the gateway is its caller's alone (OAuth subjects alice and bob)"
+  local issuer upstream gateway alice bob id ok
+  issuer=
+  if start_peer auth-server out 'listening \(http://[^ ]*\)' "$RT testdata/fake_auth_server.ts"; then
+    issuer=$url
+    start_peer jobs err 'mcp: serving \(http://[^ ]*\)' \
+      "$RT ./mcp.ts serve testdata/conformance/tools_tasks.ts --http 127.0.0.1:0" && upstream=$url
+  fi
+  if [ -z "$issuer" ] || [ -z "${upstream:-}" ] ||
+    ! start_gateway gateway-tasks "jobs=$upstream" --protocol auto --auth-issuer "$issuer"; then
+    verdict no "the AS, the jobs upstream and the gateway: start" "a ready line missing (above)"
+    stop_peers
+    return
+  fi
+  gateway=$url
+  # serving does not wait for the upstream: it must be up before the first call (30 s at most)
+  for _ in $(seq 300); do
+    grep -q 'upstream "jobs" is up' "$work/gateway-tasks.err" && break
+    sleep 0.1
+  done
+  mint alice "{\"aud\":\"$gateway\",\"sub\":\"alice\"}"
+  alice=$MINTED
+  mint bob "{\"aud\":\"$gateway\",\"sub\":\"bob\"}"
+  bob=$MINTED
+  local as_alice=(-H "Authorization: Bearer $alice") as_bob=(-H "Authorization: Bearer $bob")
+  check 0 "jobs__" call "$gateway" jobs__slow_compute seconds=30 --detach "${as_alice[@]}"
+  id=$(head -n1 "$work/check.out")
+  ok=no
+  [[ $id =~ ^jobs__[A-Za-z0-9._-]+$ ]] && ok=yes
+  echo
+  echo "# the id printed: ${id:-none}"
+  verdict $ok "call --detach prints one id, jobs__<upstream id>" "expected one line jobs__ID on stdout"
+  if [ $ok = no ]; then
+    stop_peers
+    return
+  fi
+  check 2 "does not know task $id" task "$gateway" get "$id" "${as_bob[@]}"
+  check 2 "does not know task $id" task "$gateway" result "$id" "${as_bob[@]}" --max-time 5000
+  check 2 "does not know task $id" task "$gateway" cancel "$id" "${as_bob[@]}"
+  # still working: bob's cancel did not reach it
+  check 0 'working: ' task "$gateway" get "$id" "${as_alice[@]}"
+  check 0 "" task "$gateway" cancel "$id" "${as_alice[@]}"
+  check 0 "cancelled" task "$gateway" get "$id" "${as_alice[@]}"
+  echo
+  echo "# the gateway's stderr"
+  sed 's/^/  /' "$work/gateway-tasks.err"
+  stop_peers
 }
 
 # --- restart ---
@@ -647,6 +735,7 @@ for target; do
     stdio) part_stdio ;;
     http) part_http ;;
     principals) part_principals ;;
+    task-principals) part_task_principals ;;
     restart) part_restart ;;
     stop) part_stop ;;
     timing) part_timing ;;

@@ -3,8 +3,8 @@
 # experimental task API against `mcp.ts serve`, and mcp.ts against itself over HTTP. One line per check, "ok: ..." or
 # "FAIL: ..." (then what the command printed, indented), a count at the end, exit 1 when a check fails. From the
 # repository root:
-#   interop/tasks.sh                          all four parts
-#   interop/tasks.sh everything sdk           some of them: everything, sdk, modern, legacy
+#   interop/tasks.sh                          all five parts
+#   interop/tasks.sh everything sdk           some of them: everything, sdk, modern, legacy, principals
 #   MCP_RT="bun" interop/tasks.sh             the runtime that runs ./mcp.ts, client and server (default "deno run -A")
 # The parts:
 #   everything  server-everything's simulate-research-query (execution.taskSupport "required": a 2025-11-25
@@ -23,12 +23,19 @@
 #               2026-07-28 (the io.modelcontextprotocol/tasks extension): call, call --detach then task get, result
 #               and cancel, confirm_delete with --elicit-json, failing_job, --max-time, an unknown id
 #   legacy      the same server, mcp.ts's client with --protocol legacy (2025-11-25 tasks: it declares `tasks`):
-#               call -v, --detach, task result
+#               call -v, --detach (a warning: the task may be its session's), then task result from another
+#               command's session: exit 2 (without a token subject the detaching session is the task's principal)
+#   principals  lib/sdk-tasks-principals.mjs: two SDK v1 clients (capabilities {tasks, elicitation}), A and B, each with
+#               its own Streamable HTTP session (no token: the session is the principal) against
+#               `mcp.ts serve testdata/conformance/tools_tasks.ts --http 127.0.0.1:0`. A's confirm_delete
+#               (taskSupport "required") is a task, its question held by A until B has tried the task: B's listTasks
+#               does not list it, B's getTask, getTaskResult and cancelTask on its id are errors -32602 (unknown), B is
+#               asked nothing; A's listTasks lists it, A's getTask shows it still running, and A gets its result
 # Servers run in process groups of their own and are stopped after their part (SIGTERM, SIGKILL after 10 s), also on
 # Ctrl-C. A check that runs over TASKS_CHECK_TIMEOUT s (default 60) is killed and fails.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PARTS=(everything sdk modern legacy)
+PARTS=(everything sdk modern legacy principals)
 for part; do
   if [[ " ${PARTS[*]} " != *" $part "* ]]; then
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -138,7 +145,8 @@ run() {
 }
 
 # expect EXIT [TEST...] [-- WHAT]: the last run must have exited EXIT and pass each TEST: out=ERE (a line of stdout
-# matches), err=ERE (a line of stderr), !err=ERE (no line of stderr). WHAT names the check (default: the command).
+# matches), err=ERE (a line of stderr), !out=ERE (no line of stdout), !err=ERE (no line of stderr). WHAT names the
+# check (default: the command).
 expect() {
   local want=$1 test why=() what=$ran summary="exit $status"
   shift
@@ -148,6 +156,7 @@ expect() {
     case $test in
       out=*) grep -Eq -- "${test#out=}" "$work/out" || why+=("no line of stdout matches /${test#out=}/") ;;
       err=*) grep -Eq -- "${test#err=}" "$work/err" || why+=("no line of stderr matches /${test#err=}/") ;;
+      '!out='*) ! grep -Eq -- "${test#!out=}" "$work/out" || why+=("stdout matches /${test#!out=}/") ;;
       '!err='*) ! grep -Eq -- "${test#!err=}" "$work/err" || why+=("stderr matches /${test#!err=}/") ;;
       *) echo "tasks.sh: bad test $test" >&2 && exit 2 ;;
     esac
@@ -332,12 +341,37 @@ part_legacy() {
     --protocol legacy
   expect 0 "out=^deleted 'x'\$" 'err=^mcp: task [^: ]+: working' 'err=^mcp: task [^: ]+: completed'
   run "${MCP[@]}" call "$url" slow_compute seconds=2 --detach --protocol legacy
-  expect 0 'out=^[A-Za-z0-9._-]+$' '!err=no task to detach'
+  expect 0 'out=^[A-Za-z0-9._-]+$' '!err=no task to detach' 'err=warning: a 2025-11-25 task may be its session'
   id=$(task_id)
+  # Without a token subject the detaching session is the task's principal (the contract): a later command's
+  # session does not find it, and says so with exit 2.
   if with_id "$id" "task result --protocol legacy"; then
     run "${MCP[@]}" task "$url" result "$id" --protocol legacy
-    expect 0 'out=^Computation "job" completed after 2 seconds. Result: 42.$'
+    expect 2 'err=does not know task .*not yours'
   fi
+  stop_http_server || true
+}
+
+part_principals() {
+  part=principals
+  echo
+  echo "## principals: two SDK v1 clients, a session each, against mcp.ts serve $TASKS --http: a task is its session's"
+  start_http_server "$RT ./mcp.ts serve $TASKS --http 127.0.0.1:0" principals
+  echo "# $url: mcp.ts serve $TASKS --http 127.0.0.1:0"
+  run "$IOP_NODE" interop/lib/sdk-tasks-principals.mjs "$url"
+  local what="node lib/sdk-tasks-principals.mjs URL"
+  expect 0 'out=^sessions A=[^ ]+ B=[^ ]+ distinct$' 'out=^A taskCreated [^ ]+ working' -- \
+    "$what: two sessions; A's confirm_delete {filename: a-file} is a task"
+  expect 0 'out=^B listTasks lacks it' -- "$what: B's listTasks does not list A's task"
+  local probe
+  for probe in getTask getTaskResult cancelTask; do
+    expect 0 "out=^B $probe error code=-32602 " -- "$what: B's $probe on A's task id: error -32602"
+  done
+  expect 0 'out=^A listTasks has it' 'out=^A getTask (working|input_required)' -- \
+    "$what: A's listTasks lists it, A's getTask shows it still running (B's cancelTask did nothing)"
+  expect 0 "out=^A elicitation \"Delete 'a-file'\\?\" related-task=[^n]" "out=^A result isError=false deleted 'a-file'\$" \
+    'out=^A getTask completed' '!out=^B elicitation ' 'out=^B elicitations 0$' -- \
+    "$what: A answers its task's question and gets its result; B is asked nothing"
   stop_http_server || true
 }
 
