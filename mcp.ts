@@ -1174,12 +1174,18 @@ export class JsonRpcPeer {
   request(
     method: string,
     params: JsonObject | undefined,
-    options: { signal?: AbortSignal; cancelOnAbort?: boolean; context?: SendContext } = {},
+    options: {
+      signal?: AbortSignal;
+      cancelOnAbort?: boolean;
+      context?: SendContext;
+      onSent?: (id: RequestId) => void;
+    } = {},
   ): Promise<unknown> {
     const { signal, cancelOnAbort = true, context } = options;
     if (this.#closed) return Promise.reject(this.#closed);
     if (signal?.aborted) return Promise.reject(signal.reason);
     const id = ++this.#nextId;
+    options.onSent?.(id);
     return new Promise((resolve, reject) => {
       const onAbort = () => {
         this.#pending.delete(id);
@@ -1852,7 +1858,7 @@ interface Entry {
   source: string;
 }
 
-/** A resource ready to serve. */
+/** A resource ready to serve. @internal */
 export interface Resource extends Entry {
   definition: ResourceDefinition;
 }
@@ -2353,6 +2359,8 @@ export class ServerCore {
   readonly pageSize: number;
   /** The connections open on it. */
   readonly sessions: Set<McpServer> = new Set();
+  /** How many sessions were ever made on it (a test sees the stateless fast path share one). */
+  sessionsMade = 0;
   #sweepTimer: ReturnType<typeof setTimeout> | undefined;
   #sweepAt = Infinity;
   #facts: ServerFacts | undefined;
@@ -2552,8 +2560,15 @@ function base64Url(bytes: Uint8Array): string {
  * `bytes` random bytes as base64url that never starts with `-` or `_`: a task id is a command-line argument
  * (`mcp.ts task URL get ID`), and one starting with `-` read as a flag (1 in 32 of them did).
  */
-function randomWord(bytes: number): string {
-  const word = base64Url(crypto.getRandomValues(new Uint8Array(bytes)));
+/**
+ * A random base64url word of `bytes` bytes that never starts with - or _ (a task id is a command-line word: one
+ * starting with - read as a flag). `fill` is the randomness (a test gives its own). @internal
+ */
+export function randomWord(
+  bytes: number,
+  fill: (array: Uint8Array) => Uint8Array = (array) => crypto.getRandomValues(array),
+): string {
+  const word = base64Url(fill(new Uint8Array(bytes)));
   return /^[-_]/.test(word) ? "t" + word.slice(1) : word;
 }
 
@@ -2640,6 +2655,7 @@ export class McpServer {
       taskLog: (work, level, data) => this.#core.options.onTaskLog?.(work.taskCall!.task!.id, level, data),
     };
     this.#core.sessions.add(this);
+    this.#core.sessionsMade++;
   }
 
   /** The shared part: catalog, options, timer. */
@@ -2931,8 +2947,12 @@ export class McpServer {
     }
     // A tool's job is the same for every call: made once, the arguments passed beside it.
     tool.job ??= { label: name, run: tool.run, map: toCallToolResult, fail: errorResult, coded: !!tool.tasks };
-    if (!tool.tasks) return this.#answering(call, "tools/call", name, tool.job, args);
-    return this.#answering(call, "tools/call", name, tool.job, args, taskSupportFor(call, tool.tasks));
+    if (!tool.tasks) return this.#answering(call, "tools/call", name, { job: tool.job, input: args });
+    return this.#answering(call, "tools/call", name, {
+      job: tool.job,
+      input: args,
+      tasks: taskSupportFor(call, tool.tasks),
+    });
   }
 
   // The call becomes a task (7f): its request is answered with the task, its run goes on.
@@ -2960,10 +2980,12 @@ export class McpServer {
     }
     const { read, mimeType } = readable;
     return this.#answering(call, "resources/read", uri, {
-      label: uri,
-      run: (_, ctx) => read(ctx),
-      map: (value) => toReadResourceResult(value, uri, mimeType),
-      fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot read ${uri}: ${message}`),
+      job: {
+        label: uri,
+        run: (_, ctx) => read(ctx),
+        map: (value) => toReadResourceResult(value, uri, mimeType),
+        fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot read ${uri}: ${message}`),
+      },
     });
   }
 
@@ -3054,10 +3076,12 @@ export class McpServer {
     const args = promptArguments(prompt, params.arguments);
     const { definition } = prompt;
     return this.#answering(call, "prompts/get", String(name), {
-      label: String(name),
-      run: (_, ctx) => definition.get(args, ctx),
-      map: (value) => toGetPromptResult(value, definition.passThrough ? undefined : definition.description),
-      fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot get prompt "${name}": ${message}`),
+      job: {
+        label: String(name),
+        run: (_, ctx) => definition.get(args, ctx),
+        map: (value) => toGetPromptResult(value, definition.passThrough ? undefined : definition.description),
+        fail: (message) => new RpcError(ErrorCode.InternalError, `Cannot get prompt "${name}": ${message}`),
+      },
     });
   }
 
@@ -3081,7 +3105,12 @@ export class McpServer {
    * the answers the retry brings (mrtr.mdx: `inputResponses`, and a verified
    * `requestState`); in the legacy era as any job.
    */
-  #answering<T>(call: Received, method: string, name: string, job: Job<T>, input?: T, tasks?: TaskSupport): unknown {
+  #answering<T>(
+    call: Received,
+    method: string,
+    name: string,
+    { job, input, tasks }: { job: Job<T>; input?: T; tasks?: TaskSupport },
+  ): unknown {
     const { params } = call;
     if (!call.era.asksInResult) return this.#track(call, undefined, job, input, tasks);
     if (params.inputResponses !== undefined && !isObject(params.inputResponses)) {
@@ -3229,17 +3258,19 @@ export class McpServer {
     }
     const kind = method === "elicitation/create" ? "elicit" : method === "sampling/createMessage" ? "sample" : "roots";
     const request = (sent: JsonObject) => this.#peer.request(method, sent, { signal: work.controller!.signal });
-    const inTask = askInTask(work, kind, method, params, key, request);
+    const inTask = askInTask(work, { kind, method, params, key }, request);
     if (inTask) return inTask;
     if (work.done) return refuse("the request has ended");
     if (!work.era.asksInResult) {
       if (this.noClientRequests) return refuse(this.noClientRequests);
       const signal = (work.controller ??= new AbortController()).signal;
-      const ask = (sent: JsonObject) => this.#peer.request(method, sent, { signal, context: { requestId: work.id } });
+      const ask = (sent: JsonObject, onSent: (id: RequestId) => void) =>
+        this.#peer.request(method, sent, { signal, context: { requestId: work.id }, onSent });
       // Traced: a CLIENT span, child of the call's SERVER span (its context is the call's _meta now).
       const tracer = this.#core.options.tracer;
-      if (!tracer?.tracing) return ask(params);
-      return traceClientRequest(method, params, traceContextOf(work.meta) ?? {}, { tracer }, {}, ask);
+      if (!tracer?.tracing) return ask(params, noop);
+      const caller = traceContextOf(work.meta) ?? {};
+      return traceClientRequest({ method, params, caller, connection: { tracer } }, ask);
     }
     const questions = work.questions;
     if (!questions) return refuse("only tools/call, prompts/get and resources/read can ask the client");
@@ -3476,14 +3507,14 @@ class ServerTask {
   #controller: AbortController;
   #listeners = new Set<(task: ServerTask) => void>();
 
-  constructor(
-    id: string,
-    principal: string,
-    ttlMs: number,
-    pollIntervalMs: number,
-    controller: AbortController,
-    counts: Record<string, number>,
-  ) {
+  constructor({ id, principal, ttlMs, pollIntervalMs, controller, counts }: {
+    id: string;
+    principal: string;
+    ttlMs: number;
+    pollIntervalMs: number;
+    controller: AbortController;
+    counts: Record<string, number>;
+  }) {
     const now = Date.now();
     this.id = id;
     this.principal = principal;
@@ -3680,14 +3711,14 @@ class TaskStore {
     }
     const random = randomWord(16);
     const instance = this.#options.instanceId;
-    const task = new ServerTask(
-      instance ? `${instance}.${random}` : random,
+    const task = new ServerTask({
+      id: instance ? `${instance}.${random}` : random,
       principal,
-      ttlMs ?? this.#options.taskTtl ?? DEFAULT_TASK_TTL_MS,
-      this.#options.taskPollInterval ?? DEFAULT_TASK_POLL_MS,
+      ttlMs: ttlMs ?? this.#options.taskTtl ?? DEFAULT_TASK_TTL_MS,
+      pollIntervalMs: this.#options.taskPollInterval ?? DEFAULT_TASK_POLL_MS,
       controller,
       counts,
-    );
+    });
     this.#tasks.set(task.id, task);
     this.#schedule(task.expiresAt);
     return task;
@@ -3764,18 +3795,16 @@ function withLegacyTasks(core: ServerCore, version: string, capabilities: JsonOb
  */
 function askInTask(
   work: Work,
-  kind: string,
-  method: string,
-  params: JsonObject,
-  key: string | undefined,
+  question: { kind: string; method: string; params: JsonObject; key: string | undefined },
   request: (params: JsonObject) => Promise<unknown>,
 ): Promise<unknown> | undefined {
+  const { kind, method, params, key } = question;
   const call = work.taskCall;
   const legacy = !work.era.taskExtension;
   if (!call || (!call.task && !(legacy && call.asked))) return undefined;
   if (!call.task) {
     return new Promise<void>((made) => call.made.push(made))
-      .then(() => askInTask(work, kind, method, params, key, request) ?? request(params));
+      .then(() => askInTask(work, question, request) ?? request(params));
   }
   if (!legacy) return call.task.ask(kind, method, params, key);
   work.controller ??= new AbortController();
@@ -4004,15 +4033,17 @@ export function skillFrontmatter(text: string): JsonObject {
 
 /**
  * The YAML subset a skill's frontmatter may use, read with no dependency: block mappings and sequences,
- * plain, single- and double-quoted scalars on one line, true/false/null/~, the YAML 1.2 core schema's
+ * plain scalars (on one line or folded over several deeper ones), single- and double-quoted scalars on one
+ * line, block scalars (| literal, > folded, with - or + chomping), true/false/null/~, the YAML 1.2 core schema's
  * integers and floats, comments. The JSON it gives is what a YAML 1.2 parser gives for the same text.
- * Anything else (anchors, aliases, tags, flow collections, block scalars, multi-line scalars, duplicate keys)
+ * Anything else (anchors, aliases, tags, flow collections, quoted scalars over several lines, duplicate keys)
  * is a SyntaxError naming its line (`firstLine`: the number of the text's first line in its file).
  * @internal
  */
 export function parseYamlSubset(text: string, firstLine = 1): unknown {
   type Line = { number: number; indent: number; text: string };
   const lines: Line[] = [];
+  const raws = text.split("\n").map((raw) => raw.endsWith("\r") ? raw.slice(0, -1) : raw);
   text.split("\n").forEach((raw, i) => {
     const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
     const body = line.trimStart();
@@ -4032,6 +4063,58 @@ export function parseYamlSubset(text: string, firstLine = 1): unknown {
     }
     return null;
   };
+  // A scalar after `key:` or `- ` (at `indent`), with what continues it: a block scalar's lines (| literal,
+  // > folded, with - or + chomping), or a plain scalar's lines deeper than `indent` (folded into spaces).
+  const scalar = (rest: string, line: Line, indent: number): unknown => {
+    const header = /^([|>])([+-]?)\s*(?:#.*)?$/.exec(rest);
+    if (header) return blockScalar(header[1] === ">", header[2], line, indent);
+    const value = yamlScalar(rest, line.number);
+    if (/^["']/.test(rest) || /\s#/.test(rest) || !(lines[at]?.indent > indent)) return value;
+    let folded = rest; // deeper lines go on with it: a string, whatever its first line looked like
+    let previous = line.number;
+    while (at < lines.length && lines[at].indent > indent && !lines[at].text.startsWith("#")) {
+      const next = lines[at++];
+      if (yamlKeyEnd(next.text) >= 0 || isItem(next)) throw yamlError(next.number, "unexpected indentation");
+      folded += next.number - previous > 1 ? "\n".repeat(next.number - previous - 1) : " ";
+      folded += next.text;
+      previous = next.number;
+      if (/\s#/.test(next.text)) {
+        folded = folded.slice(0, folded.length - next.text.length + next.text.search(/\s#/)).trimEnd();
+        break; // a comment ends it
+      }
+    }
+    return folded;
+  };
+  const blockScalar = (fold: boolean, chomp: string, line: Line, indent: number): string => {
+    // Its lines: blank, or deeper than its key, at the depth of the first that is not blank.
+    const start = line.number - firstLine + 1;
+    let end = start;
+    let depth = -1;
+    for (; end < raws.length; end++) {
+      const body = raws[end].trimStart();
+      if (body === "") continue;
+      const at = raws[end].length - body.length;
+      if (at <= indent || (depth >= 0 && at < depth)) break;
+      if (depth < 0) depth = at;
+    }
+    while (at < lines.length && lines[at].number - firstLine < end) at++;
+    const kept = raws.slice(start, end).map((raw) => raw.trim() === "" ? "" : raw.slice(depth));
+    let blanks = 0; // blank lines after its last line: - drops them and the last newline, + keeps them
+    while (kept.length > 0 && kept.at(-1) === "") kept.pop(), blanks++;
+    if (end === raws.length && raws.at(-1) === "" && blanks > 0) blanks--; // the text's own last newline
+    let value = "";
+    kept.forEach((text, i) => {
+      const previous = kept[i - 1];
+      if (!fold || i === 0) value += (i === 0 ? "" : "\n") + text;
+      else if (text === "") value += "\n"; // a blank line is a line break
+      else if (previous === "") value += text; // after blank lines, which gave the breaks
+      else if (/^\s/.test(text) || /^\s/.test(previous)) value += "\n" + text; // more indented: kept as is
+      else value += " " + text; // folded
+    });
+    if (fold && kept[0] === "") value = "\n" + value;
+    if (kept.length === 0 || chomp === "-") return value;
+    return value + "\n" + (chomp === "+" ? "\n".repeat(blanks) : "");
+  };
   const mapping = (indent: number): JsonObject => {
     // No prototype: a key named __proto__ is a key like any other (Safety: parsed maps have no prototype).
     const result: JsonObject = Object.create(null);
@@ -4039,7 +4122,7 @@ export function parseYamlSubset(text: string, firstLine = 1): unknown {
       const line = lines[at++];
       const { key, rest } = yamlKey(line.text, line.number);
       if (Object.hasOwn(result, key)) throw yamlError(line.number, `the key "${key}" appears twice`);
-      result[key] = rest === "" ? below(indent, true) : yamlScalar(rest, line.number);
+      result[key] = rest === "" ? below(indent, true) : scalar(rest, line, indent);
     }
     if (at < lines.length && lines[at].indent > indent) throw yamlError(lines[at].number, "unexpected indentation");
     return result;
@@ -4058,7 +4141,7 @@ export function parseYamlSubset(text: string, firstLine = 1): unknown {
         result.push(block(lines[at].indent));
       } else {
         at++;
-        result.push(yamlScalar(content, line.number));
+        result.push(scalar(content, line, indent));
       }
     }
     if (at < lines.length && lines[at].indent > indent) throw yamlError(lines[at].number, "unexpected indentation");
@@ -4455,6 +4538,9 @@ export class Metrics {
     this.resource = resource;
   }
 
+  /** How many points were recorded so far (an exporter sends nothing new when it has not moved). */
+  changes = 0;
+
   /** Adds one duration, in seconds, to the histogram `name` of these attributes. */
   record(name: string, seconds: number, attributes: Record<string, string | number>): void {
     // Each caller builds its attributes in one order: the key need not sort them (a sort per call cost 2 µs).
@@ -4477,6 +4563,7 @@ export class Metrics {
       histogram = { name, attributes: labels, counts, sum: 0, count: 0, min: seconds, max: seconds };
       this.#histograms.set(key, histogram);
     }
+    this.changes++;
     let bucket = DURATION_BUCKETS.findIndex((bound) => seconds <= bound);
     if (bucket < 0) bucket = DURATION_BUCKETS.length;
     histogram.counts[bucket]++;
@@ -4502,6 +4589,7 @@ export class Metrics {
       key = `${name}\u0000overflow`;
       attributes = OVERFLOW;
     }
+    this.changes++;
     const counter = this.#counters.get(key);
     if (counter) counter.value += value;
     else this.#counters.set(key, { name, unit, attributes, value });
@@ -4552,8 +4640,7 @@ export class Metrics {
     params: JsonObject,
     client: ClientView,
     run: () => unknown,
-    network: Record<string, string> = {},
-    served?: ServedNames,
+    { network = {}, served }: { network?: Record<string, string>; served?: ServedNames } = {},
   ): unknown {
     const started = performance.now();
     const named = (kind: "tool" | "prompt", name: unknown) =>
@@ -4836,6 +4923,7 @@ export class Telemetry {
   #giveUp = new AbortController(); // an export still waiting when a flush's time is up is abandoned
   #flushing: Promise<void> | undefined;
   #flushDeadline = 0;
+  #exportedChanges = -1; // the metrics' `changes` when they were last sent
 
   constructor(options: TelemetryOptions, resource: Record<string, string>, warn: (line: string) => void) {
     this.options = options;
@@ -4894,7 +4982,7 @@ export class Telemetry {
     return parseInt(traceId.slice(-14), 16) < ratio * 2 ** 56;
   }
 
-  /** Ends a span: `error` is its error.type (an ERROR status with `message`, none for tool_error). */
+  /** Ends a span: `error` is its error.type and an ERROR status, with `message` (none for tool_error: a tool's text). */
   end(span: Span, error?: { type: string; message?: string; code?: number }): void {
     if (!span.context.sampled) return;
     if (this.#queue.length >= (this.options.maxQueueSize ?? 2048)) {
@@ -4904,7 +4992,7 @@ export class Telemetry {
     if (error) {
       span.attributes["error.type"] = error.type;
       if (error.code !== undefined) span.attributes["rpc.response.status_code"] = String(error.code);
-      if (error.type !== "tool_error") span.status = { code: 2, message: error.message };
+      span.status = error.type === "tool_error" ? { code: 2 } : { code: 2, message: error.message };
     }
     span.end = performance.timeOrigin + performance.now();
     this.metrics?.add("otel.sdk.processor.span.processed", "{span}", 1);
@@ -4947,14 +5035,14 @@ export class Telemetry {
     const exporter = this.#metricsOut;
     if (!exporter || !this.metrics) return Promise.resolve();
     if (exporter.inFlight) return exporter.inFlight;
+    this.#exportedChanges = this.metrics.changes;
     return exporter.send(JSON.stringify(this.metrics.otlp(this.#resource, this.#scope)));
   }
 
-  /** A client's session ended (its close): its duration is recorded, then what is pending goes out (flush). */
-  closed(opened: number, url: string | undefined): Promise<void> {
+  /** A client's session ended (its close): its duration is recorded. */
+  closed(opened: number, url: string | undefined): void {
     const network = url === undefined ? { "network.transport": "pipe" } : networkOf(url);
     this.metrics?.record("mcp.client.session.duration", (performance.now() - opened) / 1000, network);
-    return this.flush();
   }
 
   /**
@@ -4981,7 +5069,8 @@ export class Telemetry {
       while ((this.#queue.length > 0 || this.#spans?.inFlight) && Date.now() < deadline) {
         await Promise.race([this.#spans?.inFlight ?? this.#exportSpans(), giveUp]);
       }
-      if (this.#metricsOut && Date.now() < deadline) {
+      // Once per change: a client's close flushes, then the command's exit (nothing new since: nothing sent twice).
+      if (this.#metricsOut && this.metrics?.changes !== this.#exportedChanges && Date.now() < deadline) {
         await Promise.race([
           this.#metricsOut.inFlight?.then(() => this.#exportMetrics()) ?? this.#exportMetrics(),
           giveUp,
@@ -5173,7 +5262,9 @@ function observeRequests(
       }
       tracer!.end(span, spanError(result, error));
     };
-    const measured = measure ? () => measure.operation(method, params, client(), run, networkAttributes, served) : run;
+    const measured = measure
+      ? () => measure.operation(method, params, client(), run, { network: networkAttributes, served })
+      : run;
     return whenSettled(measured, end);
   }, { ended });
 }
@@ -5306,17 +5397,26 @@ function withTraceContext(
  * HTTP (`url`) the span names the server's host and port, never its path.
  */
 function traceClientRequest<T>(
-  method: string,
-  params: JsonObject,
-  caller: { traceparent?: string; tracestate?: string; baggage?: string },
-  connection: { tracer?: Telemetry; traceRoot?: SpanContext; traceAttributes?: Record<string, string> },
-  { url, version }: { url?: string; version?: string },
-  run: (params: JsonObject) => Promise<T>,
+  { method, params, caller, connection, url, version }: {
+    method: string;
+    params: JsonObject;
+    caller: { traceparent?: string; tracestate?: string; baggage?: string };
+    connection: {
+      tracer?: Telemetry;
+      traceRoot?: SpanContext;
+      traceCommand?: { first?: SpanContext };
+      traceAttributes?: Record<string, string>;
+    };
+    /** The server's URL (HTTP), and the negotiated version (none yet for initialize). */
+    url?: string;
+    version?: string;
+  },
+  run: (params: JsonObject, onSent: (id: RequestId) => void) => Promise<T>,
 ): Promise<T> {
   const { tracer, traceRoot: root } = connection;
   const meta = isObject(params._meta) ? params._meta : {};
   const parent = parseTraceparent(caller.traceparent, caller.tracestate) ??
-    parseTraceparent(meta.traceparent as string, meta.tracestate as string) ?? root;
+    parseTraceparent(meta.traceparent as string, meta.tracestate as string) ?? root ?? connection.traceCommand?.first;
   const { name, attributes } = requestSpanOf(method, params);
   const at: Record<string, string | number> = { ...attributes, ...connection.traceAttributes };
   Object.assign(at, url === undefined ? { "network.transport": "pipe" } : networkOf(url));
@@ -5324,7 +5424,7 @@ function traceClientRequest<T>(
   const started = performance.now();
   const measure = (error: { type: string; code?: number } | undefined) => {
     if (!tracer!.metrics) return;
-    const { "mcp.resource.uri": _, ...labels } = at; // a metric never names a resource
+    const { "mcp.resource.uri": _, "jsonrpc.request.id": _id, ...labels } = at; // never a resource or a request
     if (error) labels["error.type"] = error.type;
     if (error?.code !== undefined) labels["rpc.response.status_code"] = String(error.code);
     tracer!.metrics.record("mcp.client.operation.duration", (performance.now() - started) / 1000, labels);
@@ -5333,6 +5433,8 @@ function traceClientRequest<T>(
   let sent = params;
   if (tracer!.tracing) {
     span = tracer!.start(name, 3, parent, at);
+    // A command is one trace: its first span (the probe, or initialize) is the parent of every later one.
+    if (connection.traceCommand && !connection.traceCommand.first) connection.traceCommand.first = span.context;
     const baggage = caller.baggage ?? meta.baggage ?? (parent === root ? root?.baggage : undefined);
     sent = withTraceContext(params, {
       traceparent: formatTraceparent(span.context),
@@ -5342,7 +5444,9 @@ function traceClientRequest<T>(
   } else if (caller.traceparent !== undefined) {
     sent = withTraceContext(params, { ...caller, traceparent: caller.traceparent }); // as is: no span of ours
   }
-  return run(sent).then((result) => {
+  // The id is the peer's, known once the request is sent (a retry's: the last one's).
+  const onSent = (id: RequestId) => void (span && (span.attributes["jsonrpc.request.id"] = String(id)));
+  return run(sent, onSent).then((result) => {
     const error = spanError(result);
     if (span) tracer!.end(span, error);
     measure(error);
@@ -5870,21 +5974,34 @@ let processTelemetry: Telemetry | undefined | null = null; // null: the OTEL_* v
 function telemetryFor(option: false | TelemetryOptions | undefined, serviceName?: string): Telemetry | undefined {
   if (option === false) return undefined;
   const warn = (line: string) => logLine(ownStderr(), line);
-  if (option) {
-    const base = option.endpoint === undefined ? undefined : trimEnd(option.endpoint, "/");
-    const tracesEndpoint = option.tracesEndpoint ?? (base === undefined ? undefined : `${base}/v1/traces`);
-    if (tracesEndpoint === undefined) return undefined;
-    const named = { ...option, tracesEndpoint, serviceName: option.serviceName ?? serviceName };
-    return new Telemetry(named, runtimeResource(), warn);
-  }
+  if (option) return telemetryWith(option, warn, serviceName);
   if (processTelemetry === null) {
     let fromEnv: TelemetryOptions | undefined;
     try {
       fromEnv = telemetryFromEnv(sys.env(), warn, serviceName);
     } catch { /* not allowed to read it: off */ }
-    processTelemetry = fromEnv && new Telemetry(fromEnv, runtimeResource(), warn);
+    processTelemetry = telemetryWith(fromEnv, warn);
   }
   return processTelemetry;
+}
+
+/**
+ * The one builder of telemetry, for the library's options and for what the OTEL_* variables gave alike: each
+ * signal's endpoint is its own, else the base `endpoint` and the signal's path (as OTEL_EXPORTER_OTLP_ENDPOINT is
+ * read); none at all is no telemetry.
+ */
+function telemetryWith(
+  option: TelemetryOptions | undefined,
+  warn: (line: string) => void,
+  serviceName?: string,
+): Telemetry | undefined {
+  if (!option) return undefined;
+  const base = option.endpoint === undefined ? undefined : trimEnd(option.endpoint, "/");
+  const tracesEndpoint = option.tracesEndpoint ?? (base === undefined ? undefined : `${base}/v1/traces`);
+  const metricsEndpoint = option.metricsEndpoint ?? (base === undefined ? undefined : `${base}/v1/metrics`);
+  if (tracesEndpoint === undefined && metricsEndpoint === undefined) return undefined;
+  const named = { ...option, tracesEndpoint, metricsEndpoint, serviceName: option.serviceName ?? serviceName };
+  return new Telemetry(named, runtimeResource(), warn);
 }
 
 /**
@@ -6703,7 +6820,8 @@ async function executableCatalog(
   if (!isObject(meta)) throw new TypeError(`${sidecar}: not a JSON object`);
   const file = joinPath(root, name);
   const maxBytes = options.maxOutputBytes ?? DEFAULT_MAX_LINE_BYTES;
-  const run = (args: JsonObject, ctx: ToolContext) => runExecutable(file, root, args, ctx, maxBytes, baseName);
+  const run = (args: JsonObject, ctx: ToolContext) =>
+    runExecutable({ file, cwd: root, maxBytes, tool: baseName }, args, ctx);
   return { ...emptyCatalog(), tools: [defineTool({ ...meta, run }, baseName, joinPath(dir, name))] };
 }
 
@@ -6743,9 +6861,11 @@ function loadFailure(error: unknown, file: string, renamed: [string, string][]):
  * linked, not copied. Dot entries are skipped.
  */
 async function freshCopy(root: string, generation: number): Promise<string> {
+  // layering-ok: node:fs is alike on the three runtimes; a reload's fresh copy is the plugins' own file work
   const { copyFile, mkdir, readdir, rm, symlink } = await import("node:fs/promises");
   const base = trimEnd(root, "\\/");
   const name = basenameOf(base);
+  // layering-ok: the pid makes two servers' copies of one folder distinct
   const copy = joinPath(dirnameOf(base), `.${name}.mcp-reload-${proc().pid}-${generation}`);
   const copyTree = async (from: string, to: string) => {
     await mkdir(to, { recursive: true });
@@ -6769,6 +6889,7 @@ async function freshCopy(root: string, generation: number): Promise<string> {
 
 /** Removes a fresh copy made by a reload. */
 async function removeCopy(copy: string): Promise<void> {
+  // layering-ok: node:fs is alike on the three runtimes
   const { rm } = await import("node:fs/promises");
   await rm(copy, { recursive: true, force: true }).catch(noop);
 }
@@ -6805,12 +6926,9 @@ function moduleCatalog(module: JsonObject, baseName: string, source: string): Ca
 let executableLines: ((tool: string, level: LogLevel, text: string, traceparent?: string) => void) | undefined;
 
 async function runExecutable(
-  file: string,
-  cwd: string,
+  { file, cwd, maxBytes, tool }: { file: string; cwd: string; maxBytes: number; tool: string },
   args: JsonObject,
   ctx: ToolContext,
-  maxBytes: number,
-  tool: string,
 ): Promise<JsonObject> {
   ctx.signal.throwIfAborted();
   const stdout: Uint8Array[] = [];
@@ -6923,6 +7041,7 @@ const SKILL_MAX_BYTES = 16 * 1024 * 1024;
  * @internal
  */
 export async function loadSkills(root: string): Promise<{ skills: Skill[]; skipped: { path: string; why: string }[] }> {
+  // layering-ok: node:fs is alike on the three runtimes; skills are read here, sized first
   const { lstat, open, readdir } = await import("node:fs/promises");
   type Found = { path: string[]; abs: string; kind: "file" | "other"; size: number };
   const found: Found[] = [];
@@ -7016,6 +7135,7 @@ async function watchDirectory(
   onChange: () => void,
   options: { recursive?: boolean } = {},
 ): Promise<() => void> {
+  // layering-ok: node:fs's watch is alike on the three runtimes (recursive too)
   const { watch } = await import("node:fs");
   let timer: ReturnType<typeof setTimeout> | undefined;
   const watcher = watch(dir, { recursive: options.recursive === true }, (_event, name) => {
@@ -7664,10 +7784,7 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
   };
   // A protected resource: the token is checked (asynchronously: the issuer's keys) before the route.
   const verified = async (
-    request: Request,
-    method: string,
-    url: string,
-    pathStart: number,
+    { request, method, url, pathStart }: { request: Request; method: string; url: string; pathStart: number },
     cors: Record<string, string>,
     then?: () => Response,
   ): Promise<Response> => {
@@ -7694,7 +7811,7 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
       new Response(metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } });
     const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1];
     if (metrics.token !== undefined && given !== undefined && constantTimeEqual(given, metrics.token)) return answer();
-    if (verifier) return verified(request, method, url, pathStart, NO_HEADERS, answer);
+    if (verifier) return verified({ request, method, url, pathStart }, NO_HEADERS, answer);
     if (policy.token === undefined && metrics.token !== undefined) {
       // The user asked for a token: /metrics is never open then, loopback or not.
       return new Response("Unauthorized\n", { status: 401, headers: { "www-authenticate": 'Bearer realm="metrics"' } });
@@ -7731,7 +7848,7 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
       });
     }
     if (pathname !== path) return new Response("Not Found\n", { status: 404, headers: cors });
-    if (verifier) return verified(request, method, url, pathStart, cors);
+    if (verifier) return verified({ request, method, url, pathStart }, cors);
     return tokenRefusal(request, cors) ?? routed(request, method, undefined, cors);
   };
   const keepPeers = policy.keepPeers === true;
@@ -8325,17 +8442,17 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
     );
   }
 
-  const fetch = (request: Request, info?: unknown) => handler(request, info);
+  const served = (request: Request, info?: unknown) => handler(request, info);
   // defineProperty, not Object.assign: assign would read `pending` once and store the number.
-  Object.defineProperty(fetch, "pending", {
+  Object.defineProperty(served, "pending", {
     get() {
       let pending = 0;
       for (const session of core.sessions) pending += session.pending;
       return pending;
     },
   });
-  return Object.assign(fetch as typeof fetch & { readonly pending: number }, {
-    fetch,
+  return Object.assign(served as typeof served & { readonly pending: number }, {
+    fetch: served,
     core,
     metrics: () => metrics?.prometheus() ?? "",
     close() {
@@ -8388,8 +8505,10 @@ export interface ResourceServerOptions {
   audience?: string | string[];
   /** Scopes every request needs: advertised, and required. */
   scopes?: string[];
-  /** Fetches the issuer's metadata and keys (default: fetch). */
+  /** Fetches the issuer's metadata and keys (default: the same-origin fetch every request of mcp.ts goes through). */
   fetch?: typeof fetch;
+  /** An unknown kid fetches the keys again at most this often, in ms (default 1000; a test of a rotation: 0). */
+  jwksRefetchMs?: number;
 }
 
 /** A refusal of a token: the HTTP status and the challenge's error. */
@@ -8445,7 +8564,7 @@ class TokenVerifier {
     let key = this.#keys.get(kid);
     const clock = Date.now();
     if (
-      !key && clock - this.#fetchedAt > JWKS_REFETCH_MS &&
+      !key && clock - this.#fetchedAt > (this.#options.jwksRefetchMs ?? JWKS_REFETCH_MS) &&
       !(clock - (this.#missed.get(kid) ?? -Infinity) < JWKS_MISS_MS)
     ) {
       await this.#loadKeys().catch(noop);
@@ -8508,7 +8627,7 @@ class TokenVerifier {
 
   #loadKeys(): Promise<void> {
     this.#loading ??= (async () => {
-      const get = this.#options.fetch ?? fetch;
+      const get = this.#options.fetch ?? fetchSameOrigin;
       const json = async (url: string) => {
         const response = await get(url, {
           headers: { accept: "application/json" },
@@ -9589,13 +9708,15 @@ function checkAuthorization(response: Response, url: URL): void {
   const challenge = response.headers.get("www-authenticate") ?? "";
   if (response.status === 401 || (response.status === 403 && /insufficient_scope/i.test(challenge))) {
     void response.body?.cancel().catch(noop);
-    const said = parseBearerChallenge(challenge).error_description;
+    const params = parseBearerChallenge(challenge);
+    const said = params.error_description;
     const why = response.status === 401
-      ? "refused the request (HTTP 401"
-      : "wants more scopes (HTTP 403 insufficient_scope";
+      ? "refused the token given with -H or in the config (HTTP 401"
+      : "wants more scopes than the token given with -H or in the config has (HTTP 403 insufficient_scope";
+    // Drop it to log in only where the server says how to log in (OAuth); else its value is what is wrong.
+    const next = params.resource_metadata ? "it is used as it is: drop it to let mcp.ts log in" : "check its value";
     throw new AuthorizationError(
-      `the server at ${url.origin}${url.pathname} ${why}${said ? `: ${said}` : ""}); the Authorization header ` +
-        `given with -H or in the config is used as it is: drop it to let mcp.ts log in`,
+      `the server at ${url.origin}${url.pathname} ${why}${said ? `: ${said}` : ""}); ${next}`,
       response.status,
     );
   }
@@ -9629,6 +9750,14 @@ async function within(promise: Promise<unknown>, ms: number): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   await Promise.race([promise, new Promise((resolve) => timer = setTimeout(resolve, ms))]);
   clearTimeout(timer);
+}
+
+// Resolves with undefined after `ms`; the timer keeps no process alive.
+function sleepFor(ms: number): Promise<undefined> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), ms);
+    (timer as { unref?: () => void }).unref?.();
+  });
 }
 
 function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -9753,6 +9882,7 @@ function credentialsPath(env: Record<string, string | undefined> = sys.env()): s
 }
 
 async function readStore(file: string, warn: (line: string) => void = noop): Promise<CredentialStore> {
+  // layering-ok: node:fs is alike on the three runtimes; the token store is this section's own file
   const { readFile } = await import("node:fs/promises");
   await tightenStore(file, warn);
   try {
@@ -9773,6 +9903,7 @@ const tightened = new Set<string>();
 async function tightenStore(file: string, warn: (line: string) => void): Promise<void> {
   if (tightened.has(file) || sys.platform() === "win32") return;
   tightened.add(file);
+  // layering-ok: node:fs is alike on the three runtimes
   const { stat, chmod } = await import("node:fs/promises");
   for (const [path, mode] of [[dirnameOf(file), 0o700], [file, 0o600]] as const) {
     const found = await stat(path).then((info) => info.mode & 0o777, () => undefined);
@@ -9786,9 +9917,11 @@ async function tightenStore(file: string, warn: (line: string) => void): Promise
 
 // 0600 in a 0700 directory, written whole (a new file renamed over the old) so a reader never sees half.
 async function writeStore(file: string, store: CredentialStore): Promise<void> {
+  // layering-ok: node:fs is alike on the three runtimes
   const { mkdir, writeFile, rename, chmod } = await import("node:fs/promises");
   const dir = dirnameOf(file);
   await mkdir(dir, { recursive: true, mode: 0o700 });
+  // layering-ok: the pid keeps two commands' temporary files apart
   const temporary = `${file}.${proc().pid}.tmp`;
   await writeFile(temporary, JSON.stringify({ version: 1, ...store }, null, 2) + "\n", { mode: 0o600 });
   await chmod(temporary, 0o600);
@@ -9801,6 +9934,7 @@ async function writeStore(file: string, store: CredentialStore): Promise<void> {
  * the whole family. A lock older than 30 s is taken as left by a dead process.
  */
 async function withStoreLock<T>(file: string, work: () => Promise<T>): Promise<T> {
+  // layering-ok: node:fs is alike on the three runtimes; the store's lock file
   const { open, stat, unlink, mkdir } = await import("node:fs/promises");
   await mkdir(dirnameOf(file), { recursive: true, mode: 0o700 });
   const lock = `${file}.lock`;
@@ -9808,6 +9942,7 @@ async function withStoreLock<T>(file: string, work: () => Promise<T>): Promise<T
   for (;;) {
     try {
       const handle = await open(lock, "wx", 0o600);
+      // layering-ok: the lock names its holder, so a stale one can be told
       await handle.writeFile(String(proc().pid));
       await handle.close();
       break;
@@ -10113,6 +10248,7 @@ class OAuthProvider implements AuthProvider {
     const clientCredentials = options.grant === "client_credentials";
     if (!clientCredentials && !(await options.interactive?.())) {
       const name = options.serverName ?? this.#server;
+      if (!this.#token && !(await this.#offersOAuth(challenge))) throw this.#plainTokenWanted();
       throw new AuthorizationError(
         `the server at ${this.#server} needs authorization${this.#token ? " again" : ""}; ` +
           `run: mcp.ts login ${/\s/.test(name) ? `"${name}"` : name}` +
@@ -10159,6 +10295,32 @@ class OAuthProvider implements AuthProvider {
   }
 
   // Protected Resource Metadata (RFC 9728), then its authorization server's metadata.
+  // Whether the server says how to get a token: a resource_metadata in its challenge, protected resource metadata,
+  // or authorization server metadata at its origin. A server of one static --token offers none of them.
+  async #offersOAuth(challenge: Record<string, string>): Promise<boolean> {
+    if (challenge.resource_metadata) return true;
+    const url = new URL(this.#server);
+    const path = url.pathname === "/" ? "" : url.pathname;
+    for (
+      const candidate of [
+        `${url.origin}/.well-known/oauth-protected-resource${path}`,
+        `${url.origin}/.well-known/oauth-protected-resource`,
+        `${url.origin}/.well-known/oauth-authorization-server`,
+      ]
+    ) {
+      if (await fetchJson(candidate).catch(() => undefined)) return true;
+    }
+    return false;
+  }
+
+  #plainTokenWanted(): AuthorizationError {
+    return new AuthorizationError(
+      `the server at ${this.#server} wants a token and offers no OAuth metadata to log in with: give its token as ` +
+        `-H 'Authorization: Bearer TOKEN' (or in the headers of its config entry)`,
+      401,
+    );
+  }
+
   async #discover(challenge: Record<string, string>): Promise<AuthServer> {
     const url = new URL(this.#server);
     const path = url.pathname === "/" ? "" : url.pathname;
@@ -10190,8 +10352,13 @@ class OAuthProvider implements AuthProvider {
       const scopes = Array.isArray(prm.scopes_supported) ? prm.scopes_supported.map(String) : undefined;
       return { issuer, metadata, resource: canonicalResource(resource), scopes };
     }
-    // 2025-03-26: no PRM; the authorization server is the server's origin, with default endpoints.
-    const metadata = await fetchJson(`${url.origin}/.well-known/oauth-authorization-server`) ?? {
+    // 2025-03-26: no PRM; the authorization server is the server's origin, with default endpoints (unless the server
+    // says nothing of OAuth at all: a server of one static token).
+    const found = await fetchJson(`${url.origin}/.well-known/oauth-authorization-server`);
+    if (!found && !challenge.resource_metadata && !(await this.#offersOAuth(challenge))) {
+      throw this.#plainTokenWanted();
+    }
+    const metadata = found ?? {
       issuer: url.origin,
       authorization_endpoint: `${url.origin}/authorize`,
       token_endpoint: `${url.origin}/token`,
@@ -10285,6 +10452,7 @@ class OAuthProvider implements AuthProvider {
     const registered = client?.redirect_uri ? Number(new URL(client.redirect_uri).port) : undefined;
     const wanted = registered ?? this.#options.callbackPort ?? DEFAULT_CALLBACK_PORT;
     if (registered !== undefined || this.#options.callbackPort !== undefined) return wanted;
+    // layering-ok: node:net is alike on the three runtimes; the login's loopback callback
     const { createServer } = await import("node:net");
     return await new Promise<number>((resolve) => {
       const probe = createServer();
@@ -10617,6 +10785,8 @@ interface InternalRequestOptions extends RequestOptions {
   afterInterrupt?: boolean;
   /** Already in its CLIENT span (7i). */
   traced?: boolean;
+  /** Told each id the request is sent with (its CLIENT span's jsonrpc.request.id). */
+  onSent?: (id: RequestId) => void;
 }
 
 /** Where and how the server is reached: its process or its URL, credentials, message size. */
@@ -10684,6 +10854,10 @@ export interface ConnectObserveOptions {
   tracer?: Telemetry;
   /** The parent of a request's span when its caller gives none (a command's TRACEPARENT). @internal */
   traceRoot?: SpanContext;
+  /** A command's spans without a traceRoot: the first one made is the parent of the others (one trace). @internal */
+  traceCommand?: { first?: SpanContext };
+  /** The tracer is the client's own (connect() made it): its close flushes it. @internal */
+  ownTracer?: boolean;
   /** Added to each CLIENT span (a gateway's mcp_ts.upstream). @internal */
   traceAttributes?: Record<string, string>;
   /** Each notification other than progress and log messages (e.g. notifications/tools/list_changed). */
@@ -10708,6 +10882,9 @@ export interface ConnectObserveOptions {
 export interface ConnectOptions extends ConnectTransportOptions, ConnectSessionOptions, ConnectObserveOptions {}
 
 // --- 14b. The session (McpClient) ---
+
+// A probe still unanswered when initialize went out (McpClient.start).
+type LateProbe = { answer: Promise<boolean>; modern?: { version: string; result: JsonObject } };
 
 /** A connected MCP server, in either era. Made by {@linkcode connect}. */
 export class McpClient {
@@ -10863,9 +11040,26 @@ export class McpClient {
       this.#started = true;
       return;
     }
-    await this.#initialize(protocol === "auto" || protocol === "legacy" ? LATEST_PROTOCOL_VERSION : protocol);
+    const late = this.#lateProbe;
+    let refused = false;
+    try {
+      await this.#initialize(protocol === "auto" || protocol === "legacy" ? LATEST_PROTOCOL_VERSION : protocol);
+    } catch (error) {
+      // A probe the server was slow to answer wins whenever it comes (a 2026-07-28-only server that starts slowly
+      // answers it late, and refuses initialize).
+      if (!late || !(await late.answer)) throw error;
+      refused = true;
+    }
+    // On stdio a server answers in order: a modern answer to the probe came before initialize's, and wins too.
+    if (late?.modern && (refused || this.#transport.kind === "stdio")) {
+      this.#becomeModern(late.modern.version, late.modern.result);
+    }
     this.#started = true;
   }
+
+  // The probe, when it was still unanswered after PROBE_SILENCE_MS and initialize went out: its modern answer, if
+  // any (`answer` resolves to whether there is one; `modern` is set as soon as it comes).
+  #lateProbe: LateProbe | undefined;
 
   // versioning.mdx: probe with server/discover; any answer that is not a modern one (an error of any
   // code, a 4xx, silence, a stdio server dying of it) means the handshake era. `pinned`: no fallback.
@@ -10874,10 +11068,22 @@ export class McpClient {
     for (let attempt = 0; attempt < 2; attempt++) {
       let result: JsonObject;
       try {
-        result = await this.request("server/discover", {}, {
-          probe: version,
-          timeout: pinned ? undefined : Math.min(PROBE_SILENCE_MS, this.#options.timeout ?? PROBE_SILENCE_MS),
-        });
+        const probe = this.request("server/discover", {}, { probe: version });
+        const silence = pinned ? undefined : Math.min(PROBE_SILENCE_MS, this.#options.timeout ?? PROBE_SILENCE_MS);
+        const answered = silence === undefined ? await probe : await Promise.race([probe, sleepFor(silence)]);
+        if (answered === undefined) {
+          // Silent so far: initialize goes out, and the probe stays out beside it.
+          const late: LateProbe = { answer: Promise.resolve(false) };
+          const asked = version;
+          late.answer = probe.then((answer) => {
+            const supported = Array.isArray(answer.supportedVersions) ? answer.supportedVersions : [];
+            if (supported.includes(asked)) late.modern = { version: asked, result: answer };
+            return late.modern !== undefined;
+          }, () => false);
+          this.#lateProbe = late;
+          return false;
+        }
+        result = answered;
       } catch (error) {
         if (error instanceof AuthorizationError || error instanceof InterruptedError) throw error;
         if (this.#options.signal?.aborted) throw error;
@@ -10999,9 +11205,18 @@ export class McpClient {
   async request(method: string, params: JsonObject = {}, options: InternalRequestOptions = {}): Promise<JsonObject> {
     if (this.#options.tracer && !options.traced) {
       const traced = { ...options, traced: true, traceparent: undefined }; // its span's context is in `sent`
-      const on = { url: isHttpSpec(this.spec) ? this.spec.url : undefined, version: this.protocolVersion };
-      const send = (sent: JsonObject) => this.request(method, sent, traced);
-      return await traceClientRequest(method, params, options, this.#options, on, send);
+      const url = isHttpSpec(this.spec) ? this.spec.url : undefined;
+      const send = (sent: JsonObject, onSent: (id: RequestId) => void) =>
+        this.request(method, sent, { ...traced, onSent });
+      const request = {
+        method,
+        params,
+        caller: options,
+        connection: this.#options,
+        url,
+        version: this.protocolVersion,
+      };
+      return await traceClientRequest(request, send);
     }
     if (this.#failure) throw this.#failure;
     const timeout = options.timeout ?? this.#options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS;
@@ -11066,6 +11281,7 @@ export class McpClient {
             signal: controller.signal,
             cancelOnAbort: !options.handshake && !options.probe,
             context,
+            onSent: options.onSent,
           });
           if (options.cause !== undefined) this.#causes.set(id = this.#peer.lastId, options.cause);
           result = await answer.finally(() => id !== undefined && this.#causes.delete(id));
@@ -11399,8 +11615,11 @@ export class McpClient {
     if (options.quick) this.#transport.markUnresponsive();
     this.#closing ??= (async () => {
       this.#fail(new ServerError("the connection is closed"));
+      // Recorded at once: a command's exit flush, started beside this close, sends it.
+      this.#options.tracer?.closed(this.#opened, isHttpSpec(this.spec) ? this.spec.url : undefined);
       await this.#transport.close();
-      await this.#options.tracer?.closed(this.#opened, isHttpSpec(this.spec) ? this.spec.url : undefined);
+      // Its own telemetry (connect() made it) goes out now; a command's or a gateway's flushes once, at its exit.
+      if (this.#options.ownTracer) await this.#options.tracer?.flush();
     })();
     return this.#closing;
   }
@@ -11442,7 +11661,7 @@ export async function connect(server: string | ServerSpec, options: ConnectOptio
   const retries = options.retries ?? 0;
   if (!options.tracer) {
     const tracer = telemetryFor(options.telemetry);
-    if (tracer) options = { ...options, tracer };
+    if (tracer) options = { ...options, tracer, ownTracer: true };
   }
   let legacy = false; // the probe killed it: the next start goes straight to the handshake
   for (let attempt = 0;; attempt++) {
@@ -11671,7 +11890,9 @@ export function argsFromPairs(pairs: string[], inputSchema?: unknown): JsonObjec
 function typedValue(key: string, text: string, types: string[]): unknown {
   if (types.includes("string")) return text; // zip=007 stays "007"
   const type = types[0];
-  const bad = (what: string) => new UsageError(`Cannot read ${key}=${text}: ${key} must be ${what}`);
+  // The value as typed, or its start (a value read from a file may be the whole file).
+  const shown = text.length <= 60 && !/[\n\r]/.test(text) ? text : brief(text);
+  const bad = (what: string) => new UsageError(`Cannot read ${key}=${shown}: ${key} must be ${what}`);
   switch (type) {
     case "number":
     case "integer": {
@@ -13226,6 +13447,7 @@ const CONTROL_CHARACTERS = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
 /**
  * Text made safe for a terminal: C0 controls (but newline and tab) and DEL as
  * caret notation (`^[`, `^G`, `^M`, `^?`), C1 controls as `\x9b`; the rest exact.
+ * @internal
  */
 export function visible(text: string): string {
   return text.replace(CONTROL_CHARACTERS, (ch) => {
@@ -13541,6 +13763,18 @@ export function renderInfo(result: JsonObject, how: { era?: string; transport?: 
 
 // --- 16b. Logs as JSON lines (--log-format json) ---
 
+/** The access line of a request served: info, or warn when it ended in an error (a JSON-RPC one, a tool's). */
+function accessLine(sink: JsonLogSink): (msg: string, fields: Record<string, unknown>) => void {
+  return (msg, fields) => sink.entry(fields["error.type"] === undefined ? "info" : "warn", msg, fields);
+}
+
+/** A tool's error text (an isError result) on stderr: as it is, or one warn entry with --log-format json. */
+function toolErrorText(sink: OutputSink, text: string): void {
+  const entry = (sink as Partial<JsonLogSink>).entry;
+  if (entry) entry("warn", text.endsWith("\n") ? text.slice(0, -1) : text, { source: "tool" });
+  else sink.write(text);
+}
+
 /**
  * Writes one line of ours: `mcp: MSG` in text, one JSON entry with --log-format json, whatever MSG holds (a peer's
  * newline inside it cannot make a second entry). A warning or a telemetry failure is level warn unless told.
@@ -13640,8 +13874,7 @@ function commandTelemetry(
   log: (line: string) => void,
   serviceName?: string,
 ): Telemetry | undefined {
-  const options = telemetryFromEnv(env, log, serviceName);
-  return options && new Telemetry(options, runtimeResource(), log);
+  return telemetryWith(telemetryFromEnv(env, log, serviceName), log);
 }
 
 function positiveInteger(
@@ -13933,22 +14166,12 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     }
   }
 
-  // Skills (SEP-2640): --skills DIR2, else DIR/skills when there is one (not for serve FILE).
-  let skillsRoot = values.skills;
-  if (skillsRoot !== undefined && (await (await files()).kind(skillsRoot)) !== "directory") {
-    throw new UsageError(`Cannot serve skills from "${skillsRoot}": no such directory`);
-  }
-  if (
-    skillsRoot === undefined && kind === "directory" &&
-    (await (await files()).kind(joinPath(dir, "skills"))) === "directory"
-  ) {
-    skillsRoot = joinPath(dir, "skills");
-  }
+  const skillsRoot = await skillsRootOf(values.skills, kind === "directory" ? dir : undefined);
   // One stderr line per skipped skill, at load and at each reload.
   const withSkills = async (catalog: Catalog): Promise<Catalog> => {
     if (!skillsRoot) return catalog;
     const { skills, skipped } = await loadSkills(skillsRoot);
-    for (const { path, why } of skipped) log(`skipped skill ${joinPath(skillsRoot, path)}: ${why}`);
+    for (const { path, why } of skipped) log(`warning: skipped skill ${joinPath(skillsRoot, path)}: ${why}`);
     return { ...catalog, skills };
   };
   // Plugins run in this process: keep their console output off the protocol
@@ -13981,7 +14204,9 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
             maxOutputBytes: maxLineBytes,
           });
           if (next.copy) copies.push(next.copy);
-          for (const failure of next.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
+          for (const failure of next.errors) {
+            logLine(io.stderr, `Cannot load ${failure.file}: ${failure.message}`, undefined, "error");
+          }
           try {
             apply(await withSkills(next.catalog));
             parts = next.parts;
@@ -14005,7 +14230,9 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     const loaded = await loadCatalog(dir, { only, maxOutputBytes: maxLineBytes });
     loaded.catalog = await withSkills(loaded.catalog);
     parts = loaded.parts;
-    for (const failure of loaded.errors) log(`Cannot load ${failure.file}: ${failure.message}`);
+    for (const failure of loaded.errors) {
+      logLine(io.stderr, `Cannot load ${failure.file}: ${failure.message}`, undefined, "error");
+    }
     const duplicate = findCatalogDuplicate(loaded.catalog);
     if (duplicate) {
       log(`Cannot serve "${target}": ${duplicate}; rename one of them`);
@@ -14042,7 +14269,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
       listChanged: watch,
       stateKey: env.MCP_TS_STATE_KEY,
       tracer,
-      accessLog: jsonLog && ((msg, fields) => jsonLog.entry("info", msg, fields)),
+      accessLog: jsonLog && accessLine(jsonLog),
       ...taskOptions(values, http !== undefined),
       onPluginError: verbose ? (error, label) => log(`"${label}" threw: ${describeStack(error)}`) : undefined,
       onTaskLog: values.trace
@@ -14051,34 +14278,18 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
         : undefined,
     };
     if (http) {
-      const handler = createHandler({
-        ...serverOptions,
-        ...http.handler,
-        maxBodyBytes: maxLineBytes,
-        onTrace: values.trace ? (line) => void io.stderr.write(line + "\n") : undefined,
+      const watching = watch ? (apply: (catalog: Catalog) => void) => watchCatalog(apply) : undefined;
+      await serveHttp({
+        http,
+        serverOptions,
+        maxLineBytes,
+        io,
+        trace: values.trace === true,
+        watched,
+        watching,
+        dog,
+        log,
       });
-      const listener = await listenFor(handler, http.listen);
-      audienceFromListener(http.handler.auth, listener, http.handler.path);
-      const stopWatching = watch ? await watchCatalog((catalog) => handler.core.setCatalog(watched(catalog))) : noop;
-      // SIGINT/SIGTERM: stop accepting, let calls in flight finish within the grace period, close the streams.
-      await new Promise<void>((resolve) => {
-        const stop = async () => {
-          unwire();
-          const closed = listener.close();
-          const deadline = Date.now() + SHUTDOWN_GRACE_MS;
-          while (handler.pending > 0 && Date.now() < deadline) await new Promise((wait) => setTimeout(wait, 20));
-          handler.close();
-          await Promise.race([closed, new Promise((wait) => setTimeout(wait, 500))]);
-          await listener.close({ force: true });
-          resolve();
-        };
-        const unwire = onStopSignals(() => void stop());
-        const url = listenerUrl(listener, http.handler.path);
-        log(`serving ${url}`, { url });
-        setTimeout(() => dog.start(), 50); // off the start-up path
-      });
-      dog.stop();
-      stopWatching();
       await tracer?.flush(); // what is pending goes out, 2 s at most
       exitSoon();
       return 0;
@@ -14122,6 +14333,58 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
     pluginLines?.restore(); // first: what it saved are the guard's stand-ins
     redirected.restore();
   }
+}
+
+// Skills (SEP-2640): --skills DIR2, else DIR/skills when there is one (`dir`: none for serve FILE).
+async function skillsRootOf(given: string | undefined, dir: string | undefined): Promise<string | undefined> {
+  if (given !== undefined && (await (await files()).kind(given)) !== "directory") {
+    throw new UsageError(`Cannot serve skills from "${given}": no such directory`);
+  }
+  if (given !== undefined || dir === undefined) return given;
+  const inside = joinPath(dir, "skills");
+  return (await (await files()).kind(inside)) === "directory" ? inside : undefined;
+}
+
+// serve --http: the handler on its listener until SIGINT/SIGTERM, then calls in flight get the grace period, the
+// streams are closed and the listener with them.
+async function serveHttp({ http, serverOptions, maxLineBytes, io, trace, watched, watching, dog, log }: {
+  http: NonNullable<ReturnType<typeof httpServeOptions>>;
+  serverOptions: ServerOptions;
+  maxLineBytes: number;
+  io: CliIo;
+  trace: boolean;
+  watched: (catalog: Catalog) => Catalog;
+  watching: ((apply: (catalog: Catalog) => void) => Promise<() => void>) | undefined;
+  dog: { start(): void; stop(): void };
+  log: (line: string, fields?: Record<string, unknown>) => void;
+}): Promise<void> {
+  const handler = createHandler({
+    ...serverOptions,
+    ...http.handler,
+    maxBodyBytes: maxLineBytes,
+    onTrace: trace ? (line) => void io.stderr.write(line + "\n") : undefined,
+  });
+  const listener = await listenFor(handler, http.listen);
+  audienceFromListener(http.handler.auth, listener, http.handler.path);
+  const stopWatching = watching ? await watching((catalog) => handler.core.setCatalog(watched(catalog))) : noop;
+  await new Promise<void>((resolve) => {
+    const stop = async () => {
+      unwire();
+      const closed = listener.close();
+      const deadline = Date.now() + SHUTDOWN_GRACE_MS;
+      while (handler.pending > 0 && Date.now() < deadline) await new Promise((wait) => setTimeout(wait, 20));
+      handler.close();
+      await Promise.race([closed, new Promise((wait) => setTimeout(wait, 500))]);
+      await listener.close({ force: true });
+      resolve();
+    };
+    const unwire = onStopSignals(() => void stop());
+    const url = listenerUrl(listener, http.handler.path);
+    log(`serving ${url}`, { url });
+    setTimeout(() => dog.start(), 50); // off the start-up path
+  });
+  dog.stop();
+  stopWatching();
 }
 
 // "3 tools, 1 resource, 2 prompts": what a catalog serves, for people.
@@ -14289,7 +14552,6 @@ Options:
   --retries N              retry start-up failures N times (a refused connection too), backing off
                            from ${RETRY_BASE_MS} ms (and a call the server died under, if the tool is idempotentHint)
   --max-line-bytes N       longest message accepted from the server (default ${DEFAULT_CLIENT_MAX_LINE_BYTES})
-  -o, --output FILE        call, read: write the binary result or contents to FILE
 
 What the server may ask of the client (declared to it only when given):
   --root DIR               a root directory (repeatable): answers roots/list
@@ -14326,8 +14588,8 @@ const HELP_CALL = `Usage: mcp.ts call <server> <tool> [ARGS] [options]
 Connects to the server (or starts it), calls one tool, prints the result, stops it.
 ARGS: a JSON object ('{"a":1}'), - (JSON from stdin), @file.json, or key=value pairs
 typed by the tool's inputSchema (zip=007 stays "007" when zip is a string). Default {}.
-In pairs, key=@FILE takes FILE's text as the value, key:=JSON a JSON value as it is
-(tags:='["a","b"]', limit:=5).
+In pairs, key=@FILE takes FILE's text as the value (key=@@x is the text "@x"), key:=JSON a
+JSON value as it is (tags:='["a","b"]', limit:=5).
 Prints each text item on its own line; structured content (when there is no text, and
 unless it only repeats an image) and other content as one JSON line each; on a terminal,
 images and audio as one summary line ([image image/png, 26.7 KB]). --json prints the whole
@@ -14338,7 +14600,8 @@ the 2025-11-25 experimental tasks) is followed to its end: polled, its questions
 a call's, printed as a call's result. On a terminal stderr shows "task ID: STATUS: message";
 -v prints each change. A failed or cancelled task is exit 3; Ctrl-C and --max-time cancel it.
 --detach (an HTTP server only) prints the task's id and exits 0 at once; follow it later
-with mcp.ts task <server> result ID.
+with mcp.ts task <server> result ID. A 2025-11-25 task may belong to the session that made it
+(a warning says so): only a server that binds tasks to an OAuth subject finds it again.
 ${CLIENT_OPTIONS_HELP}`;
 
 const HELP_SKILLS = `Usage: mcp.ts skills <server> [--json] [options]
@@ -14469,15 +14732,26 @@ const CLIENT_FLAGS = {
   retries: { type: "string" },
   protocol: { type: "string" },
   "max-line-bytes": { type: "string" },
-  concurrency: { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+// Each client command takes the flags above and its own: any other is a usage error naming it.
+const CALL_FLAGS = {
+  ...CLIENT_FLAGS,
   output: { type: "string", short: "o" },
   meta: { type: "string" },
   detach: { type: "boolean" },
+} as const;
+const READ_FLAGS = { ...CLIENT_FLAGS, output: { type: "string", short: "o" } } as const;
+const BATCH_FLAGS = { ...CLIENT_FLAGS, concurrency: { type: "string" } } as const;
+const SKILL_FLAGS = {
+  ...CLIENT_FLAGS,
   out: { type: "string" },
   force: { type: "boolean" },
   "max-bytes": { type: "string" },
-  help: { type: "boolean", short: "h" },
 } as const;
+// Every flag of a client command: where a server command line left unquoted ends.
+const ANY_CLIENT_FLAG: FlagSpecs = { ...CALL_FLAGS, ...BATCH_FLAGS, ...SKILL_FLAGS };
 
 // ARGS of `call` as given, checked before anything is spawned: a JSON object, or key=value pairs typed later by
 // the schema (`json`: the key:=<json> ones, taken as they are).
@@ -14534,6 +14808,8 @@ async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
       } catch (error) {
         throw new UsageError(`Cannot read ${word}: the value after := is not JSON (${errorMessage(error)})`);
       }
+    } else if (word.startsWith("@@", equals + 1)) {
+      pairs.push(word.slice(0, equals + 1) + word.slice(equals + 2)); // key=@@x: the text "@x" (mcporter's escape)
     } else if (word[equals + 1] === "@" && word.length > equals + 2) {
       // key=@file: the file's text as the value (typed by the schema as any other).
       const file = word.slice(equals + 2);
@@ -14865,16 +15141,17 @@ function progressReporter(io: CliIo, verbose: boolean) {
   let lastTask = ""; // the task's state last shown
   // io.stderr is the command's one writer: the server's text in these lines is made visible there on a terminal.
   const control = (text: string) => void (io.stderr.control ? io.stderr.control(text) : io.stderr.write(text));
+  // The line is ours, drawn in one write with its erase (two writes could be split by stdout's): the server's text in
+  // it is made visible here.
   const draw = (line: string) => {
-    shown = line.slice(0, 200);
-    control("\r\x1b[K");
-    io.stderr.write(shown);
+    shown = visible(line.slice(0, 200));
+    control("\r\x1b[K" + shown);
   };
   // Runs `write` above the progress line: the line is cleared first and drawn again after.
   const above = (write: () => void) => {
     if (shown) control("\r\x1b[K");
     write();
-    if (shown) io.stderr.write(shown);
+    if (shown) control(shown);
   };
   return {
     update(params: JsonObject): void {
@@ -14909,51 +15186,37 @@ function progressReporter(io: CliIo, verbose: boolean) {
       if (shown) control("\r\x1b[K");
       shown = "";
     },
+    /** Clears the line and waits until stderr has taken it, before a result goes to stdout (another stream). */
+    async settle(): Promise<void> {
+      const drawn = shown !== "";
+      this.clear();
+      if (drawn) await io.stderr.drained?.();
+    },
   };
 }
 
 /**
  * Some servers list a tool only to clients that can answer its questions (server-everything's
- * trigger-sampling-request, get-roots-list). When a listing as such a client shows `name`, says
- * which options declare it. Asked only after a miss: it costs a second connection.
+ * trigger-sampling-request, get-roots-list). After a miss with no near name, says which options would declare
+ * what this client did not: from what is known already, never by starting the server again (one start per
+ * command). The server's instructions naming the tool make it a certainty.
  */
-async function hiddenToolHint(
-  target: string,
-  options: ConnectOptions,
-  name: string,
-  initialized: JsonObject,
-): Promise<string> {
+function hiddenToolHint(options: ConnectOptions, name: string, initialized: JsonObject, near: boolean): string {
   const offered = options.capabilities ?? {};
   const missing = ["sampling", "roots", "elicitation"].filter((capability) => !isObject(offered[capability]));
-  if (missing.length === 0) return "";
+  const instructions = typeof initialized.instructions === "string" ? initialized.instructions : "";
+  const named = instructions.includes(name);
+  if (missing.length === 0 || (near && !named)) return "";
   const flags: Record<string, string> = {
     sampling: "--sample-command CMD",
     roots: "--root DIR",
     elicitation: "--elicit",
   };
-  const instructions = typeof initialized.instructions === "string" ? initialized.instructions : "";
-  let listed = false;
-  const probe = await connect(target, {
-    ...options,
-    capabilities: { ...offered, ...Object.fromEntries(missing.map((capability) => [capability, {}])) },
-    onRequest: () => {
-      throw new RpcError(ErrorCode.MethodNotFound, "only listing");
-    },
-    onLog: undefined,
-    onTrace: undefined,
-    onMessage: undefined,
-    onStderr: undefined,
-  }).catch(() => undefined);
-  try {
-    listed = (await probe?.listTools().catch(() => []) ?? []).some((tool) => tool.name === name);
-  } finally {
-    await probe?.close();
-  }
-  if (!listed && !instructions.includes(name)) return "";
   const tries = missing.map((capability) => flags[capability]);
-  return ` (it is listed only to clients that can answer the server's questions: try ${
-    tries.length > 1 ? `${tries.slice(0, -1).join(", ")} or ${tries.at(-1)}` : tries[0]
-  })`;
+  const choices = tries.length > 1 ? `${tries.slice(0, -1).join(", ")} or ${tries.at(-1)}` : tries[0];
+  return named
+    ? ` (it is listed only to clients that can answer the server's questions: try ${choices})`
+    : ` (a server may list a tool only to clients that can answer its questions: try ${choices})`;
 }
 
 // Ranks exit codes for batch: 3 > 2 > 1 > 0.
@@ -15016,7 +15279,7 @@ async function unquotedServerHint(command: string, args: string[]): Promise<stri
   }
   // The server command runs up to the first of our own long options.
   const end = args.findIndex((word, i) =>
-    i > 0 && word.startsWith("--") && word.slice(2).split("=")[0] in CLIENT_FLAGS
+    i > 0 && word.startsWith("--") && word.slice(2).split("=")[0] in ANY_CLIENT_FLAG
   );
   const words = end < 0 ? args : args.slice(0, end);
   let split = words.length;
@@ -15039,22 +15302,46 @@ async function withQuoteHint(command: string, args: string[], error: unknown): P
   return hint ? new UsageError(`the server command must be one argument: quote it, as in ${hint}`) : error;
 }
 
-async function runClient(
+/** What a client command's body is given: the session, the command's I/O (server text made safe), the progress
+ * line, and what most bodies need of the connection. */
+interface ClientRun {
+  client: McpClient;
+  /** stdout and stderr: visible on a terminal (or, with --json, JSON whose DEL and C1 are escaped). */
+  io: CliIo;
+  /** The same with JSON escapes: batch prints JSON whatever --json says. */
+  jsonIo: CliIo;
+  json: boolean;
+  progress: ReturnType<typeof progressReporter>;
+  options: ConnectOptions;
+  /** <server> as given, and the positionals after it. */
+  target: string;
+  rest: string[];
+  /** Lines cut to the terminal's width; asked only where it matters (on Bun it costs start-up time). */
+  fit(): RenderOptions;
+  /** Whether the server offers a capability. */
+  offers(capability: string): boolean;
+  /** A list the server does not offer is an empty list. */
+  listOrNone(capability: string, list: () => Promise<JsonObject[]>): Promise<JsonObject[]>;
+  /** Says (unless --json) that the server offers none of `what`. */
+  sayNone(what: string): void;
+}
+
+/**
+ * What every client command shares, once: its flags read into ConnectOptions (answers to the server's questions,
+ * OAuth, telemetry, the terminal-safe I/O), the connection, `body` with the session, and the end — a failure
+ * reported with the server's stderr, spans flushed while the server stops, the server stopped. `server`: where to
+ * connect when the command resolved it already (call --detach).
+ */
+async function withClient(
   command: string,
-  { values, positionals, args }: Parsed<typeof CLIENT_FLAGS>,
-  io: CliIo,
+  { values, positionals }: Parsed<typeof CLIENT_FLAGS>,
+  cliIo: CliIo,
+  body: (run: ClientRun) => Promise<number | void>,
+  server: string | ServerSpec = positionals[0],
 ): Promise<number> {
   const [target, ...rest] = positionals;
-  let callArgs: CallArgs | undefined;
-  try {
-    // Bad ARGS are a usage error before anything is spawned.
-    if (command === "call" || command === "prompt") callArgs = await readCallArgs(rest.slice(1), io);
-  } catch (error) {
-    throw await withQuoteHint(command, args, error);
-  }
   const verbose = values.verbose === true;
   const json = values.json === true;
-  const output = values.output;
   const { env, headers } = connectionFlags(values);
   const protocol = values.protocol;
   const versions = [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS] as string[];
@@ -15063,41 +15350,21 @@ async function runClient(
       `--protocol takes auto, legacy or a version mcp.ts speaks (${versions.join(", ")}), got "${protocol}"`,
     );
   }
-  const answers = await clientAnswers(values, io);
-  const oauth = await oauthOptions(command, target, values, io);
-  if (output !== undefined && command !== "call" && command !== "read") {
-    throw new UsageError(`-o/--output goes with call and read, not ${command}`);
-  }
-  const concurrency = positiveInteger("--concurrency", values.concurrency, 1);
-  const name = rest[0];
-  const requestParams = command === "request" ? jsonObjectArg(rest[1] ?? "{}", `the params of ${name}`) : undefined;
-  const meta = values.meta === undefined ? undefined : jsonObjectArg(values.meta, "--meta");
-  if (meta && command !== "call") throw new UsageError(`--meta goes with call, not ${command}`);
-  const detach = values.detach === true;
-  if (detach && command !== "call") throw new UsageError(`--detach goes with call, not ${command}`);
-  const taskAction = command === "task" ? rest[0] : undefined;
-  if (taskAction !== undefined && !["get", "result", "wait", "cancel"].includes(taskAction)) {
-    throw new UsageError(`task takes get, result or cancel, got "${taskAction}" (see: mcp.ts help task)`);
-  }
-  // A detached task lives on the server: one a stdio server would take with it when the command ends.
-  const server = detach
-    ? await resolveServer(target, { config: values.config, env: { ...sys.env(), ...env } })
-    : target;
-  if (detach && !isHttpSpec(server as ServerSpec)) {
-    throw new UsageError(
-      "--detach needs an HTTP server (a URL, or a config entry with a url): a stdio server's task ends with the command",
-    );
-  }
-
+  const answers = await clientAnswers(values, cliIo);
+  const oauth = await oauthOptions(command, target, values, cliIo);
   const interrupt = new AbortController();
-  const onSigint = () => interrupt.abort(new InterruptedError());
-  const stopSigint = sys.onSignal("SIGINT", onSigint);
-  const progress = progressReporter(io, verbose);
+  const stopSigint = sys.onSignal("SIGINT", () => interrupt.abort(new InterruptedError()));
+  const progress = progressReporter(cliIo, verbose);
   // What the server sent reaches a terminal only as visible text; --json stays exact.
   // (--json and batch print JSON: on a terminal its DEL and C1 characters are \u escapes, the same value.)
-  const stopStepMs = io.stopStepMs;
-  const raw = { stdin: io.stdin, stdout: terminalSafe(io.stdout, true), stderr: terminalSafe(io.stderr, true) };
-  io = json ? raw : { stdin: io.stdin, stdout: terminalSafe(io.stdout), stderr: terminalSafe(io.stderr) };
+  const jsonIo = {
+    stdin: cliIo.stdin,
+    stdout: terminalSafe(cliIo.stdout, true),
+    stderr: terminalSafe(cliIo.stderr, true),
+  };
+  const io = json
+    ? jsonIo
+    : { stdin: cliIo.stdin, stdout: terminalSafe(cliIo.stdout), stderr: terminalSafe(cliIo.stderr) };
   const recorder = values.record === undefined ? undefined : await openRecording(values.record, target);
   // Telemetry (OTEL_*): each request a CLIENT span, a CI job's TRACEPARENT their parent.
   const processEnv = sys.env();
@@ -15109,6 +15376,7 @@ async function runClient(
     cwd: values.cwd,
     tracer,
     traceRoot,
+    traceCommand: traceRoot ? undefined : {},
     config: values.config,
     headers,
     oauth,
@@ -15119,15 +15387,11 @@ async function runClient(
     // Tools left out of a list matter where lists are shown.
     onWarning: command === "list" || verbose ? (message) => progress.note(`warning: ${message}`) : undefined,
     onMessage: recorder?.write,
-    stopStepMs,
+    stopStepMs: cliIo.stopStepMs,
     timeout: positiveInteger("--timeout", values.timeout, DEFAULT_REQUEST_TIMEOUT_MS),
     maxTime: positiveInteger("--max-time", values["max-time"], DEFAULT_MAX_TIME_MS),
     retries: positiveInteger("--retries", values.retries, 0, { allowZero: true }),
-    maxLineBytes: positiveInteger(
-      "--max-line-bytes",
-      values["max-line-bytes"],
-      DEFAULT_CLIENT_MAX_LINE_BYTES,
-    ),
+    maxLineBytes: positiveInteger("--max-line-bytes", values["max-line-bytes"], DEFAULT_CLIENT_MAX_LINE_BYTES),
     signal: interrupt.signal,
     onStderr: verbose ? (text) => progress.text(text) : undefined,
     onLog: verbose
@@ -15146,230 +15410,30 @@ async function runClient(
     client = await connect(server, options);
     const capabilities = isObject(client.initializeResult.capabilities) ? client.initializeResult.capabilities : {};
     const offers = (capability: string) => isObject(capabilities[capability]);
-    // A list the server does not offer is an empty list (and a line saying so).
-    const listOrNone = async (capability: string, list: () => Promise<JsonObject[]>) => {
-      if (!offers(capability)) return [];
-      return await list().catch((error) => {
-        if (error instanceof ServerError && error.code === ErrorCode.MethodNotFound) return [];
-        throw error;
-      });
-    };
-    const sayNone = (what: string) => {
-      if (!json) progress.note(`the server offers no ${what}`);
-    };
-    // Lines are cut to the terminal's width; asked only where it matters (on Bun it costs start-up time).
-    const fit = (): RenderOptions => io.stdout.isTTY ? { terminal: true, width: io.stdout.columns } : {};
-    switch (command) {
-      case "call": {
-        let args: JsonObject = callArgs!.kind === "object" ? callArgs!.value : {};
-        const retries = options.retries ?? 0;
-        // key=value follows the tool's schema (zip=007 stays a string when it is typed string),
-        // and --retries needs its annotations: only then is the tool list worth a round trip.
-        if (callArgs!.kind === "pairs" || retries > 0) {
-          const tools = await client.listTools();
-          const tool = tools.find((candidate) => candidate.name === name);
-          if (!tool) throw new NotFoundError("tool", name, tools.map((candidate) => String(candidate.name)));
-          if (callArgs!.kind === "pairs") {
-            args = { ...argsFromPairs(callArgs!.pairs, tool.inputSchema), ...callArgs!.json };
-          }
-        }
-        let result = await client.callTool(name, args, {
-          meta,
-          onProgress: (params) => progress.update(params),
-          retries,
-          onRetry: (error, attempt) =>
-            progress.note(`${errorMessage(error)}; calling idempotent "${name}" again (${attempt} of ${retries})`),
-          detach,
-          onTask: (task) => progress.task(task),
+    code = await body({
+      client,
+      io,
+      jsonIo,
+      json,
+      progress,
+      options,
+      target,
+      rest,
+      fit: () => io.stdout.isTTY ? { terminal: true, width: io.stdout.columns } : {},
+      offers,
+      listOrNone: async (capability, list) => {
+        if (!offers(capability)) return [];
+        return await list().catch((error) => {
+          if (error instanceof ServerError && error.code === ErrorCode.MethodNotFound) return [];
+          throw error;
         });
-        progress.clear();
-        const detached = detach ? createdTask(result) : undefined;
-        if (detached) {
-          io.stdout.write(json ? JSON.stringify(result) + "\n" : `${detached.taskId}\n`);
-          break;
-        }
-        if (detach) progress.note("the server answered at once: there is no task to detach");
-        if (output !== undefined) result = await writeBinaryItem(result, output);
-        if (json) {
-          io.stdout.write(JSON.stringify(result) + "\n");
-        } else {
-          const hasBinary = Array.isArray(result.content) && result.content.some((item) => binaryData(item));
-          const rendered = renderCallResult(result, { terminal: hasBinary && io.stdout.isTTY === true });
-          if (rendered.stdout) io.stdout.write(rendered.stdout);
-          if (rendered.stderr) io.stderr.write(rendered.stderr);
-        }
-        code = result.isError === true ? 1 : 0;
-        break;
-      }
-      case "list": {
-        const tools = await listOrNone("tools", () => client!.listTools());
-        if (name !== undefined) {
-          const tool = tools.find((candidate) => candidate.name === name);
-          if (!tool) throw new NotFoundError("tool", name, tools.map((candidate) => String(candidate.name)));
-          io.stdout.write(json ? JSON.stringify(tool) + "\n" : renderToolDetail(tool));
-          break;
-        }
-        if (tools.length === 0) sayNone("tools");
-        io.stdout.write(json ? JSON.stringify({ tools }) + "\n" : renderToolList(tools, fit()));
-        break;
-      }
-      case "login": {
-        const provider = client.auth;
-        if (!(provider instanceof OAuthProvider)) {
-          throw new UsageError(
-            `mcp.ts login is for HTTP servers; "${target}" is a command (stdio servers need no login)`,
-          );
-        }
-        // Authorized during the connection, or now: the first request the server refuses starts the flow.
-        if (!provider.authorized) await client.listTools().catch(noop);
-        const stored = credentialsPath();
-        logLine(
-          io.stderr,
-          provider.authorized
-            ? `logged in to ${client.spec.type === "stdio" ? target : (client.spec as HttpServerSpec).url}; ` +
-              `the token is kept in ${oauth.credentials ?? stored}`
-            : `${target} did not ask for authorization; nothing to log in to`,
-        );
-        break;
-      }
-      case "info": {
-        const era = { era: client.era, transport: client.transport };
-        io.stdout.write(
-          json
-            ? JSON.stringify({ ...client.initializeResult, ...era }) + "\n"
-            : renderInfo(client.initializeResult, era),
-        );
-        break;
-      }
-      case "ping": {
-        const ms = await client.ping();
-        io.stdout.write(json ? JSON.stringify({ ms }) + "\n" : `${ms.toFixed(1)} ms\n`);
-        break;
-      }
-      case "batch":
-        code = await runBatch(client, raw, concurrency, options.maxLineBytes!);
-        break;
-      case "resources": {
-        const [resources, templates] = await Promise.all([
-          listOrNone("resources", () => client!.listResources()),
-          listOrNone("resources", () => client!.listResourceTemplates()),
-        ]);
-        if (resources.length + templates.length === 0) sayNone("resources");
-        io.stdout.write(
-          json
-            ? JSON.stringify({ resources, resourceTemplates: templates }) + "\n"
-            : renderResourceList(resources, templates, fit()),
-        );
-        break;
-      }
-      case "read": {
-        if (!offers("resources")) throw new UsageError(`Cannot read ${name}: the server offers no resources`);
-        const result = await client.readResource(name);
-        if (json) {
-          io.stdout.write(JSON.stringify(result) + "\n");
-          break;
-        }
-        const parts = renderResourceContents(result);
-        if (output !== undefined) {
-          await writeFileBytes(output, parts);
-          break;
-        }
-        const blobs = (result.contents as unknown[]).filter((item) => isObject(item) && typeof item.blob === "string");
-        if (blobs.length > 0 && io.stdout.isTTY) {
-          const what = blobs.map((item) =>
-            summarizeBinary({ type: "resource", resource: item }, (item as JsonObject).blob as string)
-          );
-          throw new UsageError(
-            `Cannot print binary contents ${what.join(", ")} to a terminal: write them to a file with -o FILE, ` +
-              `or print them as base64 with --json`,
-          );
-        }
-        for (const part of parts) io.stdout.write(part);
-        break;
-      }
-      case "task":
-        code = await runTask(client, taskAction!, rest[1], { json, io, progress });
-        break;
-      case "skills": {
-        const skills = await skillsOf(client);
-        if (json) io.stdout.write(JSON.stringify(skills) + "\n");
-        else io.stdout.write(renderSkillList(skills, fit()));
-        break;
-      }
-      case "skill": {
-        const entry = await findSkill(client, name);
-        if (values.out !== undefined) {
-          const maxBytes = positiveInteger("--max-bytes", values["max-bytes"], DEFAULT_SKILL_OUT_MAX_BYTES);
-          await writeSkill(
-            client,
-            entry,
-            values.out,
-            { force: values.force === true, maxBytes },
-            (line) => progress.note(line),
-          );
-          break;
-        }
-        const root = String(entry.uri).replace(/\/SKILL\.md$/, "");
-        const uri = rest[1] === undefined
-          ? String(entry.uri)
-          : `${root}/${rest[1].split("/").map(encodeURIComponent).join("/")}`;
-        if (entry.resources === "dynamic" && uri !== entry.uri) {
-          throw new UsageError(`${entry.uri} is a dynamic skill: it lists no files, so only its SKILL.md can be read`);
-        }
-        if (Array.isArray(entry.resources) && !entry.resources.some((item) => isObject(item) && item.uri === uri)) {
-          const files = entry.resources.map((item) => isObject(item) ? String(item.uri).slice(root.length + 1) : "");
-          throw new UsageError(`${entry.uri} lists no ${rest[1]}; its files: ${files.join(", ")}`);
-        }
-        const { bytes, verified } = await client.readSkillFile(entry, uri);
-        if (!verified) progress.note(`${uri} is unverified (dynamic skill)`);
-        let text: string | undefined;
-        try {
-          text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-        } catch {
-          if (io.stdout.isTTY) {
-            throw new UsageError(`Cannot print ${uri} (${bytes.length} bytes of binary) to a terminal: use --out DIR`);
-          }
-        }
-        io.stdout.write(text ?? bytes);
-        break;
-      }
-      case "request": {
-        const result = await client.request(name, requestParams!, { onProgress: (params) => progress.update(params) });
-        progress.clear();
-        io.stdout.write(JSON.stringify(result) + "\n");
-        break;
-      }
-      case "prompts": {
-        const prompts = await listOrNone("prompts", () => client!.listPrompts());
-        if (prompts.length === 0) sayNone("prompts");
-        io.stdout.write(json ? JSON.stringify({ prompts }) + "\n" : renderPromptList(prompts, fit()));
-        break;
-      }
-      case "prompt": {
-        if (!offers("prompts")) throw new UsageError(`Cannot get prompt "${name}": the server offers no prompts`);
-        // Prompt arguments are strings, whatever they look like.
-        const args = callArgs!.kind === "pairs"
-          ? { ...Object.fromEntries(callArgs!.pairs.map(splitPair)), ...callArgs!.json }
-          : callArgs!.value;
-        const bad = Object.entries(args).find(([, value]) => typeof value !== "string");
-        if (bad) throw new UsageError(`Cannot use prompt argument ${bad[0]}: prompt arguments are strings`);
-        // Its arguments are known from the list: a missing one is our mistake, said before asking.
-        const prompts = await client.listPrompts();
-        const prompt = prompts.find((candidate) => candidate.name === name);
-        if (!prompt) throw new NotFoundError("prompt", name, prompts.map((candidate) => String(candidate.name)));
-        throwIfMissingArguments(prompt, args);
-        const result = await client.getPrompt(name, args as Record<string, string>);
-        io.stdout.write(json ? JSON.stringify(result) + "\n" : renderPromptMessages(result));
-        break;
-      }
-    }
+      },
+      sayNone: (what) => void (json || progress.note(`the server offers no ${what}`)),
+    }) ?? 0;
   } catch (error) {
     progress.clear();
     // After shutdown, so the tail holds what the server said while it was stopped.
     await client?.close();
-    if (error instanceof NotFoundError && error.why === undefined && command === "call" && client) {
-      error.message += await hiddenToolHint(target, options, name, client.initializeResult);
-    }
     const stderr = error instanceof ServerError ? client?.stderr ?? error.stderr : "";
     code = reportFailure(io, error, json, exitCodeOf(error) === 3 && !verbose ? stderr : "");
   } finally {
@@ -15388,6 +15452,234 @@ async function runClient(
     );
   }
   return code;
+}
+
+/** ARGS of call and prompt, read before anything is spawned: bad ones are a usage error (maybe an unquoted server). */
+async function callArgsOf(command: string, { positionals, args }: Parsed<typeof CLIENT_FLAGS>, io: CliIo) {
+  try {
+    return await readCallArgs(positionals.slice(2), io);
+  } catch (error) {
+    throw await withQuoteHint(command, args, error);
+  }
+}
+
+/** `call <server> <tool> [ARGS]`. */
+async function runCall(input: Parsed<typeof CALL_FLAGS>, io: CliIo): Promise<number> {
+  const { values, positionals } = input;
+  const callArgs = await callArgsOf("call", input, io);
+  const meta = values.meta === undefined ? undefined : jsonObjectArg(values.meta, "--meta");
+  const detach = values.detach === true;
+  const output = values.output;
+  let server: string | ServerSpec = positionals[0];
+  if (detach) {
+    // A detached task lives on the server: one a stdio server would take with it when the command ends.
+    server = await resolveServer(server, {
+      config: values.config,
+      env: { ...sys.env(), ...connectionFlags(values).env },
+    });
+    if (!isHttpSpec(server)) {
+      throw new UsageError(
+        "--detach needs an HTTP server (a URL, or a config entry with a url): a stdio server's task ends with the command",
+      );
+    }
+  }
+  return await withClient("call", input, io, async ({ client, io, json, progress, options, rest }) => {
+    const name = rest[0];
+    let args: JsonObject = callArgs.kind === "object" ? callArgs.value : {};
+    const retries = options.retries ?? 0;
+    try {
+      // key=value follows the tool's schema (zip=007 stays a string when it is typed string),
+      // and --retries needs its annotations: only then is the tool list worth a round trip.
+      if (callArgs.kind === "pairs" || retries > 0) {
+        const tools = await client.listTools();
+        const tool = tools.find((candidate) => candidate.name === name);
+        if (!tool) throw new NotFoundError("tool", name, tools.map((candidate) => String(candidate.name)));
+        if (callArgs.kind === "pairs") args = { ...argsFromPairs(callArgs.pairs, tool.inputSchema), ...callArgs.json };
+      }
+      let result = await client.callTool(name, args, {
+        meta,
+        onProgress: (params) => progress.update(params),
+        retries,
+        onRetry: (error, attempt) =>
+          progress.note(`${errorMessage(error)}; calling idempotent "${name}" again (${attempt} of ${retries})`),
+        detach,
+        onTask: (task) => progress.task(task),
+      });
+      await progress.settle();
+      const detached = detach ? createdTask(result) : undefined;
+      if (detached) {
+        io.stdout.write(json ? JSON.stringify(result) + "\n" : `${detached.taskId}\n`);
+        if (client.era !== "modern") {
+          // 2025-11-25 tasks: a server may keep one only in the session that made it, which ends now.
+          progress.note(
+            "warning: a 2025-11-25 task may be its session's alone (mcp.ts serve keeps it so without a token " +
+              "subject, server-everything always): a later command may not find it",
+          );
+        }
+        return 0;
+      }
+      if (detach) progress.note("the server answered at once: there is no task to detach");
+      if (output !== undefined) result = await writeBinaryItem(result, output);
+      if (json) {
+        io.stdout.write(JSON.stringify(result) + "\n");
+      } else {
+        const hasBinary = Array.isArray(result.content) && result.content.some((item) => binaryData(item));
+        const rendered = renderCallResult(result, { terminal: hasBinary && io.stdout.isTTY === true });
+        if (rendered.stdout) io.stdout.write(rendered.stdout);
+        if (rendered.stderr) toolErrorText(io.stderr, rendered.stderr);
+      }
+      return result.isError === true ? 1 : 0;
+    } catch (error) {
+      if (error instanceof NotFoundError && error.why === undefined) {
+        error.message += hiddenToolHint(options, name, client.initializeResult, error.suggestions.length > 0);
+      }
+      throw error;
+    }
+  }, server);
+}
+
+/** `list <server> [TOOL]`. */
+function runList(input: Parsed<typeof CLIENT_FLAGS>, io: CliIo): Promise<number> {
+  return withClient("list", input, io, async ({ client, io, json, rest: [name], listOrNone, sayNone, fit }) => {
+    const tools = await listOrNone("tools", () => client.listTools());
+    if (name !== undefined) {
+      const tool = tools.find((candidate) => candidate.name === name);
+      if (!tool) throw new NotFoundError("tool", name, tools.map((candidate) => String(candidate.name)));
+      io.stdout.write(json ? JSON.stringify(tool) + "\n" : renderToolDetail(tool));
+      return;
+    }
+    if (tools.length === 0) sayNone("tools");
+    io.stdout.write(json ? JSON.stringify({ tools }) + "\n" : renderToolList(tools, fit()));
+  });
+}
+
+/** `login <server>`: a session whose first refused request starts the OAuth flow. */
+function runLogin(input: Parsed<typeof CLIENT_FLAGS>, io: CliIo): Promise<number> {
+  return withClient("login", input, io, async ({ client, io, options, target }) => {
+    const provider = client.auth;
+    if (!(provider instanceof OAuthProvider)) {
+      throw new UsageError(`mcp.ts login is for HTTP servers; "${target}" is a command (stdio servers need no login)`);
+    }
+    // Authorized during the connection, or now: the first request the server refuses starts the flow.
+    if (!provider.authorized) await client.listTools().catch(noop);
+    logLine(
+      io.stderr,
+      provider.authorized
+        ? `logged in to ${client.spec.type === "stdio" ? target : (client.spec as HttpServerSpec).url}; ` +
+          `the token is kept in ${options.oauth?.credentials ?? credentialsPath()}`
+        : `${target} did not ask for authorization; nothing to log in to`,
+    );
+  });
+}
+
+/** `info <server>`. */
+function runInfo(input: Parsed<typeof CLIENT_FLAGS>, io: CliIo): Promise<number> {
+  return withClient("info", input, io, ({ client, io, json }) => {
+    const era = { era: client.era, transport: client.transport };
+    io.stdout.write(
+      json ? JSON.stringify({ ...client.initializeResult, ...era }) + "\n" : renderInfo(client.initializeResult, era),
+    );
+    return Promise.resolve(0);
+  });
+}
+
+/** `ping <server>`. */
+function runPing(input: Parsed<typeof CLIENT_FLAGS>, io: CliIo): Promise<number> {
+  return withClient("ping", input, io, async ({ client, io, json }) => {
+    const ms = await client.ping();
+    io.stdout.write(json ? JSON.stringify({ ms }) + "\n" : `${ms.toFixed(1)} ms\n`);
+  });
+}
+
+/** `batch <server>`: NDJSON in, NDJSON out. */
+function runBatch(input: Parsed<typeof BATCH_FLAGS>, io: CliIo): Promise<number> {
+  const concurrency = positiveInteger("--concurrency", input.values.concurrency, 1);
+  return withClient(
+    "batch",
+    input,
+    io,
+    ({ client, jsonIo, options }) => batchCalls(client, jsonIo, concurrency, options.maxLineBytes!),
+  );
+}
+
+/** `resources <server>`. */
+function runResources(input: Parsed<typeof CLIENT_FLAGS>, io: CliIo): Promise<number> {
+  return withClient("resources", input, io, async ({ client, io, json, listOrNone, sayNone, fit }) => {
+    const [resources, templates] = await Promise.all([
+      listOrNone("resources", () => client.listResources()),
+      listOrNone("resources", () => client.listResourceTemplates()),
+    ]);
+    if (resources.length + templates.length === 0) sayNone("resources");
+    io.stdout.write(
+      json
+        ? JSON.stringify({ resources, resourceTemplates: templates }) + "\n"
+        : renderResourceList(resources, templates, fit()),
+    );
+  });
+}
+
+/** `read <server> <uri>`. */
+function runRead(input: Parsed<typeof READ_FLAGS>, io: CliIo): Promise<number> {
+  const output = input.values.output;
+  return withClient("read", input, io, async ({ client, io, json, offers, rest: [uri] }) => {
+    if (!offers("resources")) throw new UsageError(`Cannot read ${uri}: the server offers no resources`);
+    const result = await client.readResource(uri);
+    if (json) return void io.stdout.write(JSON.stringify(result) + "\n");
+    const parts = renderResourceContents(result);
+    if (output !== undefined) return void await writeFileBytes(output, parts);
+    const blobs = (result.contents as unknown[]).filter((item) => isObject(item) && typeof item.blob === "string");
+    if (blobs.length > 0 && io.stdout.isTTY) {
+      const what = blobs.map((item) =>
+        summarizeBinary({ type: "resource", resource: item }, (item as JsonObject).blob as string)
+      );
+      throw new UsageError(
+        `Cannot print binary contents ${what.join(", ")} to a terminal: write them to a file with -o FILE, ` +
+          `or print them as base64 with --json`,
+      );
+    }
+    for (const part of parts) io.stdout.write(part);
+  });
+}
+
+/** `request <server> <method> [JSON]`. */
+function runRequest(input: Parsed<typeof CLIENT_FLAGS>, io: CliIo): Promise<number> {
+  const [, method, params] = input.positionals;
+  const requestParams = jsonObjectArg(params ?? "{}", `the params of ${method}`);
+  return withClient("request", input, io, async ({ client, io, progress }) => {
+    const result = await client.request(method, requestParams, { onProgress: (update) => progress.update(update) });
+    await progress.settle();
+    io.stdout.write(JSON.stringify(result) + "\n");
+  });
+}
+
+/** `prompts <server>`. */
+function runPrompts(input: Parsed<typeof CLIENT_FLAGS>, io: CliIo): Promise<number> {
+  return withClient("prompts", input, io, async ({ client, io, json, listOrNone, sayNone, fit }) => {
+    const prompts = await listOrNone("prompts", () => client.listPrompts());
+    if (prompts.length === 0) sayNone("prompts");
+    io.stdout.write(json ? JSON.stringify({ prompts }) + "\n" : renderPromptList(prompts, fit()));
+  });
+}
+
+/** `prompt <server> <name> [ARGS]`. */
+async function runPrompt(input: Parsed<typeof CLIENT_FLAGS>, io: CliIo): Promise<number> {
+  const callArgs = await callArgsOf("prompt", input, io);
+  return await withClient("prompt", input, io, async ({ client, io, json, offers, rest: [name] }) => {
+    if (!offers("prompts")) throw new UsageError(`Cannot get prompt "${name}": the server offers no prompts`);
+    // Prompt arguments are strings, whatever they look like.
+    const args = callArgs.kind === "pairs"
+      ? { ...Object.fromEntries(callArgs.pairs.map(splitPair)), ...callArgs.json }
+      : callArgs.value;
+    const bad = Object.entries(args).find(([, value]) => typeof value !== "string");
+    if (bad) throw new UsageError(`Cannot use prompt argument ${bad[0]}: prompt arguments are strings`);
+    // Its arguments are known from the list: a missing one is our mistake, said before asking.
+    const prompts = await client.listPrompts();
+    const prompt = prompts.find((candidate) => candidate.name === name);
+    if (!prompt) throw new NotFoundError("prompt", name, prompts.map((candidate) => String(candidate.name)));
+    throwIfMissingArguments(prompt, args);
+    const result = await client.getPrompt(name, args as Record<string, string>);
+    io.stdout.write(json ? JSON.stringify(result) + "\n" : renderPromptMessages(result));
+  });
 }
 
 // `call -o FILE`: writes the result's one binary item to FILE and returns the result without it.
@@ -15433,7 +15725,7 @@ async function* inputLines(stream: Readable, maxBytes: number): AsyncGenerator<s
 }
 
 /** `batch`: one stdin line per call, one stdout line per input line, in input order. */
-async function runBatch(client: McpClient, io: CliIo, concurrency: number, maxLineBytes: number): Promise<number> {
+async function batchCalls(client: McpClient, io: CliIo, concurrency: number, maxLineBytes: number): Promise<number> {
   let worst = 0;
   const outputs: (string | undefined)[] = [];
   let nextToPrint = 0;
@@ -15627,8 +15919,66 @@ async function writeSkill(
   note(`wrote ${items.length} file(s) of ${entry.uri} to ${target}`);
 }
 
+/** `task <server> get|result|cancel ID`. */
+function runTask(input: Parsed<typeof CLIENT_FLAGS>, io: CliIo): Promise<number> {
+  const [, action, taskId] = input.positionals;
+  if (!["get", "result", "wait", "cancel"].includes(action)) {
+    throw new UsageError(`task takes get, result or cancel, got "${action}" (see: mcp.ts help task)`);
+  }
+  return withClient(
+    "task",
+    input,
+    io,
+    ({ client, io, json, progress }) => taskCommand(client, action, taskId, { json, io, progress }),
+  );
+}
+
+/** `skills <server>`. */
+function runSkills(input: Parsed<typeof CLIENT_FLAGS>, io: CliIo): Promise<number> {
+  return withClient("skills", input, io, async ({ client, io, json, fit }) => {
+    const skills = await skillsOf(client);
+    io.stdout.write(json ? JSON.stringify(skills) + "\n" : renderSkillList(skills, fit()));
+  });
+}
+
+/** `skill <server> NAME|URI [FILE] [--out DIR]`. */
+function runSkill(input: Parsed<typeof SKILL_FLAGS>, io: CliIo): Promise<number> {
+  const { values } = input;
+  const maxBytes = positiveInteger("--max-bytes", values["max-bytes"], DEFAULT_SKILL_OUT_MAX_BYTES);
+  if ((values.force !== undefined || values["max-bytes"] !== undefined) && values.out === undefined) {
+    throw new UsageError("--force and --max-bytes go with --out DIR");
+  }
+  return withClient("skill", input, io, async ({ client, io, progress, rest: [wanted, file] }) => {
+    const entry = await findSkill(client, wanted);
+    if (values.out !== undefined) {
+      const note = (line: string) => progress.note(line);
+      return void await writeSkill(client, entry, values.out, { force: values.force === true, maxBytes }, note);
+    }
+    const root = String(entry.uri).replace(/\/SKILL\.md$/, "");
+    const uri = file === undefined ? String(entry.uri) : `${root}/${file.split("/").map(encodeURIComponent).join("/")}`;
+    if (entry.resources === "dynamic" && uri !== entry.uri) {
+      throw new UsageError(`${entry.uri} is a dynamic skill: it lists no files, so only its SKILL.md can be read`);
+    }
+    if (Array.isArray(entry.resources) && !entry.resources.some((item) => isObject(item) && item.uri === uri)) {
+      const files = entry.resources.map((item) => isObject(item) ? String(item.uri).slice(root.length + 1) : "");
+      throw new UsageError(`${entry.uri} lists no ${file}; its files: ${files.join(", ")}`);
+    }
+    const { bytes, verified } = await client.readSkillFile(entry, uri);
+    if (!verified) progress.note(`${uri} is unverified (dynamic skill)`);
+    let text: string | undefined;
+    try {
+      text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    } catch {
+      if (io.stdout.isTTY) {
+        throw new UsageError(`Cannot print ${uri} (${bytes.length} bytes of binary) to a terminal: use --out DIR`);
+      }
+    }
+    io.stdout.write(text ?? bytes);
+  });
+}
+
 // `task <server> get|result|cancel ID`: an unknown id (-32602) is a usage error, exit 2.
-async function runTask(
+async function taskCommand(
   client: McpClient,
   action: string,
   taskId: string,
@@ -15647,12 +15997,12 @@ async function runTask(
         return 0;
     }
     const result = await client.tasks.result(taskId, { onTask: (task) => progress.task(task) });
-    progress.clear();
+    await progress.settle();
     if (json) io.stdout.write(JSON.stringify(result) + "\n");
     else {
       const rendered = renderCallResult(result, {});
       if (rendered.stdout) io.stdout.write(rendered.stdout);
-      if (rendered.stderr) io.stderr.write(rendered.stderr);
+      if (rendered.stderr) toolErrorText(io.stderr, rendered.stderr);
     }
     return result.isError === true ? 1 : 0;
   } catch (error) {
@@ -15849,7 +16199,12 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
   const log = (line: string, fields?: Record<string, unknown>) => logLine(io.stderr, line, fields);
   // Without --http the metrics flags are still checked: --metrics-token alone is a mistake on every transport.
   const http = values.http === undefined ? void metricsOptions(values, env) : httpServeOptions(values, env);
-  const tracer = commandTelemetry(env, log, values.name);
+  let tracer = commandTelemetry(env, log, values.name);
+  if (http?.handler.metrics) {
+    // /metrics shows the upstream calls too: the gateway's clients record their durations where it serves them from.
+    tracer ??= new Telemetry({}, {}, log);
+    tracer.metrics ??= new Metrics(metricsResource(values.name ?? "mcp.ts"));
+  }
   const jsonLog = "entry" in io.stderr ? io.stderr as JsonLogSink : undefined;
   // From now until every upstream is stopped, a signal asks for an orderly stop: it must not kill us half-way.
   let stopped!: () => void;
@@ -15884,7 +16239,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     listChanged: true,
     tracer,
     serviceName: values.name ?? "mcp.ts",
-    accessLog: jsonLog && ((msg, fields) => jsonLog.entry("info", msg, fields)),
+    accessLog: jsonLog && accessLine(jsonLog),
     ...gateway.serverHooks(),
   };
   try {
@@ -16001,7 +16356,7 @@ async function runProxy({ values, positionals }: Parsed<typeof PROXY_FLAGS>, io:
     tracer,
     telemetry: false, // the command's own, read above: none when it is off
     measure,
-    accessLog: jsonLog && ((msg, fields) => jsonLog.entry("info", msg, fields)),
+    accessLog: jsonLog && accessLine(jsonLog),
   }, downstream);
   const unwire = onStopSignals(() => handle.stop());
   const code = await handle.done;
@@ -16243,33 +16598,35 @@ function command<const S extends FlagSpecs>(entry: {
 }
 
 // A client command: `<server>` first, then `args` more at least and at most.
-const clientCommand = (name: string, help: string, least: number, most: number) =>
-  command({
-    help,
-    flags: CLIENT_FLAGS,
-    args: [1 + least, 1 + most],
-    server: true,
-    run: (input, io) => runClient(name, input, io),
-  });
+// A client command: <server> and `least` to `most` words after it, its flags, its runner (withClient inside).
+function clientCommand<const S extends FlagSpecs>(
+  help: string,
+  flags: S,
+  least: number,
+  most: number,
+  run: (input: Parsed<S & typeof HELP_FLAG>, io: CliIo) => Promise<number>,
+): Command {
+  return command({ help, flags, args: [1 + least, 1 + most], server: true, run });
+}
 
 /** The commands, in the order `mcp.ts help` lists them; `run` looks a command up here. */
 const COMMANDS: Record<string, Command> = {
   serve: command({ help: HELP_SERVE, flags: SERVE_FLAGS, args: [0, 1], run: runServe }),
-  call: clientCommand("call", HELP_CALL, 1, Infinity),
-  list: clientCommand("list", HELP_LIST, 0, 1),
-  info: clientCommand("info", HELP_INFO, 0, 0),
-  ping: clientCommand("ping", HELP_PING, 0, 0),
-  batch: clientCommand("batch", HELP_BATCH, 0, 0),
-  resources: clientCommand("resources", HELP_RESOURCES, 0, 0),
-  read: clientCommand("read", HELP_READ, 1, 1),
-  prompts: clientCommand("prompts", HELP_PROMPTS, 0, 0),
-  prompt: clientCommand("prompt", HELP_PROMPT, 1, Infinity),
-  request: clientCommand("request", HELP_REQUEST, 1, 2),
-  task: clientCommand("task", HELP_TASK, 2, 2),
-  skills: clientCommand("skills", HELP_SKILLS, 0, 0),
-  skill: clientCommand("skill", HELP_SKILL, 1, 2),
+  call: clientCommand(HELP_CALL, CALL_FLAGS, 1, Infinity, runCall),
+  list: clientCommand(HELP_LIST, CLIENT_FLAGS, 0, 1, runList),
+  info: clientCommand(HELP_INFO, CLIENT_FLAGS, 0, 0, runInfo),
+  ping: clientCommand(HELP_PING, CLIENT_FLAGS, 0, 0, runPing),
+  batch: clientCommand(HELP_BATCH, BATCH_FLAGS, 0, 0, runBatch),
+  resources: clientCommand(HELP_RESOURCES, CLIENT_FLAGS, 0, 0, runResources),
+  read: clientCommand(HELP_READ, READ_FLAGS, 1, 1, runRead),
+  prompts: clientCommand(HELP_PROMPTS, CLIENT_FLAGS, 0, 0, runPrompts),
+  prompt: clientCommand(HELP_PROMPT, CLIENT_FLAGS, 1, Infinity, runPrompt),
+  request: clientCommand(HELP_REQUEST, CLIENT_FLAGS, 1, 2, runRequest),
+  task: clientCommand(HELP_TASK, CLIENT_FLAGS, 2, 2, runTask),
+  skills: clientCommand(HELP_SKILLS, CLIENT_FLAGS, 0, 0, runSkills),
+  skill: clientCommand(HELP_SKILL, SKILL_FLAGS, 1, 2, runSkill),
   servers: command({ help: HELP_SERVERS, flags: SERVERS_FLAGS, args: [0, 0], run: runServers }),
-  login: clientCommand("login", HELP_LOGIN, 0, 0),
+  login: clientCommand(HELP_LOGIN, CLIENT_FLAGS, 0, 0, runLogin),
   logout: command({ help: HELP_LOGOUT, flags: LOGOUT_FLAGS, args: [0, 1], run: runLogout }),
   gateway: command({ help: HELP_GATEWAY, flags: GATEWAY_FLAGS, args: [0, Infinity], run: runGateway }),
   proxy: command({ help: HELP_PROXY, flags: PROXY_FLAGS, args: [1, 1], server: true, run: runProxy }),

@@ -57,6 +57,7 @@ import {
   Metrics,
   NotFoundError,
   parseYamlSubset,
+  randomWord,
   redact,
   renderCallResult,
   renderInfo,
@@ -69,6 +70,7 @@ import {
   skillFrontmatter,
   splitCommand,
   SseReader,
+  Telemetry,
   telemetryFromEnv,
   TimeoutError,
   toCallToolResult,
@@ -100,9 +102,12 @@ function nodeStrippedCopy(): string | undefined {
   if ("Deno" in globalThis || process.versions.bun) return undefined;
   const strip = (nodeModule as { stripTypeScriptTypes?: (code: string) => string }).stripTypeScriptTypes;
   if (!strip) return undefined;
-  const copy = HERE + ".mcp-node-test.mjs";
+  // A folder of this run's own: two Node suites at once in one checkout (CI and a person) must not remove each
+  // other's copy when the first ends. mcp.ts imports only node: modules, so the copy runs from anywhere.
+  const folder = mkdtempSync(join(tmpdir(), "mcp-node-test-"));
+  const copy = join(folder, "mcp.mjs");
   writeFileSync(copy, strip(readFileSync(MCP_SOURCE, "utf8")));
-  process.once("exit", () => rmSync(copy, { force: true }));
+  process.once("exit", () => rmSync(folder, { recursive: true, force: true }));
   return copy;
 }
 // The runtime running the tests runs the server too.
@@ -238,6 +243,40 @@ function text(result: Message): string {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Resolves once `done()` holds, checked on each chunk `child` prints and at its end; fails after `ms`. */
+function whenPrinted(child: ChildProcess, done: () => boolean, what: string, ms = 15_000): Promise<void> {
+  return within(
+    new Promise<void>((resolve, reject) => {
+      const check = () => done() && (off(), resolve());
+      const ended = () => (off(), done() ? resolve() : reject(new Error(`${what}: the process ended first`)));
+      const off = () => {
+        child.stdout?.off("data", check);
+        child.stderr?.off("data", check);
+        child.off("close", ended);
+      };
+      child.stdout?.on("data", check);
+      child.stderr?.on("data", check);
+      child.on("close", ended);
+      check();
+    }),
+    what,
+    ms,
+  );
+}
+
+/** `promise`, or a failure naming `what` after `ms`: a deadline for a failure only (its timer cleared either way). */
+async function within<T>(promise: Promise<T>, what: string, ms = 15_000): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: nothing in ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 // Peak resident memory of a process, in bytes (Linux).
 function peakRss(pid: number): number {
@@ -501,6 +540,35 @@ async function runInProcess(
   return { code, stdout: stdout.text, stderr: stderr.text, pid: process.pid };
 }
 
+/**
+ * Runs `main(argv)` in process, noting when each piece of stderr came: `at(pattern)` is when the text first matched
+ * (--trace prints each frame as it goes), `ended` when main returned. For timing a step of a run, not its start.
+ */
+async function runTimed(args: string[], options: { stopStepMs?: number } = {}) {
+  const stdout = sink(false);
+  const stderr = sink(false);
+  const writes: { at: number; length: number }[] = [];
+  const write = stderr.write;
+  stderr.write = (chunk, callback) => {
+    const written = write(chunk, callback);
+    writes.push({ at: Date.now(), length: stderr.text.length });
+    return written;
+  };
+  const code = await main(args, {
+    stdin: new PassThrough().end("") as unknown as never,
+    stdout,
+    stderr,
+    stopStepMs: options.stopStepMs,
+  });
+  const ended = Date.now();
+  const at = (pattern: RegExp): number => {
+    const match = pattern.exec(stderr.text);
+    assert.ok(match, `${pattern} in ${stderr.text}`);
+    return writes.find((write) => write.length >= match.index + match[0].length)!.at;
+  };
+  return { code, stdout: stdout.text, stderr: stderr.text, pid: process.pid, ended, at };
+}
+
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -534,6 +602,8 @@ interface FakeHttp {
   /** Every request the fake received on its MCP endpoint (and other paths), in order. */
   log(): Promise<{ method: string; path: string; headers: Record<string, string>; body: Message; time: number }[]>;
   stderr(): string;
+  /** Resolves once `done` holds of its stderr, checked as it prints. */
+  untilStderr(done: (stderr: string) => boolean, what: string): Promise<void>;
   close(): void;
 }
 
@@ -558,6 +628,7 @@ async function fakeHttp(mode: string, env: Record<string, string> = {}): Promise
     url,
     log: async () => await (await fetch(url.replace(/\/mcp$/, "/_log"))).json(),
     stderr: () => stderr,
+    untilStderr: (done, what) => whenPrinted(child, () => done(stderr), what),
     close: () => void child.kill("SIGTERM"),
   };
 }
@@ -581,18 +652,23 @@ async function withFakeHttp(mode: string, body: (fake: FakeHttp) => Promise<void
   }
 }
 
-/** Whether a process has ended (a zombie waiting for init to reap it counts as ended), waiting up to `ms`. */
-async function isGone(pid: number, ms = 1_000): Promise<boolean> {
-  for (let i = 0; i < ms / 50; i++) {
+/**
+ * Whether a process has ended (a zombie waiting for init to reap it counts as ended), waiting up to `ms`: a
+ * deadline for a failure only (a busy machine may take seconds to end a process), never the time the test checks.
+ */
+async function isGone(pid: number, ms = 15_000): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
     if (!isAlive(pid)) return true;
     try {
       if (/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"))) return true;
     } catch {
       // no /proc here: wait and ask again
     }
+    if (Date.now() > deadline) return false;
+    // Polled: a process that is not our child (a grandchild, a tool's process group) has no exit event to await.
     await sleep(50);
   }
-  return false;
 }
 
 // --- Helpers: 10e. and 13. OAuth: the protected server and the client that logs in ---------------
@@ -609,6 +685,8 @@ interface Started {
   close(): void;
   /** Resolves once its stdout and stderr so far match `pattern` (its text then). */
   printed(pattern: RegExp): Promise<string>;
+  /** Resolves on its next output (or its exit), or after `ms`. */
+  next(ms: number): Promise<void>;
   /** How it ended. */
   exited: Promise<{ code: number | null; signal: string | null }>;
 }
@@ -620,7 +698,12 @@ async function startListening(args: string[], pattern: RegExp, env: Record<strin
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
-  let heard = () => {};
+  let waiters: (() => void)[] = [];
+  const heard = () => {
+    const woken = waiters;
+    waiters = [];
+    for (const wake of woken) wake();
+  };
   const take = (text: string) => {
     output += text;
     heard();
@@ -636,16 +719,22 @@ async function startListening(args: string[], pattern: RegExp, env: Record<strin
   const printed = async (wanted: RegExp) => {
     while (!wanted.test(output)) {
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${args.join(" ")} exited: ${output}`);
-      await new Promise<void>((resolve) => heard = resolve);
+      await new Promise<void>((resolve) => waiters.push(resolve));
     }
     return output;
   };
+  const next = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      waiters.push(() => (clearTimeout(timer), resolve()));
+    });
   const url = pattern.exec(await printed(pattern))![1];
   return {
     url,
     log: async () => await (await fetch(new URL("/_log", url))).json(),
     close: () => void child.kill("SIGTERM"),
     printed,
+    next,
     exited,
   };
 }
@@ -681,19 +770,50 @@ const BROWSER = [...RUNTIME, HERE + "testdata/browser.ts"].map(quote).join(" ");
  * after initialize, or (`modern`) as a 2026-07-28 request with the envelope and `meta` added to it.
  */
 function inProcess(options: ConstructorParameters<typeof McpServer>[0], era: "legacy" | "modern" = "legacy") {
-  const sent: Message[] = [];
-  const server = new McpServer(options, (line) => sent.push(JSON.parse(line)));
+  const { sent, record, until } = recorder();
+  const server = new McpServer(options, record);
   let nextId = 0;
   const answer = (id: unknown) => sent.find((m) => m.id === id && !("method" in m));
   const ask = async (method: string, params: unknown = {}, meta: Message = {}) => {
     const id = era === "modern" ? ++nextId : `q${++nextId}`;
     const sentParams = era === "modern" ? modern(params as Message, meta) : params;
     server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params: sentParams }));
-    for (let i = 0; i < 200 && !answer(id); i++) await sleep(5);
-    return answer(id)!;
+    return await until(() => answer(id), `the answer to ${method}`);
   };
   if (era === "legacy") server.receive(JSON.stringify(INIT));
-  return { server, sent, ask };
+  return { server, sent, ask, until };
+}
+
+/**
+ * What an in-process peer sends (`record` is its send callback), and `until`: waits for `found` to return a value,
+ * checked again on each message sent (or `wake()`), not polled; fails after `ms` (a deadline for a failure only).
+ */
+function recorder() {
+  const sent: Message[] = [];
+  let waiters: (() => void)[] = [];
+  const wake = () => {
+    const woken = waiters;
+    waiters = [];
+    for (const resolve of woken) resolve();
+  };
+  const record = (line: string) => {
+    sent.push(JSON.parse(line));
+    wake();
+  };
+  const until = async <T>(found: () => T | undefined | null | false, what: string, ms = 15_000): Promise<T> => {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const value = found();
+      if (value) return value;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out waiting for ${what}; sent: ${JSON.stringify(sent).slice(-500)}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        waiters.push(() => (clearTimeout(timer), resolve()));
+      });
+    }
+  };
+  return { sent, record, until, wake };
 }
 
 /** The 2026-07-28 envelope for a request's params. */
@@ -753,6 +873,18 @@ describe("0. The file's map", () => {
     assert.deepEqual(uses, [], "runtime uses above the line (mark a deliberate one // layering-ok: <why>)");
   });
 
+  test("between Runtime and the CLI, a runtime's API is used only where a comment says why (layering-ok)", () => {
+    const source = readFileSync(MCP_SOURCE, "utf8");
+    const from = source.search(/^\/\/ === \d+\. Plugins /m);
+    const lines = source.slice(from, source.search(/^\/\/ === \d+\. CLI /m)).split("\n");
+    const runtime = /\b(process|Deno|Bun|deno|bun|proc)\b(?=\s*[.(])|\bimport\s*\(\s*"node:/;
+    const unmarked = lines.filter((line, i) =>
+      !/^\s*(\/\/|\*|\/\*)/.test(line) && runtime.test(line.replace(/\/\/ .*$/, "")) &&
+      !line.includes("// layering-ok:") && !lines[i - 1]?.includes("// layering-ok:")
+    );
+    assert.deepEqual(unmarked.map((line) => line.trim()), [], "move it into Runtime, or say why it is here");
+  });
+
   test("the test file's describe blocks name sections of mcp.ts, in the file's order", () => {
     const banners = new Map(
       [...readFileSync(MCP_SOURCE, "utf8").matchAll(/^\/\/ (?:===|---) (\d+[a-z]?)\. (.+?)(?: =+| ---)?$/gm)]
@@ -775,9 +907,11 @@ describe("0. The file's map", () => {
     }
   });
 
-  test("every export is named in the README or marked @internal in the comment right above it", () => {
+  test("every export is named in the README's code or marked @internal in the comment right above it", () => {
     const source = readFileSync(MCP_SOURCE, "utf8");
-    const readme = readFileSync(HERE + "README.md", "utf8");
+    // Its code blocks and code spans: a word of its prose ("Protected Resource Metadata") names no export.
+    const readme = [...readFileSync(HERE + "README.md", "utf8").matchAll(/```[\s\S]*?```|`[^`\n]+`/g)]
+      .map(([code]) => code).join("\n");
     const unmeant: string[] = [];
     for (const match of source.matchAll(/^export (?:async )?(?:function|class|const|interface|type) (\w+)/gm)) {
       const name = match[1];
@@ -789,13 +923,48 @@ describe("0. The file's map", () => {
     assert.deepEqual(unmeant, []);
   });
 
-  test("no stretch of the file between two banners is longer than 700 lines", () => {
-    const lines = readFileSync(MCP_SOURCE, "utf8").split("\n");
-    const at = lines.flatMap((line, i) => /^\/\/ (===|---) \d+[a-z]?\. /.test(line) ? [i] : []);
-    at.push(lines.length);
-    for (let i = 1; i < at.length; i++) {
-      assert.ok(at[i] - at[i - 1] <= 700, `${at[i] - at[i - 1]} lines after "${lines[at[i - 1]]}"`);
+  test("no function takes six positional parameters or more (a record says what each is)", () => {
+    const source = readFileSync(MCP_SOURCE, "utf8");
+    const found: string[] = [];
+    const head =
+      /^\s*(?:export )?(?:async )?(?:function\*? ([\w$]+)\s*(?:<[^>]*>)?\(|(?:static |async |get |set )*(#?[\w$]+)\s*(?:<[^>]*>)?\(|const ([\w$]+) = (?:async )?\()/gm;
+    for (const match of source.matchAll(head)) {
+      const name = match[1] ?? match[2] ?? match[3];
+      if (["if", "for", "while", "switch", "catch", "return", "function"].includes(name)) continue;
+      let depth = 0;
+      let commas = 0;
+      let last = "";
+      let at = match.index + match[0].length;
+      for (; at < source.length; at++) {
+        const c = source[at];
+        const before = source[at - 1];
+        // Brackets, and a generic's <…> (not an arrow's =>): commas inside them separate no parameters.
+        if ("([{".includes(c) || (c === "<" && /[\w$]/.test(before))) depth++;
+        else if (")]}".includes(c) || (c === ">" && before !== "=" && depth > 0)) {
+          if (depth === 0) break;
+          depth--;
+        } else if (c === "," && depth === 0) commas++;
+        if (!/\s/.test(c)) last = c;
+      }
+      if (last === "" || !/^\s*[:{=]/.test(source.slice(at + 1, at + 3))) continue; // no parameters, or a call
+      const count = commas + (last === "," ? 0 : 1);
+      if (count >= 6) found.push(`${source.slice(0, match.index).split("\n").length}: ${name} (${count})`);
     }
+    assert.deepEqual(found, []);
+  });
+
+  test("no function or method is longer than 200 lines (a unit a reader can hold)", () => {
+    const lines = readFileSync(MCP_SOURCE, "utf8").split("\n");
+    const long: string[] = [];
+    const head = /^( {0,2})(?:export )?(?:async )?(?:function\*? [\w$]+|(?:get |set |static |async )?#?[\w$]+\s*)\(/;
+    lines.forEach((line, i) => {
+      const match = head.exec(line);
+      if (!match || /^\s*(if|for|while|switch|return|catch|else)\b/.test(line) || !/[({]$/.test(line.trimEnd())) return;
+      const indent = match[1];
+      const end = lines.findIndex((other, j) => j > i && other.startsWith(indent + "}") && /^\}[);,]?$/.test(other.slice(indent.length)));
+      if (end - i + 1 > 200) long.push(`${i + 1}: ${line.trim().slice(0, 60)} (${end - i + 1} lines)`);
+    });
+    assert.deepEqual(long, []);
   });
 });
 
@@ -908,9 +1077,14 @@ describe("0. Safety rules, each held for the whole file", () => {
       search: for (const character of characters) {
         for (const end of ["\u0001", "\n!"]) {
           const input = character.repeat(100_000) + end;
-          const started = performance.now();
-          regex.exec(input);
-          const ms = performance.now() - started;
+          const timed = () => {
+            const started = performance.now();
+            regex.exec(input);
+            return performance.now() - started;
+          };
+          // A busy machine may stop a run for a while, not three in a row: only a regex slow three times counts.
+          let ms = timed();
+          for (let again = 0; again < 2 && ms > boundMs; again++) ms = Math.min(ms, timed());
           if (ms > boundMs) {
             slow.push(`line ${line}: /${pattern}/${flags} took ${Math.round(ms)} ms on ${JSON.stringify(character)}`);
             break search;
@@ -951,14 +1125,13 @@ describe("0. Safety rules, each held for the whole file", () => {
     }
   });
 
-  test("one outbound fetch: fetch( is called only inside fetchSameOrigin", () => {
+  test("one outbound fetch: the global fetch is named only inside fetchSameOrigin", () => {
     const allowed = functionText(source, "async function fetchSameOrigin(");
-    const elsewhere = source.replace(allowed, "").split("\n").flatMap((line, i) =>
-      // A call of the global (not a method, not a declaration of one, not in a comment).
-      /(?<![\w.#$])fetch\s*\((?!\w+: )/.test(line.replace(/\/\/.*$/, "")) || /globalThis\.fetch\b/.test(line)
-        ? [`${i + 1}: ${line.trim()}`]
-        : []
-    );
+    const elsewhere = source.replace(allowed, "").split("\n").flatMap((line, i) => {
+      const code = /^\s*(\*|\/\*\*|\/\/)/.test(line) ? "" : line.replace(/\/\/.*$/, "").replace(/typeof fetch\b/g, "");
+      // The global by name: called, passed or aliased (a property or method named fetch is another thing).
+      return /(?<![\w.#$])fetch\b(?!\?:|: |\(\w+: )/.test(code) ? [`${i + 1}: ${line.trim()}`] : [];
+    });
     assert.deepEqual(elsewhere, [], "route it through fetchSameOrigin");
   });
 
@@ -1053,19 +1226,21 @@ describe("3. Framing", () => {
 
   test("FrameReader work stays linear on a long line in small chunks", () => {
     const chunk = new Uint8Array(64 * 1024).fill(0x61);
+    // CPU time, not wall time: a busy machine takes the CPU away from a long run more often than from a short one.
     const timeFor = (count: number) => {
       const reader = new FrameReader({ message: () => {}, oversize: () => {} }, 64 * 1024 * 1024);
-      const start = performance.now();
+      const start = process.cpuUsage();
       for (let i = 0; i < count; i++) reader.push(chunk);
       reader.push(new Uint8Array([NEWLINE_BYTE]));
-      return performance.now() - start;
+      const used = process.cpuUsage(start);
+      return (used.user + used.system) / 1000;
     };
     timeFor(16); // warm up
-    // The best of three: a busy machine stops a run now and then, never all three (quadratic work is 64x, not 8x).
-    const best = (count: number) => Math.min(timeFor(count), timeFor(count), timeFor(count));
-    const small = best(64);
-    const large = best(512); // 8x the bytes
-    assert.ok(large < small * 8 * 4 + 50, `512 chunks took ${large} ms, 64 took ${small} ms`);
+    // The best of five of each: a collection of garbage or a busy neighbour slows a run now and then, not all five.
+    const best = (count: number) => Math.min(...Array.from({ length: 5 }, () => timeFor(count)));
+    const small = best(32);
+    const large = best(512); // 16x the bytes: linear work is 16x, quadratic 256x
+    assert.ok(large < small * 16 * 4 + 50, `512 chunks took ${large} ms of CPU, 32 took ${small} ms`);
   });
 
   test("FrameWriter sends everything queued in one turn as one write", async () => {
@@ -1184,6 +1359,8 @@ describe("4. JSON-RPC peer", () => {
   test("serve answers 200 concurrent calls once each, out of order when they finish out of order", async () => {
     await withServer(["testdata/tools"], async (server) => {
       await server.initialize();
+      // The first call waits 2 s, far longer than a busy machine takes to start the other 199 (then 198 ms down).
+      const waitOf = (i: number) => i === 0 ? 2_000 : 200 - i;
       const batch: unknown[] = [];
       for (let i = 0; i < 200; i++) {
         batch.push({
@@ -1192,17 +1369,18 @@ describe("4. JSON-RPC peer", () => {
           method: "tools/call",
           params: i % 2
             ? { name: "echo", arguments: { text: `echo ${i}` } }
-            : { name: "slow", arguments: { steps: 1, ms: 200 - i } },
+            : { name: "slow", arguments: { steps: 1, ms: waitOf(i) } },
         });
       }
       server.send(...batch);
       await server.until(() => server.messages.filter((m) => typeof m.id === "number").length >= 200, "200 answers");
-      await sleep(100);
+      // A ping after them all: a second answer to any call would come before the ping's.
+      await server.request("after", "ping");
       const answers = server.messages.filter((m) => typeof m.id === "number");
       assert.equal(answers.length, 200);
       assert.equal(new Set(answers.map((m) => m.id)).size, 200);
       for (const answer of answers) {
-        assert.equal(text(answer.result), answer.id % 2 ? `echo ${answer.id}` : `waited 1 x ${200 - answer.id} ms`);
+        assert.equal(text(answer.result), answer.id % 2 ? `echo ${answer.id}` : `waited 1 x ${waitOf(answer.id)} ms`);
       }
       const order = answers.map((m) => m.id);
       assert.ok(order.indexOf(198) < order.indexOf(0), "the shortest wait finished before the longest");
@@ -1433,16 +1611,17 @@ describe("7. MCP server", () => {
   test("notifications/cancelled aborts ctx.signal and the call gets no response", async () => {
     await withServer(["testdata/tools"], async (server) => {
       await server.initialize();
-      server.call("c", "slow", { steps: 1, ms: 5000 });
-      await sleep(100);
+      server.call("c", "slow", { steps: 1, ms: 60_000 });
+      // The ping's answer says the server has read the call (it reads in order).
+      assert.deepEqual((await server.request("p0", "ping")).result, {});
       server.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "c", reason: "user" } });
       assert.deepEqual((await server.request("p", "ping")).result, {});
-      await sleep(300);
-      assert.ok(!server.messages.some((m) => m.id === "c"), "a cancelled call is not answered");
-      // The server is not waiting for the cancelled call: EOF ends it at once.
+      // The server is not waiting for the cancelled call: EOF ends it at once (EOF waits for the calls in flight, and
+      // answers them: a call still running would keep it a minute, then be answered).
       const started = Date.now();
       assert.equal((await server.end()).code, 0);
-      assert.ok(Date.now() - started < 3000);
+      assert.ok(Date.now() - started < 20_000, `ended ${Date.now() - started} ms after EOF`);
+      assert.ok(!server.messages.some((m) => m.id === "c"), "a cancelled call is not answered");
     });
   });
 
@@ -1493,11 +1672,12 @@ describe("7. MCP server", () => {
     await withServer(["testdata/tools", "--timeout", "200"], async (server) => {
       await server.initialize();
       const started = Date.now();
-      server.call(1, "slow", { steps: 1, ms: 10_000 });
+      server.call(1, "slow", { steps: 1, ms: 60_000 });
       const { result } = await server.response(1);
       assert.equal(result.isError, true);
       assert.match(text(result), /timed out after 200 ms/);
-      assert.ok(Date.now() - started < 2000);
+      // Far under the minute the call would take, far over what even a busy machine adds to the 200 ms.
+      assert.ok(Date.now() - started < 20_000, `answered after ${Date.now() - started} ms`);
       assert.equal(server.messages.filter((m) => m.id === 1).length, 1);
     });
   });
@@ -1523,11 +1703,11 @@ describe("7. MCP server", () => {
         return got;
       },
     });
-    const sent: Message[] = [];
-    const bare = new McpServer({ tools: [tool] }, (line) => sent.push(JSON.parse(line)));
+    const { sent, record, until } = recorder();
+    const bare = new McpServer({ tools: [tool] }, record);
     bare.receive(JSON.stringify(INIT));
     bare.receive('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}');
-    await sleep(10);
+    await until(() => sent.find((m) => m.id === 2), "the call's answer");
     assert.deepEqual(refused.map((message) => /"(\w+)" capability/.exec(message)?.[1]), [
       "sampling",
       "elicitation",
@@ -1537,17 +1717,15 @@ describe("7. MCP server", () => {
     assert.deepEqual(sent.find((m) => m.id === 2)!.result.content, [{ type: "text", text: "[]" }]);
     refused.length = 0;
     sent.length = 0;
-    const withRoots = new McpServer({ tools: [tool] }, (line) => sent.push(JSON.parse(line)));
+    const withRoots = new McpServer({ tools: [tool] }, record);
     withRoots.receive(JSON.stringify({ ...INIT, params: { ...INIT.params, capabilities: { roots: {} } } }));
     withRoots.receive('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}');
-    await sleep(10);
+    const rootsRequest = await until(() => sent.find((m) => m.method === "roots/list"), "roots/list");
     assert.equal(refused.length, 2, "sampling and elicitation still refused");
-    const rootsRequest = sent.find((m) => m.method === "roots/list")!;
     withRoots.receive(
       JSON.stringify({ jsonrpc: "2.0", id: rootsRequest.id, result: { roots: [{ uri: "file:///x" }] } }),
     );
-    await sleep(10);
-    const answer = sent.find((m) => m.id === 2)!;
+    const answer = await until(() => sent.find((m) => m.id === 2), "the call's answer");
     assert.deepEqual(answer.result.content, [{ type: "text", text: '[[{"uri":"file:///x"}]]' }]);
   });
 });
@@ -1733,7 +1911,7 @@ describe("7. MCP server: the 2026-07-28 era", () => {
         JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: "sub" } }),
       );
       server.setTools([{ name: "c", run: () => "c" }]);
-      await sleep(10);
+      await sleep(10); // nothing to await: what is checked is that nothing comes, not even after a timer's turn
       assert.equal(sent.length, 2, "nothing after the cancel, not even a response");
     } finally {
       server.close();
@@ -1797,9 +1975,9 @@ describe("7. MCP server: the 2026-07-28 era", () => {
   });
 
   test("initialize pins the legacy era: an envelope after it is plain _meta", async () => {
-    const { server, sent, ask } = inProcess({ tools: [{ name: "hi", run: () => "hello" }] });
+    const { server, sent, ask, until } = inProcess({ tools: [{ name: "hi", run: () => "hello" }] });
     try {
-      await sleep(10);
+      await until(() => sent.find((m) => m.id === "init"), "initialize's answer");
       const pinged = await ask("ping", modern());
       assert.deepEqual(pinged.result, {});
       assert.ok(sent.every((m) => m.result?.resultType === undefined));
@@ -1981,31 +2159,42 @@ describe("7. MCP server: resources, prompts, completion", () => {
         return answer.content.text;
       },
     });
-    const sent: Message[] = [];
-    const server = new McpServer({ tools: [tool] }, (line) => sent.push(JSON.parse(line)));
+    const { sent, record, until } = recorder();
+    const server = new McpServer({ tools: [tool] }, record);
     server.receive(JSON.stringify({ ...INIT, params: { ...INIT.params, capabilities: { sampling: {} } } }));
     server.receive('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}');
-    await sleep(10);
-    const request = sent.find((m) => m.method === "sampling/createMessage")!;
+    const request = await until(() => sent.find((m) => m.method === "sampling/createMessage"), "the first question");
     server.receive(
       JSON.stringify({ jsonrpc: "2.0", id: request.id, result: { content: { type: "text", text: "sampled" } } }),
     );
-    await sleep(10);
-    assert.deepEqual(sent.find((m) => m.id === 1 && !m.method)!.result.content, [{ type: "text", text: "sampled" }]);
+    const first = await until(() => sent.find((m) => m.id === 1 && !m.method), "the first call's answer");
+    assert.deepEqual(first.result.content, [{ type: "text", text: "sampled" }]);
     server.receive('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask"}}');
-    await sleep(10);
-    server.receive('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}');
-    await sleep(10);
-    const second = sent.filter((m) => m.method === "sampling/createMessage")[1];
-    assert.ok(
-      sent.some((m) => m.method === "notifications/cancelled" && m.params.requestId === second.id),
-      "the sampling request was cancelled with the call",
+    const second = await until(
+      () => sent.filter((m) => m.method === "sampling/createMessage")[1],
+      "the second question",
     );
+    server.receive('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}');
+    await until(
+      () => sent.some((m) => m.method === "notifications/cancelled" && m.params.requestId === second.id),
+      "the sampling request cancelled with the call",
+    );
+    // A ping after the cancel: an answer to the cancelled call would come before the ping's.
+    server.receive('{"jsonrpc":"2.0","id":3,"method":"ping"}');
+    await until(() => sent.find((m) => m.id === 3), "the ping's answer");
     assert.ok(!sent.some((m) => m.id === 2 && !m.method));
   });
 });
 
 describe("7f. Tasks: calls that outlive their request", () => {
+  test("a task id never starts with - or _ (a command-line word), whatever the randomness gives", () => {
+    for (const byte of [0xfb, 0xff, 0xfe]) { // base64url: 0xfb… starts "-", 0xff… "_"
+      const word = randomWord(16, (array) => array.fill(byte));
+      assert.doesNotMatch(word, /^[-_]/, word);
+      assert.equal(word.length, 22);
+    }
+  });
+
   const TASKS = { extensions: { "io.modelcontextprotocol/tasks": {} } };
   /** The 2026-07-28 _meta of a client that declares the tasks extension (and can answer forms). */
   const declared = { "io.modelcontextprotocol/clientCapabilities": { elicitation: {}, ...TASKS } };
@@ -2015,13 +2204,17 @@ describe("7f. Tasks: calls that outlive their request", () => {
     const opened = new Promise((resolve) => open = resolve);
     return { open, opened };
   };
-  /** tasks/get until `done` says the task is there, or 2 s. */
+  /**
+   * tasks/get until `done` says the task is there, or 15 s (a deadline for a failure only). Polled, as a client
+   * follows a task: a task's status changes send nothing unless someone listens.
+   */
   const until = async (
     ask: (m: string, p?: unknown, meta?: Message) => Promise<Message>,
     taskId: string,
     done: (task: Message) => boolean,
   ) => {
-    for (let i = 0; i < 400; i++) {
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
       const task = (await ask("tasks/get", { taskId }, declared)).result;
       if (task && done(task)) return task;
       await sleep(5);
@@ -2031,6 +2224,7 @@ describe("7f. Tasks: calls that outlive their request", () => {
 
   test("a call becomes a task when run calls ctx.task() or outlives the grace; tasks/get follows it to its result", async () => {
     const release = gate();
+    let slow = gate();
     const tools = [
       {
         name: "render",
@@ -2049,7 +2243,7 @@ describe("7f. Tasks: calls that outlive their request", () => {
         execution: { taskSupport: "optional" as const, ttlMs: 60_000 },
         run: async (_: unknown, ctx: ToolContext) => {
           ctx.progress(1, 2); // before the task: its first statusMessage
-          await sleep(100);
+          await slow.opened;
           return "done";
         },
       },
@@ -2085,12 +2279,17 @@ describe("7f. Tasks: calls that outlive their request", () => {
         structuredContent: { pages: 3 },
       });
 
+      // Its run waits until the test lets it end: the answer while it waits is a task, made by the grace.
       const graced = (await ask("tools/call", { name: "slowish" }, declared)).result;
       assert.deepEqual([graced.resultType, graced.statusMessage, graced.ttlMs], ["task", "1/2", 60_000]);
+      slow.open();
       const ended = await until(ask, graced.taskId, (task) => task.status === "completed");
       assert.equal(ended.result.content[0].text, "done");
 
-      // A client without the extension: the same tools answer as plain calls.
+      // A client without the extension: the same tools answer as plain calls, even one that outlives the grace (its
+      // 200 ms timer is due after the 20 ms grace, and timers fire in the order they are due, however busy the machine).
+      slow = gate();
+      setTimeout(slow.open, 200);
       const undeclared = (await ask("tools/call", { name: "slowish" })).result;
       assert.deepEqual([undeclared.resultType, undeclared.content[0].text], ["complete", "done"]);
       release.open();
@@ -2233,6 +2432,7 @@ describe("7f. Tasks: calls that outlive their request", () => {
   test("tasks/cancel cancels at once and drops the late result; the TTL expires a task; --max-tasks bounds them", async () => {
     const aborted: string[] = [];
     let release = gate();
+    const returned = gate();
     const tools = [
       {
         name: "long",
@@ -2241,6 +2441,7 @@ describe("7f. Tasks: calls that outlive their request", () => {
           await ctx.task();
           ctx.signal.addEventListener("abort", () => aborted.push(String((ctx.signal.reason as Error).message)));
           await release.opened;
+          returned.open();
           return "late";
         },
       },
@@ -2254,7 +2455,7 @@ describe("7f. Tasks: calls that outlive their request", () => {
         },
       },
     ];
-    const { server, ask } = stateless({ tools, taskTtl: 300, maxTasks: 2 });
+    const { server, ask } = stateless({ tools, taskTtl: 60_000, maxTasks: 2 });
     try {
       const first = (await ask("tools/call", { name: "long" }, declared)).result;
       const cancelled = (await ask("tasks/cancel", { taskId: first.taskId }, declared)).result;
@@ -2263,7 +2464,8 @@ describe("7f. Tasks: calls that outlive their request", () => {
       assert.deepEqual(aborted, ["cancelled by the client"]);
       assert.equal((await ask("tasks/cancel", { taskId: first.taskId }, declared)).result.resultType, "complete");
       release.open(); // its run ends now: too late, dropped
-      await sleep(10);
+      await returned.opened;
+      await new Promise((resolve) => setImmediate(resolve)); // a turn: what the server does with the late result
       const dropped = (await ask("tasks/get", { taskId: first.taskId }, declared)).result;
       assert.deepEqual([dropped.status, "result" in dropped], ["cancelled", false]);
       release = gate();
@@ -2279,10 +2481,16 @@ describe("7f. Tasks: calls that outlive their request", () => {
       assert.deepEqual((await full).result.content, [{ type: "text", text: "late" }]);
       assert.equal((await ask("tasks/get", { taskId: first.taskId }, declared)).error.code, -32602, "made room");
 
-      // The TTL (300 ms from creation) ends them: unknown from then on.
-      await sleep(350);
-      for (const { taskId } of [second, third]) {
-        assert.equal((await ask("tasks/get", { taskId }, declared)).error.code, -32602);
+      // The TTL (a minute from creation) ends them: unknown from then on. The clock is moved, not waited for.
+      for (const { taskId } of [second, third]) await until(ask, taskId, (task) => task.status === "completed");
+      const realNow = Date.now;
+      Date.now = () => realNow() + 60_000;
+      try {
+        for (const { taskId } of [second, third]) {
+          assert.equal((await ask("tasks/get", { taskId }, declared)).error.code, -32602);
+        }
+      } finally {
+        Date.now = realNow;
       }
     } finally {
       server.close();
@@ -2301,7 +2509,7 @@ describe("7f. Tasks: calls that outlive their request", () => {
         return "ok";
       },
     };
-    const { server, sent, ask } = stateless({ tools: [tool], instanceId: "east-1" });
+    const { server, sent, ask, until: sentUntil } = stateless({ tools: [tool], instanceId: "east-1" });
     try {
       server.auth = { sub: "alice", scopes: [], claims: {} };
       const { taskId } = (await ask("tools/call", { name: "job" }, declared)).result;
@@ -2312,9 +2520,11 @@ describe("7f. Tasks: calls that outlive their request", () => {
       assert.equal(refused.error.code, -32021);
       server.auth = { sub: "alice", scopes: [], claims: {} };
       const listening = ask("subscriptions/listen", { notifications: { taskIds: [taskId, "unknown"] } }, declared);
-      const ack = () => sent.find((m) => m.method === "notifications/subscriptions/acknowledged");
-      for (let i = 0; i < 100 && !ack(); i++) await sleep(5);
-      assert.deepEqual(ack()!.params.notifications, { taskIds: [taskId] });
+      const ack = await sentUntil(
+        () => sent.find((m) => m.method === "notifications/subscriptions/acknowledged"),
+        "the acknowledgement",
+      );
+      assert.deepEqual(ack.params.notifications, { taskIds: [taskId] });
       release.open();
       const ended = await listening;
       assert.equal(ended.result.resultType, "complete");
@@ -2398,7 +2608,7 @@ describe("7f. Tasks: the 2025-11-25 experimental tasks, for a legacy client", ()
   });
 
   test("a client that declared tasks and sends `task` gets one: tasks/get, tasks/result, tasks/list, status notifications", async () => {
-    const sent: Message[] = [];
+    const { sent, record, until } = recorder();
     let release!: () => void;
     const released = new Promise<void>((resolve) => release = resolve);
     const tools = [
@@ -2414,11 +2624,13 @@ describe("7f. Tasks: the 2025-11-25 experimental tasks, for a legacy client", ()
       { name: "instant", execution: { taskSupport: "optional" as const }, run: () => "at once" },
       { name: "plain", run: () => "plain" },
     ];
-    const server = new McpServer({ tools }, (line) => sent.push(JSON.parse(line)));
-    const answer = async (id: unknown) => {
-      for (let i = 0; i < 400 && !sent.some((m) => m.id === id && !("method" in m)); i++) await sleep(5);
-      return sent.find((m) => m.id === id && !("method" in m))!;
-    };
+    const server = new McpServer({ tools }, record);
+    const answer = (id: unknown) => until(() => sent.find((m) => m.id === id && !("method" in m)), `answer ${id}`);
+    const status = (wanted: string) =>
+      until(
+        () => sent.find((m) => m.method === "notifications/tasks/status" && m.params.status === wanted),
+        `the task ${wanted}`,
+      );
     const ask = (id: string, method: string, params: Message = {}) => {
       server.receive(JSON.stringify({ jsonrpc: "2.0", id, method, params }));
       return answer(id);
@@ -2447,15 +2659,14 @@ describe("7f. Tasks: the 2025-11-25 experimental tasks, for a legacy client", ()
         "ttl",
       ]);
       // Its question is a request to the client, tagged with the task; the task is input_required meanwhile.
-      for (let i = 0; i < 100 && !sent.some((m) => m.method === "elicitation/create"); i++) await sleep(5);
-      const question = sent.find((m) => m.method === "elicitation/create")!;
+      const question = await until(() => sent.find((m) => m.method === "elicitation/create"), "the question");
       assert.deepEqual(question.params._meta["io.modelcontextprotocol/related-task"], { taskId });
+      await status("input_required");
       assert.equal((await ask("g1", "tasks/get", { taskId })).result.status, "input_required");
       const result = ask("r", "tasks/result", { taskId }); // waits for the end
       server.receive(JSON.stringify({ jsonrpc: "2.0", id: question.id, result: { action: "accept", content: {} } }));
-      for (let i = 0; i < 100 && (await ask(`g${i + 2}`, "tasks/get", { taskId })).result.status !== "working"; i++) {
-        await sleep(5);
-      }
+      await status("working");
+      assert.equal((await ask("g2", "tasks/get", { taskId })).result.status, "working");
       release();
       const ended = (await result).result;
       assert.equal(ended.content[0].text, "deployed (accept)");
@@ -2493,6 +2704,25 @@ describe("7f. Tasks: the 2025-11-25 experimental tasks, for a legacy client", ()
 });
 
 describe("7g. Skills: folders of instructions as skill:// resources", () => {
+  test("skills/list on mcp.ts's own server pages by --page-size", async () => {
+    const server = new ServerProcess([HERE + "testdata/conformance", "--page-size", "1"]);
+    const meta = {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientCapabilities": {},
+    };
+    try {
+      const first = (await server.request("p1", "skills/list", { _meta: meta })).result;
+      assert.equal(first.skills.length, 1, JSON.stringify(first));
+      assert.equal(typeof first.nextCursor, "string");
+      const second = (await server.request("p2", "skills/list", { cursor: first.nextCursor, _meta: meta })).result;
+      assert.equal(second.skills.length, 1);
+      assert.equal(second.nextCursor, undefined);
+      assert.notEqual(first.skills[0].uri, second.skills[0].uri);
+    } finally {
+      server.kill();
+    }
+  });
+
   test("the frontmatter's YAML subset reads as a YAML 1.2 parser reads it, and anything else names its line", () => {
     // Expected values: what the yaml package (2.9.1, the conformance suite's parser) gives for each text.
     const cases: [string, unknown][] = [
@@ -2523,6 +2753,18 @@ describe("7g. Skills: folders of instructions as skill:// resources", () => {
         { "key with spaces": "value", "quoted key": "v", dq: "w", "1": "one", true: "yes", "": "nothing" },
       ],
       ["date: 2024-01-01\nver: 1.2.3\nneg: -.5", { date: "2024-01-01", ver: "1.2.3", neg: -0.5 }],
+      // Scalars over several lines: plain ones folded, block scalars literal (|) or folded (>), chomped (- +).
+      ["description: Extract text and tables\n  from PDFs.", { description: "Extract text and tables from PDFs." }],
+      ["d: one\n  two\n\n  three\nnext: x", { d: "one two\nthree", next: "x" }],
+      ["a: 1\n  2", { a: "1 2" }],
+      ["list:\n  - item one\n    continued", { list: ["item one continued"] }],
+      ["d: >\n  folded line\n  and more\n\n  para two\ne: 1", { d: "folded line and more\npara two\n", e: 1 }],
+      ["d: |\n  literal\n    indented\n  end\ne: 1", { d: "literal\n  indented\nend\n", e: 1 }],
+      ["d: >-\n  strip\n  me\n", { d: "strip me" }],
+      ["d: |+\n  keep\n\n", { d: "keep\n\n" }],
+      ["d: |\n  a # not a comment\n\n  b\n", { d: "a # not a comment\n\nb\n" }],
+      ["d: >\n  a\n    more\n  b\n", { d: "a\n  more\nb\n" }],
+      ["d: >\n\n  lead blank\n", { d: "\nlead blank\n" }],
     ];
     // (as JSON: its mappings have no prototype)
     for (const [text, expected] of cases) {
@@ -2533,12 +2775,12 @@ describe("7g. Skills: folders of instructions as skill:// resources", () => {
       ["a: {b: 1}", /line 1: a flow mapping/],
       ["a: &x 1", /line 1: an anchor/],
       ["a: !!str 1", /line 1: a tag/],
-      ["a: |\n  x", /line 1: a block scalar/],
       ["a: 1\nb: b: c", /line 2: a mapping inside a value/],
       ["a: 1\na: 2", /line 2: the key "a" appears twice/],
       ["a: .inf", /line 1: \.inf has no JSON value/],
       ['a: "open', /line 1: a quoted scalar that does not end on its line/],
-      ["a: b\n  c", /line 2: unexpected indentation/],
+      ["a: b\n  c: d", /line 2: unexpected indentation/],
+      ["a: b # note\n  c", /line 2: unexpected indentation/],
       ["a:\n\tb: 1", /line 2: a tab in the indentation/],
     ];
     for (const [text, why] of refused) assert.throws(() => parseYamlSubset(text), why, text);
@@ -2568,10 +2810,11 @@ interface OtlpSpan {
 /** The fake collector: what it was sent, checked strictly (an `invalid` entry names a broken rule). */
 async function otlpReceiver(mode: "ok" | "503" | "hang" | "flaky" = "ok") {
   const started = await startListening([HERE + "testdata/fake_otlp_receiver.ts", mode], /listening (http:\S+)/);
+  // Whole lines only: a long export's line may be half printed yet.
   const entries = async () =>
-    (await started.printed(/listening/)).split("\n").filter((line) => line.startsWith("{")).map((line) =>
-      JSON.parse(line)
-    );
+    (await started.printed(/listening/)).split("\n").slice(0, -1).filter((line) => line.startsWith("{")).map((
+      line,
+    ) => JSON.parse(line));
   const spans = async (): Promise<OtlpSpan[]> =>
     (await entries()).filter((entry) => entry.body?.resourceSpans).flatMap((entry) =>
       entry.body.resourceSpans.flatMap((resourceSpans: Message) => {
@@ -2600,26 +2843,27 @@ async function otlpReceiver(mode: "ok" | "503" | "hang" | "flaky" = "ok") {
   return {
     url: started.url,
     entries,
+    printed: started.printed,
     spans,
     metrics,
     /** The metrics once `enough` says so. */
-    async waitForMetrics(enough: (metrics: OtlpMetric[]) => boolean, ms = 10_000): Promise<OtlpMetric[]> {
+    async waitForMetrics(enough: (metrics: OtlpMetric[]) => boolean, ms = 20_000): Promise<OtlpMetric[]> {
       const deadline = Date.now() + ms;
       for (;;) {
         const found = await metrics();
         if (enough(found) || Date.now() > deadline) return found;
-        await sleep(50);
+        await started.next(deadline - Date.now()); // the receiver prints a line per export
       }
     },
     /** The spans once `enough` says so (each process exports at its exit, or after OTEL_BSP_SCHEDULE_DELAY). */
-    async waitForSpans(enough: (spans: OtlpSpan[]) => boolean, ms = 10_000): Promise<OtlpSpan[]> {
+    async waitForSpans(enough: (spans: OtlpSpan[]) => boolean, ms = 20_000): Promise<OtlpSpan[]> {
       const deadline = Date.now() + ms;
       for (;;) {
         const invalid = (await entries()).filter((entry) => entry.invalid);
         assert.deepEqual(invalid, [], "the receiver's strict checks pass");
         const found = await spans();
         if (enough(found) || Date.now() > deadline) return found;
-        await sleep(50);
+        await started.next(deadline - Date.now());
       }
     },
     close: started.close,
@@ -2631,6 +2875,8 @@ interface OtlpPoint {
   count?: string;
   asInt?: string;
   min?: number;
+  max?: number;
+  sum?: number;
 }
 
 interface OtlpMetric {
@@ -2650,6 +2896,87 @@ const attribute = (span: OtlpSpan, key: string) => {
 };
 
 describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every hop", () => {
+  test("the parent-based sampler follows the parent's flag: a TRACEPARENT not sampled (00) makes no span, a sampled one does", async () => {
+    const receiver = await otlpReceiver();
+    try {
+      const call = (flags: string) =>
+        runCli(["call", SERVE, "add", '{"a":1,"b":2}', "-e", "OTEL_SDK_DISABLED=true"], {
+          env: {
+            OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+            OTEL_METRICS_EXPORTER: "none",
+            TRACEPARENT: `00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-${flags}`,
+          },
+          spawn: true,
+        });
+      assert.equal((await call("00")).stdout, "3\n");
+      assert.deepEqual(await receiver.spans(), [], "the parent says: not sampled");
+      assert.equal((await call("01")).stdout, "3\n");
+      assert.ok((await receiver.spans()).length > 0, "a sampled parent: spans");
+    } finally {
+      receiver.close();
+    }
+  });
+
+  test("spans past the queue's size are dropped and counted (otel.sdk.processor.span.processed, error.type queue_full)", () => {
+    const telemetry = new Telemetry(
+      { tracesEndpoint: "http://127.0.0.1:9/v1/traces", maxQueueSize: 2, scheduleDelayMs: 600_000 },
+      {},
+      () => {},
+    );
+    telemetry.metrics = new Metrics();
+    for (let i = 0; i < 5; i++) telemetry.end(telemetry.start("s", 2, undefined, {}));
+    const page = telemetry.metrics.prometheus();
+    assert.match(page, /^otel_sdk_processor_span_processed_total\{error_type="queue_full"\} 3$/m);
+    assert.match(page, /^otel_sdk_processor_span_processed_total 2$/m);
+  });
+
+  test("without the content opt-in a span carries no tool arguments or result; with it, both", async () => {
+    const receiver = await otlpReceiver();
+    const telemetry = { endpoint: receiver.url, scheduleDelayMs: 10, metricsEndpoint: undefined };
+    const plain = createHandler({ tools: HTTP_TOOLS, telemetry: { ...telemetry, serviceName: "plain" } });
+    const opted = createHandler({
+      tools: HTTP_TOOLS,
+      telemetry: { ...telemetry, serviceName: "opted", captureContent: true },
+    });
+    try {
+      for (const handler of [plain, opted]) {
+        await (await handler(modernPost("tools/call", { name: "add", arguments: { a: 40, b: 2 } }))).text();
+      }
+      const spans = await receiver.waitForSpans((all) => all.filter((span) => span.name === "tools/call add").length >= 2);
+      const service = (span: OtlpSpan) => span.resource["service.name"];
+      const of = (name: string) => spans.find((span) => span.name === "tools/call add" && service(span) === name)!;
+      assert.equal(attribute(of("plain"), "gen_ai.tool.call.arguments"), undefined);
+      assert.equal(attribute(of("plain"), "gen_ai.tool.call.result"), undefined);
+      assert.equal(attribute(of("opted"), "gen_ai.tool.call.arguments"), '{"a":40,"b":2}');
+      assert.match(String(attribute(of("opted"), "gen_ai.tool.call.result")), /42/);
+    } finally {
+      plain.close();
+      opted.close();
+      receiver.close();
+    }
+  });
+
+  test("a command without TRACEPARENT is one trace (its first span the root of every other) and posts its metrics once", async () => {
+    const receiver = await otlpReceiver();
+    try {
+      const run = await runCli(["call", SERVE, "add", '{"a":1,"b":2}', "-e", "OTEL_SDK_DISABLED=true"], {
+        env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
+        spawn: true,
+      });
+      assert.equal(run.stdout, "3\n", run.stderr);
+      const spans = (await receiver.spans()).filter((span) => span.kind === 3);
+      assert.ok(spans.length >= 2, spans.map((span) => span.name).join(", "));
+      assert.equal(new Set(spans.map((span) => span.traceId)).size, 1, "one trace");
+      const roots = spans.filter((span) => span.parentSpanId === undefined || span.parentSpanId === "");
+      assert.equal(roots.length, 1, "one root");
+      assert.ok(spans.every((span) => span === roots[0] || span.parentSpanId === roots[0].spanId));
+      const posts = (await receiver.entries()).filter((entry) => entry.path === "/v1/metrics");
+      assert.equal(posts.length, 1, "metrics posted once, at the exit");
+    } finally {
+      receiver.close();
+    }
+  });
+
   test("one outbound fetch: the OTLP exporter follows no redirect to another origin, so its headers and spans stay", async () => {
     const seen: { url: string; headers: Record<string, unknown> }[] = [];
     const other = createHttpServer((request, response) => {
@@ -2832,7 +3159,7 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
     });
   });
 
-  test("over HTTP the spans name the connection; a tool error is tool_error without an ERROR status, a JSON-RPC error its code", async () => {
+  test("over HTTP the spans name the connection; a tool error is tool_error, an ERROR status without a message; a JSON-RPC error its code", async () => {
     const receiver = await otlpReceiver();
     const env = { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "50" };
     const server = await startListening(
@@ -2857,9 +3184,12 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
       const failServer = of("tools/call fail", 2);
       const failClient = of("tools/call fail", 3);
       assert.equal(failServer.parentSpanId, failClient.spanId);
+      // A CLIENT span names the id it sent, as the SERVER span the id it got: the same one here.
+      assert.match(String(attribute(failClient, "jsonrpc.request.id")), /^\d+$/);
+      assert.equal(attribute(failClient, "jsonrpc.request.id"), attribute(failServer, "jsonrpc.request.id"));
       for (const span of [failServer, failClient]) {
         assert.equal(attribute(span, "error.type"), "tool_error");
-        assert.deepEqual(span.status, {}, "no ERROR status and no message: a tool's text may hold data");
+        assert.deepEqual(span.status, { code: 2 }, "ERROR with no message: a tool's text may hold data");
       }
       assert.equal(attribute(failServer, "network.transport"), "tcp");
       assert.equal(attribute(failServer, "network.protocol.name"), "http");
@@ -2879,6 +3209,33 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
     } finally {
       server.close();
       receiver.close();
+    }
+  });
+
+  test("the library's telemetry options give what the variables give: endpoint, both signals; metricsEndpoint alone, metrics", async () => {
+    const [first, second] = await Promise.all([otlpReceiver(), otlpReceiver()]);
+    const both = createHandler({
+      tools: HTTP_TOOLS,
+      telemetry: { endpoint: first.url, scheduleDelayMs: 10, exportIntervalMs: 20 },
+    });
+    const metricsOnly = createHandler({
+      tools: HTTP_TOOLS,
+      telemetry: { metricsEndpoint: `${second.url}/v1/metrics`, exportIntervalMs: 20 },
+    });
+    try {
+      for (const handler of [both, metricsOnly]) {
+        await (await handler(modernPost("tools/call", { name: "add", arguments: { a: 1, b: 2 } }))).text();
+      }
+      const operation = (metrics: OtlpMetric[]) => metrics.some((m) => m.name === "mcp.server.operation.duration");
+      await first.waitForMetrics(operation);
+      await first.waitForSpans((spans) => spans.some((span) => span.name === "tools/call add"));
+      await second.waitForMetrics(operation);
+      assert.deepEqual(await second.spans(), [], "no traces endpoint: no spans");
+    } finally {
+      both.close();
+      metricsOnly.close();
+      first.close();
+      second.close();
     }
   });
 
@@ -2980,7 +3337,9 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
         assert.equal(label(point, "mcp.method.name"), "tools/call");
         assert.equal(label(point, "network.transport"), "pipe");
         assert.equal(label(point, "jsonrpc.request.id"), undefined, "no per-request attribute on a metric");
+        // One duration: it is its min, its max and its sum.
         assert.equal(typeof point.min, "number");
+        assert.ok(point.min! > 0 && point.min === point.max && point.min === point.sum, JSON.stringify(point));
       };
       call("mcp.server.operation.duration");
       call("mcp.client.operation.duration");
@@ -3084,8 +3443,9 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
         assert.match(lines[0], why);
         assert.doesNotMatch(run.stderr, /p4ss|s3cret/, "no credential or header value printed");
       }
-      // 2 s of flush at most, and slack for a loaded machine (the export's own timeout, 10 s, would be far over).
-      const slack = Math.max(1_000, off.ms);
+      // 2 s of flush at most, and slack for a loaded machine: as long again as the run without a collector took, 3 s at
+      // least (the export's own timeout, 10 s, would be far over on a machine where a run takes under 4 s).
+      const slack = Math.max(3_000, off.ms);
       assert.ok(hang.ms < off.ms + 2_000 + slack, `a hanging collector: ${hang.ms} ms against ${off.ms} ms`);
       assert.equal(off.stderr, "");
       assert.ok((await hanging.entries()).length === 0);
@@ -3142,8 +3502,11 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
         });
         assert.equal(run.stdout, "none\n", "nothing in the request's _meta");
         assert.equal(run.stderr, "");
-        await sleep(100);
-        assert.deepEqual(await receiver.entries(), []);
+        // A request of ours after the run: the receiver prints what it hears in order, an export of the run's first.
+        const barrier = await fetch(receiver.url + "/barrier", { method: "POST", body: "{}" });
+        await barrier.body?.cancel();
+        await receiver.printed(/"path":"\/barrier"/);
+        assert.deepEqual((await receiver.entries()).map((entry) => entry.path), ["/barrier"]);
       } finally {
         receiver.close();
       }
@@ -3290,12 +3653,13 @@ describe("9. Plugins: executable tools and --watch", () => {
   test("a client that gives up on an executable tool and stops the server leaves no tool process behind", async () => {
     // The client times out, closes the server's stdin and SIGTERMs it 250 ms later: inside the tool's own
     // SIGTERM-to-SIGKILL grace. The tool ignores SIGTERM, so only the server's SIGKILL to its group ends it.
+    // The 2 s timeout leaves a busy machine ample time to start the tool and hear its pid first.
     const server = [...RUNTIME, MCP, "serve", HERE + "testdata/exec"].map(quote).join(" ");
-    const run = await runCli(["call", server, "sleepy", "--timeout", "500", "-v"]);
+    const run = await runCli(["call", server, "sleepy", "--timeout", "2000", "-v"]);
     assert.equal(run.code, 3, run.stderr);
     const pid = Number(/pid (\d+)/.exec(run.stderr)?.[1]);
     assert.ok(pid > 0, run.stderr);
-    assert.ok(await isGone(pid, 3_000), `tool process ${pid} outlived its server`);
+    assert.ok(await isGone(pid), `tool process ${pid} outlived its server`);
   });
 
   test("cancellation and timeout stop an executable with SIGTERM, then SIGKILL: no process is left", async () => {
@@ -3313,7 +3677,7 @@ describe("9. Plugins: executable tools and --watch", () => {
       assert.match(text(timedOut), /timed out after 1500 ms/);
       assert.equal(pids().length, 2, "both sleepers said who they are");
       // SIGTERM is ignored: SIGKILL follows after 1 s.
-      for (const pid of pids()) assert.ok(await isGone(pid, 2_500), `tool process ${pid} is still running`);
+      for (const pid of pids()) assert.ok(await isGone(pid), `tool process ${pid} is still running`);
       assert.ok(!server.messages.some((m) => m.id === 1), "the cancelled call got no answer");
     });
   });
@@ -3339,9 +3703,10 @@ describe("9. Plugins: executable tools and --watch", () => {
       try {
         const created = (await ask(server, "c1", "tools/call", { name: "render" })).result;
         assert.deepEqual([created.resultType, created.pollIntervalMs], ["task", 200], "still working after the grace");
-        let polls = 0;
+        // Polled, as a client follows a task (a task's changes send nothing unless someone listens); 15 s at most.
+        const deadline = Date.now() + 15_000;
         let task: Message = {};
-        for (; task.statusMessage !== "rendering" && polls < 100; polls++) {
+        for (let polls = 0; task.statusMessage !== "rendering" && Date.now() < deadline; polls++) {
           task = (await ask(server, `g${polls}`, "tasks/get", { taskId: created.taskId })).result;
           if (task.statusMessage !== "rendering") await sleep(20);
         }
@@ -3355,15 +3720,16 @@ describe("9. Plugins: executable tools and --watch", () => {
           "complete",
         );
         assert.equal((await ask(server, "g-end", "tasks/get", { taskId: created.taskId })).result.status, "cancelled");
-        assert.ok(await isGone(pids()[0], 3_000), "the cancelled task's process is gone");
+        assert.ok(await isGone(pids()[0]), "the cancelled task's process is gone");
 
         const second = (await ask(server, "c2", "tools/call", { name: "render" })).result;
         assert.equal(second.resultType, "task");
         await server.until(() => pids().length === 2, "the second run started");
         const started = Date.now();
         assert.deepEqual(await server.end(), { code: 0, signal: null }, "EOF: nobody can poll it, the server ends");
-        assert.ok(Date.now() - started < 5_000, "without waiting for the task");
-        assert.ok(await isGone(pids()[1], 3_000), "the running task's process is gone");
+        // Far under the task's 30 s, far over what a busy machine takes to stop.
+        assert.ok(Date.now() - started < 20_000, `without waiting for the task: ${Date.now() - started} ms`);
+        assert.ok(await isGone(pids()[1]), "the running task's process is gone");
       } finally {
         server.kill();
       }
@@ -3422,6 +3788,7 @@ describe("9. Plugins: skills", () => {
     file("skills/no-front/SKILL.md", "Just text.\n");
     file("skills/wrong-name/SKILL.md", front("other-name"));
     file("skills/Bad_Name/SKILL.md", front("Bad_Name"));
+    file("skills/double--dash/SKILL.md", front("double--dash"));
     file("skills/no-desc/SKILL.md", "---\nname: no-desc\n---\n");
     file("skills/flow/SKILL.md", "---\nname: flow\ndescription: x\ntags: [a, b]\n---\n");
     file("skills/linked/SKILL.md", front("linked"));
@@ -3519,12 +3886,13 @@ describe("9. Plugins: skills", () => {
         assert.equal(file.error.code, -32602, "a file is not a directory");
         const skipped = server.stderr.split("\n").filter((line) => line.includes("skipped skill"));
         assert.deepEqual(skipped.map((line) => line.replace(dir + "/", "")).sort(), [
-          'mcp: skipped skill skills/Bad_Name: its name "Bad_Name" breaks the naming rules (1-64 of a-z 0-9 -, no leading, trailing or double -)',
-          "mcp: skipped skill skills/flow: SKILL.md: line 4: a flow sequence: [a, b] (not in the YAML subset mcp.ts reads)",
-          "mcp: skipped skill skills/linked: link.ts is a symlink or a special file",
-          "mcp: skipped skill skills/no-desc: SKILL.md: its frontmatter needs a name and a description, both strings",
-          "mcp: skipped skill skills/no-front: SKILL.md: no frontmatter: the file must start with a --- line, and a --- line end it",
-          'mcp: skipped skill skills/wrong-name: its name "other-name" is not its directory\'s, "wrong-name"',
+          'mcp: warning: skipped skill skills/Bad_Name: its name "Bad_Name" breaks the naming rules (1-64 of a-z 0-9 -, no leading, trailing or double -)',
+          'mcp: warning: skipped skill skills/double--dash: its name "double--dash" breaks the naming rules (1-64 of a-z 0-9 -, no leading, trailing or double -)',
+          "mcp: warning: skipped skill skills/flow: SKILL.md: line 4: a flow sequence: [a, b] (not in the YAML subset mcp.ts reads)",
+          "mcp: warning: skipped skill skills/linked: link.ts is a symlink or a special file",
+          "mcp: warning: skipped skill skills/no-desc: SKILL.md: its frontmatter needs a name and a description, both strings",
+          "mcp: warning: skipped skill skills/no-front: SKILL.md: no frontmatter: the file must start with a --- line, and a --- line end it",
+          'mcp: warning: skipped skill skills/wrong-name: its name "other-name" is not its directory\'s, "wrong-name"',
         ]);
       });
     });
@@ -3542,10 +3910,11 @@ describe("9. Plugins: skills", () => {
         const before = await uris("a");
         assert.equal(before.length, 1, "only --skills DIR2");
         writeFileSync(join(other, "solo", "SKILL.md"), "---\nname: solo\ndescription: One\n---\nv2\n");
-        await server.until(() => /reloaded/.test(server.stderr), "the reload");
-        for (let i = 0; i < 50; i++) {
-          if ((await uris(`b${i}`))[0] !== before[0]) break;
-          await sleep(20);
+        // Each reload is logged once it applies; one that read the folder before the write may end after it, and
+        // then another follows: wait for reloads until the digest changed.
+        const reloads = () => server.stderr.split("reloaded").length - 1;
+        for (let seen = 0; (await uris(`b${seen}`))[0] === before[0]; seen = reloads()) {
+          await server.until(() => reloads() > seen, "a reload");
         }
         const after = (await ask(server, "c", "resources/read", { uri: "skill://solo/SKILL.md" })).result;
         assert.equal(after.contents[0].text, "---\nname: solo\ndescription: One\n---\nv2\n");
@@ -3714,10 +4083,18 @@ describe("9. Plugins: fault injection, load errors, fresh reloads", () => {
     const command = [...RUNTIME, MCP, "serve", "testdata/tools"].map(quote).join(" ");
     const child = spawn("script", ["-q", "-c", command, "/dev/null"], { cwd: HERE, stdio: ["pipe", "pipe", "pipe"] });
     let output = "";
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => output += chunk);
+    // The output up to the hint's line, or all of it if it ends without one (or in 20 s: a failure's deadline).
+    const hinted = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 20_000);
+      const done = () => (clearTimeout(timer), resolve());
+      child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+        output += chunk;
+        if (/Ctrl-D[^\n]*\n/.test(output)) done();
+      });
+      child.on("close", done);
+    });
     try {
-      const deadline = Date.now() + 15_000;
-      while (!output.includes("Ctrl-D") && Date.now() < deadline) await sleep(50);
+      await hinted;
       assert.match(output, /mcp: serving 7 tools from "testdata\/tools" on stdin\/stdout: .*Ctrl-D or Ctrl-C/);
       assert.match(output, /mcp\.ts list ".+ serve testdata\/tools"/);
     } finally {
@@ -3734,9 +4111,11 @@ describe("9. Plugins: fault injection, load errors, fresh reloads", () => {
       const ok = await fetch(server.url, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(INIT) });
       assert.equal(ok.status, 200);
       await ok.body?.cancel();
-      const started = Date.now();
       void fetch(modernPost("tools/call", { name: "spin" }, {}, 2, server.url)).catch(() => {});
       await server.printed(/spin: looping/); // the tool says when it has begun: no waiting for time
+      // From the loop's start (what the watchdog measures, on the wall clock of a thread of its own), not from the
+      // request: a busy machine may take long to start the call, which the bound is not about.
+      const started = Date.now();
       const health = await fetch(new URL("/health", server.url), { signal: AbortSignal.timeout(1_000) })
         .then((response) => response.status, () => "no answer");
       assert.notEqual(health, 200, "/health while stuck");
@@ -3815,7 +4194,7 @@ describe("10. Server transports: stdio", () => {
     await withServer(["testdata/tools"], async (server) => {
       await server.initialize();
       server.call(1, "slow", { steps: 1, ms: 200 });
-      await sleep(50);
+      await server.request("p", "ping"); // its answer says the call was read
       process.kill(server.child.pid!, "SIGTERM"); // Deno's child.kill() reports the signal, not the exit
       const { code } = await server.exit;
       assert.equal(code, 0);
@@ -3827,12 +4206,13 @@ describe("10. Server transports: stdio", () => {
     await withServer(["testdata/tools"], async (server) => {
       await server.initialize();
       server.call(1, "slow", { steps: 1, ms: 30_000 });
-      await sleep(50);
+      await server.request("p", "ping"); // its answer says the call was read
       const started = Date.now();
       process.kill(server.child.pid!, "SIGINT");
       const { code } = await server.exit;
       assert.equal(code, 0);
-      assert.ok(Date.now() - started < 5000, "bounded by the grace period");
+      // The grace is 2 s: far under the call's 30 s, with room for a busy machine.
+      assert.ok(Date.now() - started < 15_000, `bounded by the grace period: ${Date.now() - started} ms`);
       assert.ok(!server.messages.some((m) => m.id === 1));
     });
   });
@@ -3843,6 +4223,8 @@ describe("10. Server transports: stdio", () => {
       server.child.stdout!.destroy();
       server.call(1, "echo", { text: "into the void" });
       server.call(2, "echo", { text: "again" });
+      // Nothing to await: a closed stdout is met in silence (that is what is checked). A moment for the answers to
+      // meet the closed pipe before stdin ends; on a slow machine EOF may come first, which must be quiet too.
       await sleep(100);
       server.child.stdin!.end();
       const { code } = await server.exit;
@@ -3872,6 +4254,19 @@ describe("10. Server transports: stdio", () => {
 });
 
 describe("10. Server transports: Streamable HTTP", () => {
+  test("stateless requests share one session (the fast path): none is made per request", async () => {
+    const handler = createHandler({ tools: HTTP_TOOLS });
+    try {
+      for (let i = 0; i < 20; i++) {
+        const answer = await handler(modernPost("tools/call", { name: "add", arguments: { a: i, b: 1 } }, {}, i));
+        assert.equal((await rpcAnswer(answer)).result.content[0].text, String(i + 1));
+      }
+      assert.equal(handler.core.sessionsMade, 1);
+    } finally {
+      handler.close();
+    }
+  });
+
   test("--metrics under a flood of made-up names: labels only from what is served, series capped, the page bounded", async () => {
     const handler = createHandler({ tools: [{ name: "add", run: () => "3" }], metrics: true });
     try {
@@ -4041,7 +4436,8 @@ describe("10. Server transports: Streamable HTTP", () => {
       assert.deepEqual([got.result.status, got.result.statusMessage], ["working", "compiling"]);
       const second = await (await post("tools/call", { name: "build" }, "build")).json();
       finish();
-      for (let i = 0; i < 100; i++) {
+      // Polled, as a client follows a task (its end sends nothing to a client that does not listen); 15 s at most.
+      for (const deadline = Date.now() + 15_000; Date.now() < deadline;) {
         const task = (await (await post("tasks/get", { taskId }, taskId)).json()).result;
         if (task.status === "completed") break;
         await sleep(5);
@@ -4266,6 +4662,8 @@ describe("10. Server transports: Streamable HTTP", () => {
 
   test("2026-07-28: an input-required round trip, and a closed stream cancels its request", async () => {
     let aborted = false;
+    let onAbort = () => {};
+    const abortHeard = new Promise<void>((resolve) => onAbort = resolve);
     const tools = [...HTTP_TOOLS, {
       name: "wait",
       run: (_: unknown, ctx: ToolContext) =>
@@ -4273,6 +4671,7 @@ describe("10. Server transports: Streamable HTTP", () => {
           ctx.progress(1);
           ctx.signal.addEventListener("abort", () => {
             aborted = true;
+            onAbort();
             resolve("stopped");
           });
         }),
@@ -4308,8 +4707,9 @@ describe("10. Server transports: Streamable HTTP", () => {
       const response = await handler(withToken);
       assert.equal(response.headers.get("content-type"), "text/event-stream");
       await response.body!.cancel();
-      for (let i = 0; i < 50 && !aborted; i++) await sleep(10);
-      assert.ok(aborted, "closing the stream aborted the tool's signal");
+      await within(abortHeard, "closing the stream aborted the tool's signal");
+      assert.ok(aborted);
+      await new Promise((resolve) => setImmediate(resolve)); // a turn: the handler's own end of the aborted call
       assert.equal(handler.pending, 0);
     } finally {
       handler.close();
@@ -4387,17 +4787,28 @@ describe("10. Server transports: Streamable HTTP", () => {
   });
 
   test("legacy: notifications/cancelled ends the cancelled request's POST without a response", async () => {
-    const handler = createHandler({ tools: HTTP_TOOLS });
+    // A tool that says when it runs and ends only when aborted: the cancel comes while it runs, however slow the machine.
+    let running = () => {};
+    const ran = new Promise<void>((resolve) => running = resolve);
+    const hold = {
+      name: "hold",
+      run: (_: unknown, ctx: ToolContext) =>
+        new Promise((resolve) => {
+          running();
+          ctx.signal.addEventListener("abort", () => resolve("stopped"));
+        }),
+    };
+    const handler = createHandler({ tools: [...HTTP_TOOLS, hold] });
     try {
       const init = await handler(legacyPost(INIT));
       const headers = { "mcp-session-id": init.headers.get("mcp-session-id")! };
       const pending = handler(
-        legacyPost({ jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "slow" } }, headers),
+        legacyPost({ jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "hold" } }, headers),
       );
-      await sleep(20);
+      await within(ran, "the call running");
       const cancel = { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 5 } };
       assert.equal((await handler(legacyPost(cancel, headers))).status, 202);
-      const ended = await pending;
+      const ended = await within(pending, "the cancelled request's POST ended");
       assert.equal(ended.headers.get("content-type"), "text/event-stream");
       assert.deepEqual(await sseMessages(ended), [], "no response for a cancelled request");
     } finally {
@@ -4484,7 +4895,7 @@ describe("10. Server transports: Streamable HTTP", () => {
     server.stdout!.setEncoding("utf8").on("data", (text: string) => stdout += text);
     const exited = new Promise<number | null>((resolve) => server.on("close", (code) => resolve(code)));
     try {
-      for (let i = 0; i < 200 && !/serving http:/.test(stderr); i++) await sleep(25);
+      await whenPrinted(server, () => /serving http:.*\n/.test(stderr), "serving");
       const url = /mcp: serving (http:\/\/127\.0\.0\.1:\d+\/mcp)\n/.exec(stderr)![1];
       const response = await fetch(url, {
         method: "POST",
@@ -4524,6 +4935,7 @@ describe("10. Server transports: Streamable HTTP", () => {
     writeFileSync(
       join(dir, "wait.ts"),
       `export default { run: (args: { ms: number }, ctx: any) => new Promise((resolve) => {
+        console.error("started: " + args.ms);
         const timer = setTimeout(() => resolve("waited"), args.ms);
         ctx.signal.addEventListener("abort", () => { clearTimeout(timer); console.error("aborted: " + ctx.signal.reason?.message); resolve("stopped"); });
       }) };`,
@@ -4553,17 +4965,18 @@ describe("10. Server transports: Streamable HTTP", () => {
         }),
       });
     try {
-      for (let i = 0; i < 200 && !/serving http:/.test(stderr); i++) await sleep(25);
+      await whenPrinted(server, () => /serving http:.*\n/.test(stderr), "serving");
       const gone = new AbortController();
-      const abandoned = call(1, 10_000, gone.signal).then((response) => response.text()).catch(() => "");
-      await sleep(400);
+      const abandoned = call(1, 60_000, gone.signal).then((response) => response.text()).catch(() => "");
+      await whenPrinted(server, () => stderr.includes("started: 60000\n"), "the first call running");
       gone.abort();
       await abandoned;
-      for (let i = 0; i < 100 && !/aborted/.test(stderr); i++) await sleep(20);
+      await whenPrinted(server, () => /aborted.*\n/.test(stderr), "the first call aborted");
       assert.match(stderr, /aborted: the client closed the response stream/);
 
+      // 700 ms to go when SIGTERM comes: well inside the 2 s grace.
       const inFlight = call(2, 700).then(rpcAnswer);
-      await sleep(200);
+      await whenPrinted(server, () => stderr.includes("started: 700\n"), "the second call running");
       server.kill("SIGTERM");
       assert.equal((await inFlight).result.content[0].text, "waited", "answered within the grace period");
       await exited;
@@ -4591,7 +5004,7 @@ describe("10. Server transports: Streamable HTTP", () => {
       return {
         child,
         url: async () => {
-          for (let i = 0; i < 200 && !/serving http:/.test(stderr); i++) await sleep(25);
+          await whenPrinted(child, () => /serving http:.*\n/.test(stderr), "serving");
           return /mcp: serving (http:\/\/[^\s]+)\n/.exec(stderr)![1];
         },
       };
@@ -4950,12 +5363,26 @@ describe("10e. Bearer tokens: an OAuth protected resource", () => {
       const other = await legacyCall(bob, list, session);
       assert.equal(other.status, 404);
       await other.body?.cancel();
-      // A new signing key: an unknown kid fetches the keys again (at most once a second).
-      await fetch(as.url + "/_rotate", { method: "POST" });
-      await sleep(1_100);
-      const rotated = await call(await mint({ aud: resource, scope: "mcp:read" }));
-      assert.equal(rotated.status, 200);
-      await rotated.body?.cancel();
+      // A new signing key: an unknown kid fetches the keys again. At most once a second by default: in process, the
+      // limit is an option, 0 here, so nothing waits the second out.
+      const handler = createHandler({
+        tools: HTTP_TOOLS,
+        auth: { issuer: as.url, audience: URL_MCP, jwksRefetchMs: 0 },
+      });
+      try {
+        const add = async (token: string) => {
+          const response = await handler(
+            modernPost("tools/call", { name: "add", arguments: { a: 1, b: 2 } }, { authorization: `Bearer ${token}` }),
+          );
+          await response.body?.cancel();
+          return response.status;
+        };
+        assert.equal(await add(await mint({ aud: URL_MCP })), 200, "the keys fetched");
+        await fetch(as.url + "/_rotate", { method: "POST" }).then((response) => response.body?.cancel());
+        assert.equal(await add(await mint({ aud: URL_MCP })), 200, "a token of the new key: the keys fetched again");
+      } finally {
+        handler.close();
+      }
     }, { serveArgs: ["--auth-scopes", "mcp:read"] });
   });
 
@@ -5248,16 +5675,19 @@ describe("12. Client transports", () => {
     // The wrapper starts the real server as its child and dies on SIGTERM, as npx does; the server
     // ignores stdin closing and SIGTERM, so only a SIGKILL to the group ends it.
     const wrapped = `sh ${quote(HERE + "testdata/wrapper.sh")} ${FAKE}`;
-    const started = Date.now();
-    const timedOut = await runCli(["call", wrapped, "echo", "--timeout", "300", "-e", "FAKE_MODE=ignore-sigterm"], {
-      stopStepMs: 300, // in process: the ladder's steps shortened (the CLI's real 2 s steps are the SIGINT case's)
-    });
-    const took = Date.now() - started;
+    // In process, the ladder's steps shortened to 100 ms (the CLI's real 2 s steps are the SIGINT case's). Timed from
+    // the call's cancellation (--trace prints it as it goes) to the end, not from a start a busy machine makes slow:
+    // 100 ms, SIGTERM, 100 ms, SIGKILL, where the 2 s steps would take 2.25 s.
+    const timedOut = await runTimed(
+      ["call", wrapped, "echo", "--timeout", "3000", "--trace", "-e", "FAKE_MODE=ignore-sigterm"],
+      { stopStepMs: 100 }, // --timeout: each request's, 3 s lets a busy machine start the server first
+    );
     assert.equal(timedOut.code, 3, timedOut.stderr);
     assert.match(timedOut.stderr, /timed out/);
     const pid = Number(/fake: pid (\d+)/.exec(timedOut.stderr)?.[1]);
     assert.ok(pid > 0, timedOut.stderr);
-    assert.ok(took < 2_000, `returned after ${took} ms: the 300 ms steps, not the 2 s ones`);
+    const ladder = timedOut.ended - timedOut.at(/^> .*"notifications\/cancelled".*tools\/call timed out/m);
+    assert.ok(ladder < 1_500, `stopped ${ladder} ms after the cancellation: the 100 ms steps, not the 2 s ones`);
     assert.equal(await isGone(pid), true, "the server under the wrapper is gone");
 
     // Ctrl-C: the server is in its own group, so only we get the SIGINT; we stop it in order.
@@ -5272,7 +5702,8 @@ describe("12. Client transports", () => {
     const run = await interrupted;
     const before = signalled;
     assert.equal(run.code, 130, run.stderr);
-    assert.ok(Date.now() - before < 4_500, `returned ${Date.now() - before} ms after SIGINT`);
+    // The ladder's two 2 s steps, and room for a busy machine: not the server's lifetime (it would never end).
+    assert.ok(Date.now() - before < 15_000, `returned ${Date.now() - before} ms after SIGINT`);
     const second = Number(/fake: pid (\d+)/.exec(run.stderr)?.[1]);
     assert.ok(second > 0, run.stderr);
     assert.equal(await isGone(second), true, "no process left after Ctrl-C");
@@ -5290,7 +5721,8 @@ describe("12. Client transports", () => {
       assert.match(line.stderr, /over 1000000 bytes \(raise --max-line-bytes\)/);
       assert.equal(event.code, 3, event.stderr);
       assert.match(event.stderr, /an event over 1000000 bytes \(raise --max-line-bytes\)/);
-      assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms: not a timeout`);
+      // Far under the 60 s request timeout, far over what a busy machine takes.
+      assert.ok(Date.now() - started < 25_000, `took ${Date.now() - started} ms: not a timeout`);
     } finally {
       endless.close();
     }
@@ -5298,6 +5730,32 @@ describe("12. Client transports", () => {
 });
 
 describe("13. OAuth: the client", () => {
+  test("a server of one static --token: the client says to give it with -H (not to log in), and a wrong one is named", async () => {
+    const server = await startListening(
+      [MCP, "serve", HERE + "testdata/tools", "--http", "0", "--token", "sekret"],
+      /serving (\S+)/,
+    );
+    const store = join(mkdtempSync(join(tmpdir(), "mcp-plain-token-")), "credentials.json");
+    try {
+      const [none, wrong, login, right] = await Promise.all([
+        runCli(["call", server.url, "echo", "text=hi"]),
+        runCli(["call", server.url, "echo", "text=hi", "-H", "Authorization: Bearer nope"]),
+        runCli(["login", server.url], { env: { MCP_TS_CREDENTIALS: store, BROWSER } }),
+        runCli(["call", server.url, "echo", "text=hi", "-H", "Authorization: Bearer sekret"]),
+      ]);
+      for (const run of [none, login]) {
+        assert.equal(run.code, 4, run.stderr);
+        assert.match(run.stderr, /offers no OAuth metadata to log in with: give its token as -H 'Authorization: Bearer/);
+        assert.doesNotMatch(run.stderr, /Cannot register|run: mcp\.ts login/);
+      }
+      assert.equal(wrong.code, 4);
+      assert.match(wrong.stderr, /refused the token given with -H or in the config \(HTTP 401\); check its value/);
+      assert.equal(right.stdout, "hi\n");
+    } finally {
+      server.close();
+    }
+  });
+
   test("login: discovery, registration, PKCE through the browser; the token kept 0600 and used after", async () => {
     await withProtectedServer(async (as, server, store) => {
       const env = { MCP_TS_CREDENTIALS: store, BROWSER };
@@ -5524,21 +5982,35 @@ describe("13. OAuth: the client", () => {
 
   test("login says it waits, on which port, and ends with exit 4 after --login-timeout, not a request timeout", async () => {
     await withProtectedServer(async (_as, server, store) => {
+      // --timeout long enough for each request of discovery and registration on a busy machine, and the wait longer
+      // still: a request's clock applied to the wait would end it a second early, with exit 3.
       const run = await runCli(
-        ["login", server.url, "--no-browser", "--login-timeout", "1500", "--timeout", "300"],
+        ["login", server.url, "--no-browser", "--login-timeout", "4000", "--timeout", "3000"],
         { env: { MCP_TS_CREDENTIALS: store } },
       );
       assert.equal(run.code, 4, run.stderr);
       assert.match(
         run.stderr,
-        /^mcp: waiting for the authorization at http:\/\/127\.0\.0\.1:\d+\/callback \(up to 1500 ms; Ctrl-C/m,
+        /^mcp: waiting for the authorization at http:\/\/127\.0\.0\.1:\d+\/callback \(up to 4000 ms; Ctrl-C/m,
       );
-      assert.match(run.stderr, /no authorization arrived within 1500 ms \(--login-timeout\)/);
+      assert.match(run.stderr, /no authorization arrived within 4000 ms \(--login-timeout\)/);
     });
   });
 });
 
 describe("14. MCP client", () => {
+  test("the probe: a 2026-07-28-only server slow to start answers it after initialize went out, and its answer wins", async () => {
+    const late = [...RUNTIME, HERE + "testdata/fake_modern_late.ts"].map(quote).join(" ");
+    const [called, info] = await Promise.all([
+      runCli(["call", late, "echo", "text=hi"]),
+      runCli(["info", late]),
+    ]);
+    assert.equal(called.code, 0, called.stderr);
+    assert.equal(called.stdout, "hi\n");
+    assert.equal(info.code, 0, info.stderr);
+    assert.match(info.stdout, /^protocol: +2026-07-28, stateless/m);
+  });
+
   test("splitCommand() follows POSIX quoting without expanding anything", () => {
     assert.deepEqual(splitCommand(`deno run -A  mcp.ts serve ./tools`), [
       "deno",
@@ -5713,14 +6185,9 @@ describe("14. MCP client over HTTP and in both eras", () => {
     const starts = join(mkdtempSync(join(tmpdir(), "mcp-starts-")), "starts");
     const HOSTILE = [...RUNTIME, HERE + "testdata/hostile_server.ts"].map(quote).join(" ");
     const dying = ["-e", "HOSTILE_MODE=die-on-probe-count", "-e", `HOSTILE_STARTS=${starts}`];
-    const timed = async (args: string[]) => {
-      const started = Date.now();
-      const run = await runCli(args);
-      return { ...run, ms: Date.now() - started };
-    };
     const [legacy, silent, dies, modern] = await Promise.all([
-      timed(["info", FAKE, "--trace"]),
-      timed(["info", FAKE, "-e", "FAKE_MODE=silent-probe"]),
+      runTimed(["info", FAKE, "--trace"]),
+      runTimed(["info", FAKE, "--trace", "-e", "FAKE_MODE=silent-probe"]),
       runCli(["info", HOSTILE, ...dying]),
       runCli(["info", SERVE, "--trace"]),
     ]);
@@ -5736,8 +6203,13 @@ describe("14. MCP client over HTTP and in both eras", () => {
     assert.match(legacy.stdout, /^protocol: +2025-11-25, legacy/);
     assert.equal(silent.code, 0, silent.stderr);
     assert.match(silent.stdout, /legacy/);
-    // The same server, started beside it, answered the probe: the silent one costs the 1 s bound, not more.
-    const waited = silent.ms - legacy.ms;
+    // Timed from the probe going out (a busy machine's slow start of the server is not the probe's cost): initialize
+    // follows it after the 1 s of silence, and the run ends as soon after as the same server's answered one does.
+    const probed = /^> .*"server\/discover"/m;
+    const initialized = /^> .*"initialize"/m;
+    const silence = silent.at(initialized) - silent.at(probed);
+    assert.ok(silence >= 950 && silence < 3_000, `initialize went out ${silence} ms after the unanswered probe`);
+    const waited = (silent.ended - silent.at(probed)) - (legacy.ended - legacy.at(probed));
     assert.ok(waited >= 500 && waited <= 2_500, `the silent probe cost ${waited} ms more than an answered one`);
     // One start per command: a server that dies of the probe is not started again behind the user's back.
     assert.equal(dies.code, 3, dies.stderr);
@@ -5758,10 +6230,6 @@ describe("14. MCP client over HTTP and in both eras", () => {
     assert.equal(pinned.code, 3, "a pinned modern version does not fall back");
     assert.match(legacyOnly.stdout, /legacy/);
     assert.doesNotMatch(legacyOnly.stderr, /server\/discover/);
-    const started = Date.now();
-    const again = await runCli(["info", FAKE, "-e", "FAKE_MODE=silent-probe"]);
-    assert.equal(again.code, 0);
-    assert.ok(Date.now() - started < 3_000, `a silent probe cost ${Date.now() - started} ms in all`);
   });
 
   test("a legacy HTTP session: the id on every later request, the version header, DELETE at the end", async () => {
@@ -5808,7 +6276,7 @@ describe("14. MCP client over HTTP and in both eras", () => {
       const inits = (await fake.log()).filter((entry) => entry.body?.method === "initialize");
       // The fake says so on its stderr, which may come a moment after its log.
       const expiredCount = () => fake.stderr().match(/session \S+ expired/g)?.length ?? 0;
-      for (let i = 0; i < 40 && expiredCount() < inits.length - 1; i++) await sleep(50);
+      await fake.untilStderr(() => expiredCount() >= inits.length - 1, "a line per expired session");
       const expired = expiredCount();
       assert.ok(expired >= 1, fake.stderr());
       assert.equal(inits.length, 1 + expired, "one new initialize for each session that expired");
@@ -6032,13 +6500,14 @@ describe("14. MCP client over HTTP and in both eras", () => {
   });
 
   test("timeouts and cancellation over HTTP: modern closes the stream, legacy sends notifications/cancelled", async () => {
+    // The calls take 10 s; --max-time 2 s leaves a busy machine time to connect first.
     await withFakeHttp("sse-modern", async (fake) => {
       const started = Date.now();
-      const run = await runCli(["call", fake.url, "slow", "steps=50", "ms=100", "--max-time", "700"]);
+      const run = await runCli(["call", fake.url, "slow", "steps=100", "ms=100", "--max-time", "2000"]);
       assert.equal(run.code, 3);
-      assert.match(run.stderr, /timed out after 700 ms/);
-      assert.ok(Date.now() - started < 5_000);
-      await sleep(200);
+      assert.match(run.stderr, /timed out after 2000 ms/);
+      assert.ok(Date.now() - started < 8_000, `ended after ${Date.now() - started} ms, before the call's 10 s`);
+      await fake.untilStderr((text) => /fake: cancelled /.test(text), "the fake seeing its stream closed");
       assert.ok((await fake.log()).some((entry) => entry.method === "CLOSED"), "the stream was closed");
     });
     await withFakeHttp("sse", async (fake) => {
@@ -6046,15 +6515,15 @@ describe("14. MCP client over HTTP and in both eras", () => {
         "call",
         fake.url,
         "slow",
-        "steps=50",
+        "steps=100",
         "ms=100",
         "--max-time",
-        "700",
+        "2000",
         "--protocol",
         "legacy",
       ]);
       assert.equal(run.code, 3);
-      assert.match(run.stderr, /timed out after 700 ms/);
+      assert.match(run.stderr, /timed out after 2000 ms/);
       const bodies = (await fake.log()).map((entry) => entry.body);
       const call = bodies.find((body) => body?.method === "tools/call");
       const cancelled = bodies.find((body) => body?.method === "notifications/cancelled");
@@ -6144,6 +6613,14 @@ describe("14. MCP client over HTTP and in both eras", () => {
 });
 
 describe("14f. Tasks: following a call that became one", () => {
+  test("the client polls a task as often as its pollIntervalMs says (150 ms here, not the 1 s default)", async () => {
+    const tasks = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance/tools_tasks.ts", "--task-poll-interval", "150"];
+    const run = await runCli(["call", [...tasks, "--trace"].map(quote).join(" "), "slow_compute", "seconds=3", "-v"]);
+    assert.equal(run.code, 0, run.stderr);
+    const polls = run.stderr.match(/"method":"tasks\/get"/g)?.length ?? 0;
+    assert.ok(polls >= 5, `${polls} polls in 3 s`);
+  });
+
   const FIXTURES = HERE + "testdata/conformance/tools_tasks.ts";
   // One serve --http of the task fixtures for every test here (each test's tasks are its own).
   let shared: Started | undefined;
@@ -6185,6 +6662,19 @@ describe("14f. Tasks: following a call that became one", () => {
     });
   });
 
+  test("on a real terminal (a pty) a task's status line is cleared before the result is printed", () => {
+    const run = (args: string[]) => [...RUNTIME, MCP, ...args].map(quote).join(" ");
+    const tasks = run(["serve", HERE + "testdata/conformance/tools_tasks.ts"]);
+    const pty = spawnSync("script", ["-qec", run(["call", tasks, "slow_compute", "seconds=1"]), "/dev/null"], {
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    if (pty.error !== undefined) return; // no script(1) here
+    assert.match(pty.stdout, /task \S+: working/, pty.stdout);
+    const after = pty.stdout.slice(pty.stdout.lastIndexOf("\x1b[K") + 3);
+    assert.match(after, /^Computation "job" completed after 1 seconds\. Result: 42\.\r?\n$/, JSON.stringify(pty.stdout));
+  });
+
   test("batch awaits each line's task; on a terminal a task is one updating status line", async () => {
     const server = shared!.url;
     const lines = [
@@ -6205,10 +6695,8 @@ describe("14f. Tasks: following a call that became one", () => {
 
   test("--detach prints the task's id at once; task get, result and cancel find it by id; unknown ids are exit 2", async () => {
     await withTaskServer(async (url) => {
-      const started = Date.now();
       const detached = await runCli(["call", url, "slow_compute", "seconds=1", "--detach"]);
       assert.equal(detached.code, 0, detached.stderr);
-      assert.ok(Date.now() - started < 900, "without waiting for the task");
       const taskId = detached.stdout.trim();
       assert.match(taskId, /^[\w-]+\.[\w-]{22}$/);
       const got = await runCli(["task", url, "get", taskId]);
@@ -6219,7 +6707,10 @@ describe("14f. Tasks: following a call that became one", () => {
       assert.deepEqual([result.code, result.stdout], [0, 'Computation "job" completed after 1 seconds. Result: 42.\n']);
       const json = JSON.parse((await runCli(["task", url, "get", taskId, "--json"])).stdout);
       assert.deepEqual([json.status, json.result.content[0].type], ["completed", "text"]);
+      // A task of a minute: detached at once, not waited for (far under its minute, far over a busy machine's time).
+      const started = Date.now();
       const long = (await runCli(["call", url, "slow_compute", "seconds=60", "--detach", "--json"])).stdout;
+      assert.ok(Date.now() - started < 20_000, `without waiting for the task: ${Date.now() - started} ms`);
       const created = JSON.parse(long);
       assert.equal(created.resultType, "task");
       assert.equal((await runCli(["task", url, "cancel", created.taskId])).code, 0);
@@ -6249,10 +6740,11 @@ describe("14f. Tasks: following a call that became one", () => {
       assert.equal(interrupted.code, 130, interrupted.stderr);
       assert.ok(interrupted.stderr.includes(`mcp: interrupted; task ${taskLine} cancelled\n`), interrupted.stderr);
       assert.equal((await runCli(["task", url, "get", taskLine])).stdout, "cancelled: cancelled by the client\n");
-      const timedOut = await runCli(["call", url, "slow_compute", "seconds=60", "--max-time", "700", "--json"]);
+      // 2 s: the task exists long before on a busy machine, and its minute is far off.
+      const timedOut = await runCli(["call", url, "slow_compute", "seconds=60", "--max-time", "2000", "--json"]);
       assert.equal(timedOut.code, 3);
       const report = JSON.parse(timedOut.stderr);
-      assert.match(report.error, /^task (\S+) timed out after 700 ms \(--max-time\); cancelled$/);
+      assert.match(report.error, /^task (\S+) timed out after 2000 ms \(--max-time\); cancelled$/);
       const id = /^task (\S+) /.exec(report.error)![1];
       assert.equal((await runCli(["task", url, "get", id])).stdout, "cancelled: cancelled by the client\n");
     });
@@ -6265,7 +6757,7 @@ describe("14f. Tasks: following a call that became one", () => {
       runCli(["call", server, "render", "-v"]),
       runCli(["call", server, "doomed"]),
       runCli(["call", server, "render", "--detach", "-e", "FAKE_TASK_MODE=bad-status"]),
-      runCli(["call", server, "forever", "--max-time", "600", "-v"]),
+      runCli(["call", server, "forever", "--max-time", "2000", "-v"]), // the task made long before, on a busy machine
     ]);
     assert.deepEqual([researched.code, researched.stdout], [0, 'researched {"topic":"mcp"}\n'], researched.stderr);
     assert.match(researched.stderr, /fake-task: tools\/call research task=yes/);
@@ -6278,7 +6770,7 @@ describe("14f. Tasks: following a call that became one", () => {
     assert.match(doomed.stderr, /^mcp: task t-1 failed: the job's backend is gone \(-32000\)\n/);
     assert.equal(bad.code, 2, "--detach needs an HTTP server");
     assert.equal(timedOut.code, 3);
-    assert.match(timedOut.stderr, /mcp: task t-1 timed out after 600 ms \(--max-time\); cancelled\n/);
+    assert.match(timedOut.stderr, /mcp: task t-1 timed out after 2000 ms \(--max-time\); cancelled\n/);
     assert.match(timedOut.stderr, /fake-task: cancelled t-1/);
     const invalid = await runCli(["call", server, "forever", "-e", "FAKE_TASK_MODE=bad-status"]);
     assert.equal(invalid.code, 3);
@@ -6313,6 +6805,26 @@ describe("14f. Tasks: following a call that became one", () => {
 });
 
 describe("15a. Gateway", () => {
+  test("gateway --http --metrics serves its upstream calls' durations beside what it serves", async () => {
+    const gateway = await startListening(
+      [MCP, "gateway", `t=${SERVE}`, "--http", "0", "--metrics"],
+      /serving (\S+) \(a gateway\)/,
+    );
+    const client = await connect(gateway.url, { protocol: "legacy" });
+    try {
+      assert.equal(text(await client.callTool("t__add", { a: 1, b: 2 })), "3");
+      const page = await (await fetch(new URL("/metrics", gateway.url))).text();
+      assert.match(page, /^mcp_server_operation_duration_seconds_count\{[^}]*gen_ai_tool_name="t__add"[^}]*\} 1$/m);
+      assert.match(
+        page,
+        /^mcp_client_operation_duration_seconds_count\{[^}]*gen_ai_tool_name="add"[^}]*mcp_ts_upstream="t"[^}]*\} 1$/m,
+      );
+    } finally {
+      await client.close();
+      gateway.close();
+    }
+  });
+
   test("gatewayName(): only [A-Za-z0-9_-], at most 64 characters, a long one cut with a stable hash", () => {
     assert.equal(gatewayName("gh", "create_issue", true), "gh__create_issue");
     assert.equal(gatewayName("gh", "create.issue", false), "create_issue");
@@ -6394,25 +6906,40 @@ describe("15a. Gateway", () => {
   });
 
   test("a slow upstream does not hold the others back; --http serves the same union", async () => {
-    const slow = `sh -c ${quote(`sleep 4; exec ${FAKE}`)}`;
+    // The slow upstream starts only once the test says so (a file appears): the gateway serves while it is not up,
+    // however busy the machine, and about as soon as a gateway of the fast one alone (its start wait is 3 s).
+    const folder = mkdtempSync(join(tmpdir(), "mcp-gateway-slow-"));
+    const go = join(folder, "go");
+    const slow = `sh -c ${quote(`until [ -e ${quote(go)} ]; do sleep 0.05; done; exec ${FAKE}`)}`;
     const started = Date.now();
+    const alone = new ServerProcess([`fast=${SERVE}`], false, "gateway");
     const gateway = new ServerProcess([`fast=${SERVE}`, `slow=${slow}`], false, "gateway");
+    const firstList = async (server: ServerProcess) => {
+      await server.initialize();
+      const first = await server.request(2, "tools/list");
+      return { first, ms: Date.now() - started };
+    };
     try {
-      await gateway.initialize();
-      const first = await gateway.request(2, "tools/list");
-      assert.ok(Date.now() - started < 4_000 + 2_500, `served after ${Date.now() - started} ms`);
+      const [fast, { first, ms }] = await Promise.all([firstList(alone), firstList(gateway)]);
+      alone.kill();
+      const bound = fast.ms * 2 + 3_000 + 2_000;
+      assert.ok(ms < bound, `served after ${ms} ms, a gateway of the fast one alone after ${fast.ms} ms`);
       const names = (first.result.tools as Message[]).map((tool) => tool.name);
       assert.ok(names.includes("fast__add") && !names.some((name: string) => name.startsWith("slow__")), names.join());
+      writeFileSync(go, "");
       await gateway.until(
         () => gateway.messages.some((m) => m.method === "notifications/tools/list_changed"),
         "list_changed",
-        10_000,
+        15_000,
       );
       const later = await gateway.request(3, "tools/list");
       assert.ok((later.result.tools as Message[]).some((tool) => tool.name === "slow__echo"));
     } finally {
+      writeFileSync(go, ""); // a slow upstream still waiting starts, and ends with its gateway's stdin
+      alone.kill();
       gateway.kill();
-      await gateway.exit;
+      await Promise.all([alone.exit, gateway.exit]);
+      rmSync(folder, { recursive: true, force: true });
     }
     const http = await startListening([MCP, "gateway", `t=${SERVE}`, "--http", "0"], /serving (\S+) \(a gateway\)/);
     try {
@@ -6715,9 +7242,7 @@ describe("15b. Proxy and replay", () => {
     const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/);
     const proxies: Started[] = [];
     const aborts = new AbortController();
-    /** Resolves as `promise` does, or fails after 15 s naming `what` (a misrouted message never comes). */
-    const within = <T>(promise: Promise<T>, what: string) =>
-      Promise.race([promise, sleep(15_000).then(() => Promise.reject(new Error(`${what}: nothing in 15 s`)))]);
+    // within(promise, what): fails after 15 s naming `what` (a misrouted message never comes).
     /** An SSE response read one message at a time. */
     const events = (response: Response) => {
       const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
@@ -6868,21 +7393,24 @@ describe("15b. Proxy and replay", () => {
       const created =
         (await ask("c", "tools/call", { name: "confirm_delete", arguments: { filename: "a.txt" } })).result;
       assert.equal(created.resultType, "task");
-      let task: Message = {};
-      for (let i = 0; task.status !== "input_required" && i < 100; i++) {
-        task = (await ask(`g${i}`, "tasks/get", { taskId: created.taskId })).result;
-        if (task.status !== "input_required") await sleep(20);
-      }
+      // tasks/get polled, as a client follows a task (its changes send nothing to a client that does not listen).
+      let polls = 0;
+      const until = async (status: string) => {
+        let task: Message = {};
+        for (const deadline = Date.now() + 15_000; task.status !== status && Date.now() < deadline;) {
+          task = (await ask(`g${polls++}`, "tasks/get", { taskId: created.taskId })).result;
+          if (task.status !== status) await sleep(20);
+        }
+        return task;
+      };
+      let task = await until("input_required");
       const [key] = Object.keys(task.inputRequests);
       const ack = await ask("u", "tasks/update", {
         taskId: created.taskId,
         inputResponses: { [key]: { action: "accept", content: { confirm: true } } },
       });
       assert.equal(ack.result.resultType, "complete", JSON.stringify(ack));
-      for (let i = 0; task.status !== "completed" && i < 100; i++) {
-        task = (await ask(`h${i}`, "tasks/get", { taskId: created.taskId })).result;
-        if (task.status !== "completed") await sleep(20);
-      }
+      task = await until("completed");
       assert.equal(task.result.content[0].text, "deleted 'a.txt'");
       assert.equal((await ask("x", "tasks/cancel", { taskId: created.taskId })).result.resultType, "complete");
     } finally {
@@ -7457,9 +7985,78 @@ describe("16b. Logs as JSON lines", () => {
       assert.ok(entries.some((entry) => entry.msg === "initialize" && entry.level === "info"));
     });
   });
+
+  test("serve --log-format json gives the console back as it found it: after serving, console.log is stdout again", async () => {
+    await withTempDir("mcp-console-", async (dir) => {
+      // The plugin's exit handler runs after serve has undone its wrappers (the JSON lines', then the stdout guard's).
+      writeFileSync(
+        join(dir, "probe.ts"),
+        'import process from "node:process";\nprocess.on("exit", () => console.log("after-serve"));\n' +
+          'export default { run: () => "ok" };\n',
+      );
+      const run = await runCli(["serve", dir, "--log-format", "json"], { stdin: "", spawn: true });
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, "after-serve\n", `stderr: ${run.stderr}`);
+    });
+  });
+
+  test("--log-format json levels: a plugin that fails to load is error; a request answered with an error and a tool's error text warn", async () => {
+    await withTempDir("mcp-jsonlevels-", async (dir) => {
+      writeFileSync(join(dir, "broken.ts"), "export default {");
+      mkdirSync(join(dir, "skills", "nofront"), { recursive: true });
+      writeFileSync(join(dir, "skills", "nofront", "SKILL.md"), "no frontmatter\n");
+      writeFileSync(join(dir, "ok.ts"), 'export default { run: () => ({ content: [{ type: "text", text: "bad" }], isError: true }) };');
+      const calls = [
+        { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "nosuch", arguments: {} } },
+        { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "ok", arguments: {} } },
+      ];
+      const stdin = [INIT, ...calls].map((message) => JSON.stringify(message) + "\n").join("");
+      const served = await runCli(["serve", dir, "--log-format", "json"], { stdin, spawn: true });
+      const entries = served.stderr.trimEnd().split("\n").map((line) => JSON.parse(line));
+      const levelOf = (pattern: RegExp) => entries.find((entry) => pattern.test(entry.msg))?.level;
+      assert.equal(levelOf(/^Cannot load .*broken\.ts/), "error", served.stderr);
+      assert.equal(levelOf(/^tools\/call nosuch$/), "warn");
+      assert.equal(levelOf(/^tools\/call ok$/), "warn");
+      assert.equal(levelOf(/^initialize$/), "info");
+      assert.equal(levelOf(/^warning: skipped skill /), "warn", "a warning: line is level warn");
+      const called = await runCli(["call", [...RUNTIME, MCP, "serve", dir].map(quote).join(" "), "ok", "--log-format", "json"]);
+      assert.equal(called.code, 1);
+      const told = called.stderr.trimEnd().split("\n").map((line) => JSON.parse(line)).find((entry) => entry.msg === "bad");
+      assert.deepEqual([told?.level, told?.source], ["warn", "tool"], called.stderr);
+    });
+  });
 });
 
 describe("17. CLI", () => {
+  test("ARGS: key=@@x is the text @x, and a value read from a file that does not fit is shown by its start only", async () => {
+    await withTempDir("mcp-args-at-", async (dir) => {
+      writeFileSync(join(dir, "n.txt"), "not a number\n" + "x".repeat(10_000));
+      const [escaped, wrong] = await Promise.all([
+        runCli(["call", SERVE, "echo", "text=@@handle"]),
+        runCli(["call", SERVE, "add", `a=@${join(dir, "n.txt")}`, "b=1"]),
+      ]);
+      assert.equal(escaped.stdout, "@handle\n", escaped.stderr);
+      assert.equal(wrong.code, 2);
+      assert.match(wrong.stderr, /^mcp: Cannot read a="not a number\\nx+\.\.\.: a must be a number$/m);
+      assert.ok(wrong.stderr.length < 300, wrong.stderr);
+    });
+  });
+
+  test("each client command takes its own flags: one that does not apply is exit 2 naming it, before anything starts", async () => {
+    const refused = await Promise.all([
+      runCli(["ping", SERVE, "--force"]),
+      runCli(["ping", SERVE, "--concurrency", "3"]),
+      runCli(["list", SERVE, "--out", "/x"]),
+      runCli(["info", SERVE, "--detach"]),
+      runCli(["read", SERVE, "x://y", "--meta", "{}"]),
+      runCli(["batch", SERVE, "-o", "f"]),
+    ]);
+    for (const [run, flag] of refused.map((run, i) => [run, ["--force", "--concurrency", "--out", "--detach", "--meta", "-o"][i]] as const)) {
+      assert.equal(run.code, 2, run.stderr);
+      assert.match(run.stderr, new RegExp(`Unknown option '${flag}'`), run.stderr);
+    }
+  });
+
   test("call ↔ serve end to end: JSON, key=value, stdin and @file ARGS", async () => {
     await withTempDir("mcp-args-", async (dir) => {
       writeFileSync(join(dir, "args.json"), '{"a":20,"b":22}');
@@ -7550,9 +8147,10 @@ describe("17. CLI", () => {
   });
 
   test("a request that times out is cancelled, exits 3, and the server is shut down", async () => {
-    const run = await runCli(["call", FAKE, "echo", "--timeout", "300", "-e", "FAKE_MODE=hang"]);
+    // --timeout is each request's: 3 s lets a busy machine start the server and answer initialize first.
+    const run = await runCli(["call", FAKE, "echo", "--timeout", "3000", "-e", "FAKE_MODE=hang"]);
     assert.equal(run.code, 3);
-    assert.match(run.stderr, /^mcp: tools\/call timed out: no answer or progress for 300 ms \(--timeout\)\n/);
+    assert.match(run.stderr, /^mcp: tools\/call timed out: no answer or progress for 3000 ms \(--timeout\)\n/);
     assert.match(run.stderr, /fake: got notifications\/cancelled/);
     const pid = Number(/fake: pid (\d+)/.exec(run.stderr)?.[1]);
     assert.ok(pid > 0 && await isGone(pid), `the server (pid ${pid}) was stopped with the client`);
@@ -7562,14 +8160,16 @@ describe("17. CLI", () => {
   });
 
   test("a server that ignores SIGTERM is killed: no orphan is left", { timeout: 30_000 }, async () => {
-    const started = Date.now();
-    const run = await runCli(["call", FAKE, "echo", "--timeout", "200", "-e", "FAKE_MODE=ignore-sigterm"]);
+    // --timeout is each request's: 3 s lets a busy machine start the server and answer initialize first.
+    const ignoring = ["-e", "FAKE_MODE=ignore-sigterm"];
+    const run = await runTimed(["call", FAKE, "echo", "--timeout", "3000", "--trace", ...ignoring]);
     assert.equal(run.code, 3);
     assert.match(run.stderr, /fake: ignoring SIGTERM/);
     const pid = Number(/fake: pid (\d+)/.exec(run.stderr)![1]);
     assert.ok(await isGone(pid), `fake server ${pid} is still running`);
-    // A server that let a request time out gets SIGTERM 250 ms after its stdin closes, SIGKILL 2 s later.
-    const took = Date.now() - started;
+    // A server that let a request time out gets SIGTERM 250 ms after its stdin closes, SIGKILL 2 s later: timed from
+    // the call's cancellation (--trace prints it as it goes), not from a start a busy machine makes slow.
+    const took = run.ended - run.at(/^> .*"notifications\/cancelled".*tools\/call timed out/m);
     assert.ok(took > 2000 && took < 4000, `it waited 2 s after SIGTERM, not also 2 s after closing stdin: ${took} ms`);
   });
 
@@ -8045,14 +8645,15 @@ describe("17. CLI", () => {
     await new Promise<void>((resolve) => page.listen(0, "127.0.0.1", resolve));
     const pagePort = (page.address() as { port: number }).port;
     const server = await startListening([MCP, "serve", HERE + "testdata/tools", "--http", "0"], /serving (\S+)/);
+    const starts = join(mkdtempSync(join(tmpdir(), "mcp-starts-")), "starts");
     try {
       const busyPort = new URL(server.url).port;
       const [busy, schemeless, html, noisy, hidden, elicit] = await Promise.all([
         runCli(["serve", HERE + "testdata/tools", "--http", busyPort]),
         runCli(["list", "localhost:3001/mcp"]),
         runCli(["list", `http://127.0.0.1:${pagePort}/wrong`]),
-        runCli(["list", HOSTILE, "-e", "HOSTILE_MODE=stdout-noise", "--timeout", "800"]),
-        runCli(["call", HOSTILE, "sample", "-e", "HOSTILE_MODE=capable"]),
+        runCli(["list", HOSTILE, "-e", "HOSTILE_MODE=stdout-noise", "--timeout", "3000"]), // its noise comes first
+        runCli(["call", HOSTILE, "sample", "-e", "HOSTILE_MODE=capable", "-e", `HOSTILE_STARTS=${starts}`]),
         runCli(["call", HOSTILE, "form", "-e", "HOSTILE_MODE=form", "--elicit", "accept"]),
       ]);
       assert.equal(busy.code, 2, busy.stderr);
@@ -8067,10 +8668,8 @@ describe("17. CLI", () => {
         /printed 2 line\(s\) on stdout that are not JSON-RPC, the first: "Starting hostile server/,
       );
       assert.equal(hidden.code, 2);
-      assert.match(
-        hidden.stderr,
-        /listed only to clients that can answer the server's questions: try --sample-command/,
-      );
+      assert.match(hidden.stderr, /a server may list a tool only to clients that can answer its questions: try --sample/);
+      assert.equal(readFileSync(starts, "utf8"), "start\n", "the server started once: no second start to look");
       assert.match(elicit.stderr, /declined the server's form \(--elicit accept\): required fields color, size, email/);
       assert.match(elicit.stderr, /--elicit-json/);
       assert.match(elicit.stdout, /"action":"decline"/);
