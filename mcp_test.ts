@@ -961,7 +961,9 @@ describe("0. The file's map", () => {
       const match = head.exec(line);
       if (!match || /^\s*(if|for|while|switch|return|catch|else)\b/.test(line) || !/[({]$/.test(line.trimEnd())) return;
       const indent = match[1];
-      const end = lines.findIndex((other, j) => j > i && other.startsWith(indent + "}") && /^\}[);,]?$/.test(other.slice(indent.length)));
+      const end = lines.findIndex((other, j) =>
+        j > i && other.startsWith(indent + "}") && /^\}[);,]?$/.test(other.slice(indent.length))
+      );
       if (end - i + 1 > 200) long.push(`${i + 1}: ${line.trim().slice(0, 60)} (${end - i + 1} lines)`);
     });
     assert.deepEqual(long, []);
@@ -2942,7 +2944,9 @@ describe("7i. Telemetry: spans over OTLP/HTTP JSON, trace context through every 
       for (const handler of [plain, opted]) {
         await (await handler(modernPost("tools/call", { name: "add", arguments: { a: 40, b: 2 } }))).text();
       }
-      const spans = await receiver.waitForSpans((all) => all.filter((span) => span.name === "tools/call add").length >= 2);
+      const spans = await receiver.waitForSpans((all) =>
+        all.filter((span) => span.name === "tools/call add").length >= 2
+      );
       const service = (span: OtlpSpan) => span.resource["service.name"];
       const of = (name: string) => spans.find((span) => span.name === "tools/call add" && service(span) === name)!;
       assert.equal(attribute(of("plain"), "gen_ai.tool.call.arguments"), undefined);
@@ -4344,10 +4348,18 @@ describe("10. Server transports: Streamable HTTP", () => {
       assert.match(text, /^target_info\{service_name="mcp\.ts",telemetry_sdk_name="mcp\.ts",.*\} 1$/m);
       assert.match(text, /^# TYPE mcp_server_operation_duration_seconds histogram$/m);
       const added = 'mcp_method_name="tools/call",gen_ai_tool_name="add",gen_ai_operation_name="execute_tool"';
-      assert.match(
-        text,
-        new RegExp(`^mcp_server_operation_duration_seconds_bucket\\{[^}]*${added}[^}]*,le="0\\.01"\\} 1$`, "m"),
-      );
+      // The one call's duration is in each bucket from the first that holds it on (cumulative), whatever it took: a busy
+      // machine may take more than 10 ms for it.
+      const series = (kind: string, tail: string) =>
+        new RegExp(`^mcp_server_operation_duration_seconds_${kind}\\{[^}]*${added}[^}]*${tail}\\} (\\S+)$`, "gm");
+      const sum = Number(series("sum", "").exec(text)?.[1]);
+      assert.ok(sum > 0, text);
+      const buckets = [...text.matchAll(series("bucket", ',le="([^"]+)"'))].map(([, le, count]) => [
+        le === "+Inf" ? Infinity : Number(le),
+        Number(count),
+      ]);
+      assert.ok(buckets.length > 5 && buckets.some(([le]) => le === 0.01), text);
+      for (const [le, count] of buckets) assert.equal(count, sum <= le ? 1 : 0, `le=${le}, the sum ${sum} s`);
       assert.match(
         text,
         new RegExp(`^mcp_server_operation_duration_seconds_bucket\\{[^}]*${added}[^}]*,le="\\+Inf"\\} 1$`, "m"),
@@ -5745,7 +5757,10 @@ describe("13. OAuth: the client", () => {
       ]);
       for (const run of [none, login]) {
         assert.equal(run.code, 4, run.stderr);
-        assert.match(run.stderr, /offers no OAuth metadata to log in with: give its token as -H 'Authorization: Bearer/);
+        assert.match(
+          run.stderr,
+          /offers no OAuth metadata to log in with: give its token as -H 'Authorization: Bearer/,
+        );
         assert.doesNotMatch(run.stderr, /Cannot register|run: mcp\.ts login/);
       }
       assert.equal(wrong.code, 4);
@@ -6614,7 +6629,14 @@ describe("14. MCP client over HTTP and in both eras", () => {
 
 describe("14f. Tasks: following a call that became one", () => {
   test("the client polls a task as often as its pollIntervalMs says (150 ms here, not the 1 s default)", async () => {
-    const tasks = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance/tools_tasks.ts", "--task-poll-interval", "150"];
+    const tasks = [
+      ...RUNTIME,
+      MCP,
+      "serve",
+      HERE + "testdata/conformance/tools_tasks.ts",
+      "--task-poll-interval",
+      "150",
+    ];
     const run = await runCli(["call", [...tasks, "--trace"].map(quote).join(" "), "slow_compute", "seconds=3", "-v"]);
     assert.equal(run.code, 0, run.stderr);
     const polls = run.stderr.match(/"method":"tasks\/get"/g)?.length ?? 0;
@@ -6672,7 +6694,11 @@ describe("14f. Tasks: following a call that became one", () => {
     if (pty.error !== undefined) return; // no script(1) here
     assert.match(pty.stdout, /task \S+: working/, pty.stdout);
     const after = pty.stdout.slice(pty.stdout.lastIndexOf("\x1b[K") + 3);
-    assert.match(after, /^Computation "job" completed after 1 seconds\. Result: 42\.\r?\n$/, JSON.stringify(pty.stdout));
+    assert.match(
+      after,
+      /^Computation "job" completed after 1 seconds\. Result: 42\.\r?\n$/,
+      JSON.stringify(pty.stdout),
+    );
   });
 
   test("batch awaits each line's task; on a terminal a task is one updating status line", async () => {
@@ -8005,7 +8031,10 @@ describe("16b. Logs as JSON lines", () => {
       writeFileSync(join(dir, "broken.ts"), "export default {");
       mkdirSync(join(dir, "skills", "nofront"), { recursive: true });
       writeFileSync(join(dir, "skills", "nofront", "SKILL.md"), "no frontmatter\n");
-      writeFileSync(join(dir, "ok.ts"), 'export default { run: () => ({ content: [{ type: "text", text: "bad" }], isError: true }) };');
+      writeFileSync(
+        join(dir, "ok.ts"),
+        'export default { run: () => ({ content: [{ type: "text", text: "bad" }], isError: true }) };',
+      );
       const calls = [
         { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "nosuch", arguments: {} } },
         { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "ok", arguments: {} } },
@@ -8019,9 +8048,17 @@ describe("16b. Logs as JSON lines", () => {
       assert.equal(levelOf(/^tools\/call ok$/), "warn");
       assert.equal(levelOf(/^initialize$/), "info");
       assert.equal(levelOf(/^warning: skipped skill /), "warn", "a warning: line is level warn");
-      const called = await runCli(["call", [...RUNTIME, MCP, "serve", dir].map(quote).join(" "), "ok", "--log-format", "json"]);
+      const called = await runCli([
+        "call",
+        [...RUNTIME, MCP, "serve", dir].map(quote).join(" "),
+        "ok",
+        "--log-format",
+        "json",
+      ]);
       assert.equal(called.code, 1);
-      const told = called.stderr.trimEnd().split("\n").map((line) => JSON.parse(line)).find((entry) => entry.msg === "bad");
+      const told = called.stderr.trimEnd().split("\n").map((line) => JSON.parse(line)).find((entry) =>
+        entry.msg === "bad"
+      );
       assert.deepEqual([told?.level, told?.source], ["warn", "tool"], called.stderr);
     });
   });
@@ -8051,7 +8088,11 @@ describe("17. CLI", () => {
       runCli(["read", SERVE, "x://y", "--meta", "{}"]),
       runCli(["batch", SERVE, "-o", "f"]),
     ]);
-    for (const [run, flag] of refused.map((run, i) => [run, ["--force", "--concurrency", "--out", "--detach", "--meta", "-o"][i]] as const)) {
+    for (
+      const [run, flag] of refused.map((run, i) =>
+        [run, ["--force", "--concurrency", "--out", "--detach", "--meta", "-o"][i]] as const
+      )
+    ) {
       assert.equal(run.code, 2, run.stderr);
       assert.match(run.stderr, new RegExp(`Unknown option '${flag}'`), run.stderr);
     }
@@ -8668,7 +8709,10 @@ describe("17. CLI", () => {
         /printed 2 line\(s\) on stdout that are not JSON-RPC, the first: "Starting hostile server/,
       );
       assert.equal(hidden.code, 2);
-      assert.match(hidden.stderr, /a server may list a tool only to clients that can answer its questions: try --sample/);
+      assert.match(
+        hidden.stderr,
+        /a server may list a tool only to clients that can answer its questions: try --sample/,
+      );
       assert.equal(readFileSync(starts, "utf8"), "start\n", "the server started once: no second start to look");
       assert.match(elicit.stderr, /declined the server's form \(--elicit accept\): required fields color, size, email/);
       assert.match(elicit.stderr, /--elicit-json/);
