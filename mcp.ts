@@ -4093,9 +4093,9 @@ export function parseYamlSubset(text: string, firstLine = 1): unknown {
     for (; end < raws.length; end++) {
       const body = raws[end].trimStart();
       if (body === "") continue;
-      const at = raws[end].length - body.length;
-      if (at <= indent || (depth >= 0 && at < depth)) break;
-      if (depth < 0) depth = at;
+      const column = raws[end].length - body.length;
+      if (column <= indent || (depth >= 0 && column < depth)) break;
+      if (depth < 0) depth = column;
     }
     while (at < lines.length && lines[at].number - firstLine < end) at++;
     const kept = raws.slice(start, end).map((raw) => raw.trim() === "" ? "" : raw.slice(depth));
