@@ -8564,7 +8564,7 @@ class TokenVerifier {
     let key = this.#keys.get(kid);
     const clock = Date.now();
     if (
-      !key && clock - this.#fetchedAt > (this.#options.jwksRefetchMs ?? JWKS_REFETCH_MS) &&
+      !key && clock - this.#fetchedAt >= (this.#options.jwksRefetchMs ?? JWKS_REFETCH_MS) &&
       !(clock - (this.#missed.get(kid) ?? -Infinity) < JWKS_MISS_MS)
     ) {
       await this.#loadKeys().catch(noop);
