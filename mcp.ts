@@ -15362,9 +15362,8 @@ async function withClient(
     stdout: terminalSafe(cliIo.stdout, true),
     stderr: terminalSafe(cliIo.stderr, true),
   };
-  const io = json
-    ? jsonIo
-    : { stdin: cliIo.stdin, stdout: terminalSafe(cliIo.stdout), stderr: terminalSafe(cliIo.stderr) };
+  // (stderr is the command's one writer already, visible on a terminal; only --json's gets JSON's escapes.)
+  const io = json ? jsonIo : { stdin: cliIo.stdin, stdout: terminalSafe(cliIo.stdout), stderr: cliIo.stderr };
   const recorder = values.record === undefined ? undefined : await openRecording(values.record, target);
   // Telemetry (OTEL_*): each request a CLIENT span, a CI job's TRACEPARENT their parent.
   const processEnv = sys.env();
@@ -16702,7 +16701,7 @@ async function runCommand(name: string, entry: Command, args: string[], io: CliI
 async function run(argv: string[], cli: CliIo): Promise<number> {
   const [name, ...rest] = argv;
   try {
-    cli = logFormatOf(argv) === "json" ? withJsonLog(cli) : withVisibleStderr(cli);
+    cli = withStderr(cli, logFormatOf(argv) === "json");
     const entry = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
     if (entry) return await runCommand(name, entry, rest, cli);
     switch (name) {
@@ -16746,9 +16745,10 @@ function logFormatOf(argv: string[]): "text" | "json" {
   throw new UsageError(`--log-format takes text or json, got "${format}"`);
 }
 
-// Every command's stderr is one writer (Safety: peer text never forges output): in text, whatever is written
-// passes the visible-text rule on a terminal (exact when piped); our own status line passes by control().
-function withVisibleStderr(cli: CliIo): CliIo {
+// Every command's stderr is one writer (Safety: peer text never forges output), made on first use: in text,
+// whatever is written passes the visible-text rule on a terminal (exact when piped; our own status line passes by
+// control()); in JSON, each entry is one line (DEL and C1 escaped on a terminal). stdin and stdout are untouched.
+function withStderr(cli: CliIo, json: boolean): CliIo {
   let stderr: OutputSink | undefined;
   return {
     get stdin() {
@@ -16758,25 +16758,7 @@ function withVisibleStderr(cli: CliIo): CliIo {
       return cli.stdout;
     },
     get stderr() {
-      return stderr ??= terminalSafe(cli.stderr);
-    },
-    stopStepMs: cli.stopStepMs,
-  };
-}
-
-// The same I/O with stderr as JSON lines (each entry one line; DEL and C1 escaped on a terminal); stdout and stdin
-// untouched (and still made on first use).
-function withJsonLog(cli: CliIo): CliIo {
-  let stderr: JsonLogSink | undefined;
-  return {
-    get stdin() {
-      return cli.stdin;
-    },
-    get stdout() {
-      return cli.stdout;
-    },
-    get stderr() {
-      return stderr ??= jsonLogSink(terminalSafe(cli.stderr, true));
+      return stderr ??= json ? jsonLogSink(terminalSafe(cli.stderr, true)) : terminalSafe(cli.stderr);
     },
     stopStepMs: cli.stopStepMs,
   };
