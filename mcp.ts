@@ -34,7 +34,9 @@
 //  10. Server transports   stdio; 10b the Streamable HTTP wire, 10c the HTTP front every listener
 //                          stands behind, 10d createHandler (legacy sessions, stateless requests),
 //                          10e bearer tokens (a protected resource)
-//  11. Server configs      what a <server> names: a URL, a command line, a name in a host's config
+//  11. Server configs      what a <server> names: a URL, a command line, a name in a host's config; 11b
+//                          host files as text (JSON with comments, a TOML subset), edited in place; 11c the
+//                          hosts, install and uninstall; 11d bundles (pack): the program as JavaScript, a zip
 //  12. Client transports   12a stdio, 12b Streamable HTTP and HTTP+SSE
 //  13. OAuth               13a the token store, 13b discovery and signing, 13c the provider
 //  14. MCP client          14a options, 14b the session (McpClient), 14c connect(), 14d the 2026-07-28
@@ -5655,6 +5657,20 @@ function guardProcess(report: (error: unknown) => void): () => void {
   };
 }
 
+// process.stdout replaced; returns what puts it back. Bun's takes an assignment (defining a property over it builds its
+// streams, ~9 ms; its console does not write through it). Node's is a getter alone (an assignment throws), so it is
+// defined over, and its getter put back after: Node's console writes through process.stdout.
+function setProcessStdout(value: object): () => void {
+  const process = proc();
+  if (bun) {
+    (process as unknown as { stdout: unknown }).stdout = value;
+    return noop;
+  }
+  const saved = Object.getOwnPropertyDescriptor(process, "stdout");
+  Object.defineProperty(process, "stdout", { value, configurable: true, writable: true });
+  return () => saved && Object.defineProperty(process, "stdout", saved);
+}
+
 /**
  * Keeps plugins' output off the protocol stream while serving on stdout: their
  * console.log/info/debug/warn and process.stdout.write go to `io.stderr`.
@@ -5683,16 +5699,18 @@ function guardProcessStdout(io: { stdout: OutputSink; stderr: OutputSink }): {
   const stdout = io.stdout;
   if (stdout.native && "entry" in io.stderr) {
     // --log-format json: what a plugin writes to stdout becomes log lines too (through our stderr's sink).
+    let undo = noop;
     if (deno) {
       const out = deno.stdout;
       out.write = (bytes) => Promise.resolve((redirectWrite(bytes), bytes.length));
       out.writeSync = (bytes) => (redirectWrite(bytes), bytes.length);
-    } else (proc() as unknown as { stdout: unknown }).stdout = { write: redirectWrite, isTTY: false };
-    return { protocol: stdout, restore: () => void Object.assign(console, saved) };
+    } else undo = setProcessStdout({ write: redirectWrite, isTTY: false });
+    return { protocol: stdout, restore: () => void (Object.assign(console, saved), undo()) };
   }
   if (stdout.native) {
     // The protocol has its own sink (bound to the real stdout), so the process's
     // stdout is the plugins' alone: make it stderr.
+    let undo = noop;
     if (deno) {
       // Deno's node:process stdout writes through these methods: swapping them
       // guards plugins without building node:process (~29 ms of start-up).
@@ -5700,20 +5718,23 @@ function guardProcessStdout(io: { stdout: OutputSink; stderr: OutputSink }): {
       out.write = (bytes) => err.write(bytes);
       out.writeSync = (bytes) => err.writeSync(bytes);
     } else {
-      // Bun: process.stdout becomes a stand-in that builds process.stderr when a plugin first uses it. Reading
+      // Bun (and Node on Linux): process.stdout becomes a stand-in that builds process.stderr when a plugin first
+      // uses it. Reading
       // process.stdout, or defining a property over it, builds the streams (~9 ms each on Bun 1.4.4); assigning
       // it does not.
-      const node = proc() as unknown as { stdout: unknown; stderr: object };
+      const node = proc() as unknown as { stderr: object };
       let stderr: object | undefined;
-      node.stdout = new Proxy({}, {
-        get(_, key) {
-          stderr ??= node.stderr;
-          const value = Reflect.get(stderr, key);
-          return typeof value === "function" ? value.bind(stderr) : value;
-        },
-      });
+      undo = setProcessStdout(
+        new Proxy({}, {
+          get(_, key) {
+            stderr ??= node.stderr;
+            const value = Reflect.get(stderr, key);
+            return typeof value === "function" ? value.bind(stderr) : value;
+          },
+        }),
+      );
     }
-    return { protocol: stdout, restore: () => void Object.assign(console, saved) };
+    return { protocol: stdout, restore: () => void (Object.assign(console, saved), undo()) };
   }
   // Node: keep the real write for the protocol.
   const node = stdout as Writable;
@@ -5743,6 +5764,26 @@ interface Files {
   /** What is at a path (following links): undefined when nothing is. */
   kind(path: string): Promise<"file" | "directory" | undefined>;
   readText(path: string): Promise<string>;
+}
+
+/**
+ * Writes a file the user keeps (a host's config): the old one, when `backup`, kept as FILE.bak; the new one written
+ * beside it and renamed over it (a crash leaves one whole file), with the old one's mode (~/.claude.json is the
+ * user's alone). Returns the backup's path.
+ */
+async function replaceFile(file: string, text: string, backup: boolean): Promise<string | undefined> {
+  const { chmod, copyFile, mkdir, rename, stat, writeFile } = await import("node:fs/promises");
+  await mkdir(dirnameOf(file), { recursive: true });
+  let mode = 0o644;
+  if (backup) {
+    mode = (await stat(file)).mode & 0o777;
+    await copyFile(file, `${file}.bak`);
+  }
+  const temporary = `${file}.${proc().pid}.tmp`;
+  await writeFile(temporary, text, { mode });
+  await chmod(temporary, mode);
+  await rename(temporary, file);
+  return backup ? `${file}.bak` : undefined;
 }
 
 function kindOf(isDirectory: Promise<boolean>): Promise<"file" | "directory" | undefined> {
@@ -5840,7 +5881,7 @@ const droppedNote = (count: number) => `mcp: ${count} line(s) of output dropped:
 
 /**
  * The process's stdout (1) or stderr (2) through the runtime's own API, or
- * undefined on Node. On Bun, touching process.stdout or process.stderr costs
+ * undefined on Node (but for stdout on Linux: writeSync). On Bun, touching process.stdout or process.stderr costs
  * ~25 ms of start-up (their Node streams are built lazily); Bun.stdout.writer()
  * costs ~1 ms. On Deno, Deno.stdout skips the node:stream layer as well.
  */
@@ -5873,6 +5914,24 @@ function nativeSink(fd: 1 | 2): OutputSink | undefined {
         return undefined; // not a terminal
       }
     };
+  } else if (fd === 1 && sys.platform() === "linux" && proc().getBuiltinModule) {
+    // Node on Linux writes stdout synchronously whatever it is (a file, a pipe, a terminal), as writeSync does;
+    // process.stdout costs ~2.5 ms of each start for a pipe (node:net, node:stream). A descriptor someone left
+    // non-blocking (EAGAIN) is written again a millisecond later.
+    const { writeSync } = proc().getBuiltinModule("node:fs") as typeof import("node:fs");
+    writeNow = async (chunk) => {
+      let bytes = typeof chunk === "string" ? encoder.encode(chunk) : chunk;
+      while (bytes.length > 0) {
+        try {
+          bytes = bytes.subarray(writeSync(1, bytes));
+        } catch (error) {
+          if ((error as { code?: string }).code !== "EAGAIN") throw error;
+          await new Promise((resolve) => setTimeout(resolve, 1));
+        }
+      }
+    };
+    isTerminal = () => sys.mayBeTerminal(1) && proc().stdout.isTTY === true; // asked only when it matters
+    columns = () => proc().stdout.columns;
   } else {
     return undefined;
   }
@@ -5944,6 +6003,27 @@ function runtimeVersions(): { deno?: string; bun?: string; node?: string } {
   if (deno) return { deno: deno.version.deno };
   if (bun) return { bun: bun.version };
   return { node: proc().versions.node };
+}
+
+/**
+ * The runtime's own TypeScript stripper, which blanks the types and leaves the rest of the text as it was: Node's
+ * and Deno's node:module stripTypeScriptTypes (Node >= 22.13). Bun has none that leaves the text (Bun.Transpiler
+ * rewrites it, import.meta.main among the rest). Node warns that it is experimental: not on our stderr.
+ */
+async function typeStripper(): Promise<((code: string) => string) | undefined> {
+  if (bun) return undefined;
+  const { stripTypeScriptTypes } = await import("node:module") as { stripTypeScriptTypes?: (code: string) => string };
+  if (!stripTypeScriptTypes) return undefined;
+  return (code) => {
+    const process = proc();
+    const warn = process.emitWarning;
+    process.emitWarning = noop;
+    try {
+      return stripTypeScriptTypes(code);
+    } finally {
+      process.emitWarning = warn;
+    }
+  };
 }
 
 // The resource attributes of this process's runtime, for telemetry.
@@ -6840,6 +6920,17 @@ function loadFailure(error: unknown, file: string, renamed: [string, string][]):
     message = `SyntaxError: ${message}`;
   }
   const baseName = basenameOf(file);
+  const code = (error as { code?: unknown })?.code;
+  if (code === "ERR_UNKNOWN_FILE_EXTENSION" && /\.m?ts$/.test(file)) {
+    // Node before 22.6 (the npm package's JavaScript runs there) has no type stripper to load a .ts plugin with.
+    // layering-ok: only Node gives this code, and its version is what the message is about.
+    return `Node ${proc().versions.node} cannot load TypeScript (Node >= 22.18 can); write ${baseName} as .js or ` +
+      `.mjs, or serve with a newer Node, Deno or Bun`;
+  }
+  if (code === "ERR_UNSUPPORTED_NODE_MODULES_TYPE_STRIPPING") {
+    return `Node does not strip types of files under node_modules; serve a copy of the folder from elsewhere, ` +
+      `or write ${baseName} as .js or .mjs`;
+  }
   const position = (error as { position?: { file?: string; line?: number; column?: number } })?.position;
   let where = "";
   if (position && typeof position.line === "number" && unrename(String(position.file)) === file) {
@@ -8829,7 +8920,7 @@ async function readJsonConfig(file: string, required: boolean): Promise<unknown>
     throw new UsageError(`Cannot read config "${file}": ${errorMessage(error)}`);
   }
   try {
-    return JSON.parse(text);
+    return parseJsonText(text).value; // comments and trailing commas too, as VS Code and Zed allow
   } catch (error) {
     throw new UsageError(`Cannot read config "${file}": ${errorMessage(error)}`);
   }
@@ -8864,7 +8955,8 @@ async function readClaudeCodeConfig(file: string, cwd: string): Promise<ConfigFi
  * The config files a server name is looked up in, first match wins: `--config`
  * alone when given; else the nearest `.mcp.json` from the working directory up,
  * with `.cursor/mcp.json` and `.vscode/mcp.json` beside it, then Claude Code's
- * `~/.claude.json`, then Claude Desktop's config.
+ * `~/.claude.json`, then Claude Desktop's config, then Codex's (a trusted project's, then the user's), Windsurf's,
+ * Gemini CLI's, Zed's and Copilot CLI's.
  */
 async function findConfigs(
   options: { config?: string; cwd?: string; env: Record<string, string | undefined> },
@@ -8881,12 +8973,13 @@ async function findConfigs(
     if (parent === dir || dir === home) break;
     dir = parent;
   }
-  const [found, claudeCode, desktop] = await Promise.all([
+  const [found, claudeCode, desktop, others] = await Promise.all([
     Promise.all(candidates),
     home ? readClaudeCodeConfig(joinPath(home, ".claude.json"), cwd) : [],
     readConfig(claudeDesktopConfigPath(options.env), false).catch(() => undefined),
+    home ? otherHostConfigs(cwd, options.env, home) : [],
   ]);
-  return [...found, ...claudeCode, desktop].filter((config): config is ConfigFile => config !== undefined);
+  return [...found, ...claudeCode, desktop, ...others].filter((config): config is ConfigFile => config !== undefined);
 }
 
 /**
@@ -8931,7 +9024,8 @@ function specFromConfig(
       throw new UsageError(`Cannot use ${where}: its type "${entry.type}" is not one mcp.ts speaks (http, sse, stdio)`);
     }
     // Gemini CLI: httpUrl is Streamable HTTP, a plain url its SSE transport.
-    const sse = type === "sse" || (gemini && entry.httpUrl === undefined && entry.url !== undefined);
+    const sse = type === "sse" ||
+      (gemini && type === undefined && entry.httpUrl === undefined && entry.url !== undefined);
     const spec: HttpServerSpec = { type: sse ? "sse" : "http", url: checkUrl(expand(url), where), name };
     const headers = stringRecord(entry.headers, expand);
     if (headers) spec.headers = headers;
@@ -9054,6 +9148,870 @@ async function listConfiguredServers(
 // A word as a POSIX shell would need it quoted.
 function quoteWord(word: string): string {
   return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+// --- 11b. Host config files as text: JSON with comments kept as written, a TOML subset ---
+// Hosts keep settings of their own beside their servers, some in JSON with comments (VS Code, Zed) and one in
+// TOML (Codex). Reading parses each in linear time with the line of any error; writing edits the text at the
+// spans the parse found, so every other key, comment and the file's indentation stay as the user left them.
+
+/** A config file that does not parse: its line, for the message that names it. */
+class ConfigSyntaxError extends Error {
+  readonly line: number;
+  constructor(message: string, line: number) {
+    super(`${message} at line ${line}`);
+    this.name = "ConfigSyntaxError";
+    this.line = line;
+  }
+}
+
+function lineAt(text: string, offset: number): number {
+  let line = 1;
+  for (let i = text.indexOf("\n"); i >= 0 && i < offset; i = text.indexOf("\n", i + 1)) line++;
+  return line;
+}
+
+/** A JSON value with where it is in the text; an object's members with where each key starts. */
+interface JsonSpan {
+  value: unknown;
+  start: number;
+  end: number;
+  members?: Map<string, { keyStart: number; span: JsonSpan }>;
+}
+
+const JSON_DEPTH_MAX = 256;
+
+/**
+ * Parses JSON as hosts write it: comments (`//`, `/* *\/`) and trailing commas allowed (VS Code and Zed settings),
+ * objects without prototypes, nesting bounded; each value with its span. Errors name their line.
+ * @internal
+ */
+export function parseJsonText(text: string): JsonSpan {
+  let at = 0;
+  const fail = (message: string, where = at): never => {
+    throw new ConfigSyntaxError(message, lineAt(text, where));
+  };
+  const skip = () => {
+    for (;;) {
+      const ch = text.charCodeAt(at);
+      if (ch === 0x20 || ch === 0x0a || ch === 0x0d || ch === 0x09 || ch === 0xfeff) at++;
+      else if (ch === 0x2f && text[at + 1] === "/") {
+        const end = text.indexOf("\n", at);
+        at = end < 0 ? text.length : end + 1;
+      } else if (ch === 0x2f && text[at + 1] === "*") {
+        const end = text.indexOf("*/", at + 2);
+        if (end < 0) fail("an unterminated /* comment");
+        at = end + 2;
+      } else return;
+    }
+  };
+  const string = (): string => {
+    const start = at;
+    for (at++; at < text.length; at++) {
+      const ch = text[at];
+      if (ch === "\\") at++;
+      else if (ch === '"') break;
+      else if (ch === "\n") fail("a line break inside a string");
+    }
+    if (at >= text.length) fail("an unterminated string", start);
+    at++;
+    try {
+      return JSON.parse(text.slice(start, at)) as string;
+    } catch {
+      return fail("a bad escape in a string", start);
+    }
+  };
+  const value = (depth: number): JsonSpan => {
+    if (depth > JSON_DEPTH_MAX) fail(`more than ${JSON_DEPTH_MAX} levels of nesting`);
+    skip();
+    const start = at;
+    const ch = text[at];
+    if (ch === "{") {
+      at++;
+      const object: JsonObject = Object.create(null);
+      const members = new Map<string, { keyStart: number; span: JsonSpan }>();
+      for (skip(); text[at] !== "}"; skip()) {
+        if (text[at] !== '"') fail(at >= text.length ? "an unterminated object" : "a key (in double quotes)");
+        const keyStart = at;
+        const key = string();
+        skip();
+        if (text[at] !== ":") fail(`":" after the key ${JSON.stringify(key)}`);
+        at++;
+        const span = value(depth + 1);
+        object[key] = span.value;
+        members.set(key, { keyStart, span });
+        skip();
+        if (text[at] === ",") at++;
+        else if (text[at] !== "}") fail(`"," or "}" after the value of ${JSON.stringify(key)}`);
+      }
+      at++;
+      return { value: object, start, end: at, members };
+    }
+    if (ch === "[") {
+      at++;
+      const items: unknown[] = [];
+      for (skip(); text[at] !== "]"; skip()) {
+        if (at >= text.length) fail("an unterminated array", start);
+        items.push(value(depth + 1).value);
+        skip();
+        if (text[at] === ",") at++;
+        else if (text[at] !== "]") fail('"," or "]" after an array item');
+      }
+      at++;
+      return { value: items, start, end: at };
+    }
+    if (ch === '"') return { value: string(), start, end: at };
+    const word = /^(?:true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?)/.exec(text.slice(at, at + 64));
+    if (!word) return fail(at >= text.length ? "a value (the text ended)" : "a value");
+    at += word[0].length;
+    return { value: JSON.parse(word[0]), start, end: at };
+  };
+  const root = value(0);
+  skip();
+  if (at < text.length) fail("text after the value");
+  return root;
+}
+
+/** How a file indents one level and ends a line, as its own text shows (two spaces and \n when it does not). */
+function textStyle(text: string): { unit: string; newline: string } {
+  const newline = text.includes("\r\n") ? "\r\n" : "\n";
+  const indented = /\n([ \t]+)\S/.exec(text);
+  const unit = indented ? (indented[1][0] === "\t" ? "\t" : " ".repeat(Math.min(indented[1].length, 8))) : "  ";
+  return { unit, newline };
+}
+
+/**
+ * `text` with `root[key][name]` set to `entry` (or removed, when `entry` is undefined), by an edit of the text
+ * alone: the rest of the file, comments and indentation included, is left as it was. An empty text is `{}`.
+ * @internal
+ */
+export function editJsonMember(text: string, key: string, name: string, entry: unknown): string {
+  const source = text.trim() === "" ? "{}\n" : text;
+  const root = parseJsonText(source);
+  if (!root.members) throw new ConfigSyntaxError("the file is not a JSON object", lineAt(source, root.start));
+  const { unit, newline } = textStyle(source);
+  const render = (value: unknown, depth: number) =>
+    JSON.stringify(value, null, unit).split("\n").join(newline + unit.repeat(depth));
+  const member = (memberName: string, value: unknown, depth: number) =>
+    `${JSON.stringify(memberName)}: ${render(value, depth)}`;
+  // Adds a member at the end of an object, after its last member (a trailing comma stays valid JSONC).
+  const append = (object: JsonSpan, text: string, depth: number) => {
+    const last = [...object.members!.values()].at(-1);
+    if (last) {
+      return source.slice(0, last.span.end) + `,${newline}${unit.repeat(depth)}${text}` + source.slice(last.span.end);
+    }
+    return source.slice(0, object.start) + `{${newline}${unit.repeat(depth)}${text}${newline}` +
+      `${unit.repeat(depth - 1)}}` + source.slice(object.end);
+  };
+  const container = root.members.get(key)?.span;
+  if (container !== undefined && !container.members) {
+    throw new ConfigSyntaxError(`its "${key}" is not an object`, lineAt(source, container.start));
+  }
+  if (entry === undefined) {
+    const found = container?.members?.get(name);
+    if (!container || !found) return source;
+    // From the end of the member before (its comma with it), or to the start of the member after.
+    const members = [...container.members!.values()];
+    const index = members.indexOf(found);
+    if (index > 0) return source.slice(0, members[index - 1].span.end) + source.slice(found.span.end);
+    if (members.length > 1) return source.slice(0, found.keyStart) + source.slice(members[1].keyStart);
+    return source.slice(0, container.start) + "{}" + source.slice(container.end);
+  }
+  if (!container) return append(root, member(key, { [name]: entry }, 1), 1);
+  const found = container.members!.get(name);
+  if (found) return source.slice(0, found.span.start) + render(entry, 2) + source.slice(found.span.end);
+  return append(container, member(name, entry, 2), 2);
+}
+
+/** A TOML table header, where its line starts, and its key path. */
+interface TomlHeader {
+  path: string[];
+  start: number;
+}
+
+const TOML_BARE_KEY = /^[A-Za-z0-9_-]+$/;
+
+/**
+ * Parses the TOML a tool's config file holds (Codex's config.toml): tables and arrays of tables, dotted and quoted
+ * keys, basic, literal and multi-line strings, numbers, booleans, dates (kept as text), arrays and inline tables;
+ * in one pass, with the line of any error. Returns the values (objects without prototypes) and every header.
+ * @internal
+ */
+export function parseTomlText(
+  text: string,
+): { value: JsonObject; headers: TomlHeader[]; inline: Map<object, number> } {
+  const root: JsonObject = Object.create(null);
+  const headers: TomlHeader[] = [];
+  const inline = new Map<object, number>(); // each inline table, and where it starts
+  let at = 0;
+  const fail = (message: string, where = at): never => {
+    throw new ConfigSyntaxError(message, lineAt(text, where));
+  };
+  const spaces = () => {
+    while (text[at] === " " || text[at] === "\t") at++;
+  };
+  // Whitespace, line breaks and comments (inside arrays).
+  const blank = () => {
+    for (;;) {
+      spaces();
+      if (text[at] === "#") { while (at < text.length && text[at] !== "\n") at++; }
+      else if (text[at] === "\n" || text[at] === "\r") at++;
+      else return;
+    }
+  };
+  const endOfLine = () => {
+    spaces();
+    if (text[at] === "#") { while (at < text.length && text[at] !== "\n") at++; }
+    if (text[at] === "\r") at++;
+    if (at < text.length && text[at] !== "\n") fail("text after the value");
+    at++;
+  };
+  const escapes: Record<string, string> = { b: "\b", t: "\t", n: "\n", f: "\f", r: "\r", '"': '"', "\\": "\\" };
+  const basic = (multi: boolean): string => {
+    let out = "";
+    const quote = multi ? '"""' : '"';
+    at += quote.length;
+    if (multi && text[at] === "\n") at++;
+    else if (multi && text.startsWith("\r\n", at)) at += 2;
+    for (;;) {
+      if (at >= text.length) fail("an unterminated string");
+      if (text.startsWith(quote, at)) {
+        // A multi-line string may end in one or two quotes of its own: """a"""" is `a"`.
+        let run = quote.length;
+        while (multi && run < 5 && text[at + run] === '"') run++;
+        at += run;
+        return out + '"'.repeat(run - quote.length);
+      }
+      const ch = text[at];
+      if (ch === "\n" && !multi) fail("a line break inside a string");
+      if (ch !== "\\") {
+        out += ch;
+        at++;
+        continue;
+      }
+      const next = text[at + 1];
+      if (next === "u" || next === "U") {
+        const digits = text.slice(at + 2, at + (next === "u" ? 6 : 10));
+        if (!/^[0-9A-Fa-f]+$/.test(digits) || digits.length !== (next === "u" ? 4 : 8)) fail("a bad \\u escape");
+        const code = parseInt(digits, 16);
+        if (code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) fail("a \\u escape that is no character");
+        out += String.fromCodePoint(code);
+        at += 2 + digits.length;
+      } else if (next in escapes) {
+        out += escapes[next];
+        at += 2;
+      } else if (multi && /[ \t\r\n]/.test(next ?? "")) {
+        // A line-ending backslash: the break and the whitespace after it are dropped.
+        at++;
+        while (/[ \t\r\n]/.test(text[at] ?? "")) at++;
+      } else fail("a bad escape in a string");
+    }
+  };
+  const literal = (multi: boolean): string => {
+    const quote = multi ? "'''" : "'";
+    at += quote.length;
+    if (multi && text[at] === "\n") at++;
+    else if (multi && text.startsWith("\r\n", at)) at += 2;
+    let end = text.indexOf(quote, at);
+    if (end < 0) fail("an unterminated string");
+    let run = quote.length;
+    while (multi && run < 5 && text[end + run] === "'") run++;
+    end += run - quote.length;
+    const out = text.slice(at, end);
+    if (!multi && out.includes("\n")) fail("a line break inside a string");
+    at = end + quote.length;
+    return out;
+  };
+  const key = (): string[] => {
+    const path: string[] = [];
+    for (;;) {
+      spaces();
+      if (text[at] === '"') path.push(basic(false));
+      else if (text[at] === "'") path.push(literal(false));
+      else {
+        const bare = /^[A-Za-z0-9_-]+/.exec(text.slice(at, at + 256));
+        if (!bare) fail("a key");
+        path.push(bare![0]);
+        at += bare![0].length;
+      }
+      spaces();
+      if (text[at] !== ".") return path;
+      at++;
+    }
+  };
+  const value = (depth: number): unknown => {
+    if (depth > JSON_DEPTH_MAX) fail(`more than ${JSON_DEPTH_MAX} levels of nesting`);
+    const ch = text[at];
+    if (text.startsWith('"""', at)) return basic(true);
+    if (ch === '"') return basic(false);
+    if (text.startsWith("'''", at)) return literal(true);
+    if (ch === "'") return literal(false);
+    if (ch === "[") {
+      at++;
+      const items: unknown[] = [];
+      for (blank(); text[at] !== "]"; blank()) {
+        if (at >= text.length) fail("an unterminated array");
+        items.push(value(depth + 1));
+        blank();
+        if (text[at] === ",") at++;
+        else if (text[at] !== "]") fail('"," or "]" after an array item');
+      }
+      at++;
+      return items;
+    }
+    if (ch === "{") {
+      const table: JsonObject = Object.create(null);
+      inline.set(table, at++);
+      spaces();
+      if (text[at] === "}") {
+        at++;
+        return table;
+      }
+      for (;;) {
+        const path = key();
+        if (text[at] !== "=") fail('"=" after a key');
+        at++;
+        spaces();
+        assign(table, path, value(depth + 1));
+        spaces();
+        if (text[at] === "}") {
+          at++;
+          return table;
+        }
+        if (text[at] !== ",") fail('"," or "}" in an inline table');
+        at++;
+      }
+    }
+    const word = /^[^\s,\]\}#]+(?: \d\d:\d\d[^\s,\]\}#]*)?/.exec(text.slice(at, at + 128));
+    if (!word) return fail("a value");
+    at += word[0].length;
+    const token = word[0];
+    if (token === "true" || token === "false") return token === "true";
+    if (/^[+-]?(?:inf|nan)$/.test(token)) return Number(token.replace(/^([+-]?)inf$/, "$1Infinity"));
+    if (/^\d{4}-\d\d-\d\d|^\d\d:\d\d/.test(token)) return token; // a date or time, as written
+    const number = token.replace(/_/g, "");
+    if (/^(?:0x[0-9A-Fa-f]+|0o[0-7]+|0b[01]+)$/.test(number)) return Number(number); // no sign (TOML 1.0)
+    if (/^[+-]?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/.test(number)) return Number(number);
+    return fail(`a value (not ${JSON.stringify(token.slice(0, 40))})`);
+  };
+  const assign = (table: JsonObject, path: string[], item: unknown) => {
+    let target = table;
+    for (const part of path.slice(0, -1)) {
+      const next = Object.hasOwn(target, part) ? target[part] : (target[part] = Object.create(null));
+      if (!isObject(next) || Array.isArray(next)) fail(`the key ${JSON.stringify(part)} is not a table`);
+      target = next as JsonObject;
+    }
+    const last = path[path.length - 1];
+    if (Object.hasOwn(target, last)) fail(`the key ${JSON.stringify(path.join("."))} is defined twice`);
+    target[last] = item;
+  };
+  let table = root;
+  for (blank(); at < text.length; blank()) {
+    const start = at;
+    if (text[at] === "[") {
+      const array = text[at + 1] === "[";
+      at += array ? 2 : 1;
+      const path = key();
+      if (!text.startsWith(array ? "]]" : "]", at)) fail(`"${array ? "]]" : "]"}" after a table name`);
+      at += array ? 2 : 1;
+      headers.push({ path, start });
+      table = tomlTable(root, path, array, fail);
+      endOfLine();
+      continue;
+    }
+    const path = key();
+    if (text[at] !== "=") fail('"=" after a key');
+    at++;
+    spaces();
+    assign(table, path, value(0));
+    endOfLine();
+  }
+  return { value: root, headers, inline };
+}
+
+// The table a [header] (or an [[array]] header's new item) opens, made on the way where it is missing.
+function tomlTable(root: JsonObject, path: string[], array: boolean, fail: (message: string) => never): JsonObject {
+  let target = root;
+  for (const [index, part] of path.entries()) {
+    let next = Object.hasOwn(target, part) ? target[part] : undefined;
+    if (array && index === path.length - 1) {
+      if (next === undefined) next = target[part] = [];
+      if (!Array.isArray(next)) fail(`${JSON.stringify(path.join("."))} is not an array of tables`);
+      const item: JsonObject = Object.create(null);
+      (next as unknown[]).push(item);
+      next = item;
+    } else {
+      if (next === undefined) next = target[part] = Object.create(null);
+      if (Array.isArray(next)) next = next[next.length - 1];
+      if (!isObject(next)) fail(`the key ${JSON.stringify(part)} is not a table`);
+    }
+    target = next as JsonObject;
+  }
+  return target;
+}
+
+// A TOML key as TOML writes it: bare when it can be, else a basic string.
+function tomlKey(key: string): string {
+  return TOML_BARE_KEY.test(key) ? key : tomlString(key);
+}
+
+// A basic string: JSON's escapes, which TOML's share, and the two JSON leaves alone that TOML does not: DEL, and a
+// lone surrogate (no character at all: U+FFFD, as a decoder reads it).
+function tomlString(text: string): string {
+  const wellFormed = text.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
+  return JSON.stringify(wellFormed).replace(/\x7f/g, "\\u007F");
+}
+
+// A value as TOML: strings in JSON's escapes (TOML's basic strings share them), arrays, inline tables.
+function tomlValue(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(tomlValue).join(", ")}]`;
+  if (isObject(value)) {
+    const pairs = Object.entries(value).map(([key, item]) => `${tomlKey(key)} = ${tomlValue(item)}`);
+    return pairs.length ? `{ ${pairs.join(", ")} }` : "{}";
+  }
+  if (typeof value === "string") return tomlString(value);
+  if (typeof value === "number") {
+    // TOML's integers are 64-bit: a larger whole number is written as a float; nan and inf are spelled so.
+    if (Number.isNaN(value)) return "nan";
+    if (!Number.isFinite(value)) return value > 0 ? "inf" : "-inf";
+    return Number.isInteger(value) && !Number.isSafeInteger(value) ? value.toExponential() : String(value);
+  }
+  return String(value);
+}
+
+/**
+ * `text` with the table `[TABLE.NAME]` (and its sub-tables) replaced by one holding `entry`, or removed when
+ * `entry` is undefined; every other line is left as it was. A NAME defined another way (a dotted key, an inline
+ * table) cannot be edited as a table: that is an error naming its line.
+ * @internal
+ */
+export function editTomlTable(text: string, table: string, name: string, entry: JsonObject | undefined): string {
+  const { value, headers, inline } = parseTomlText(text);
+  const newline = text.includes("\r\n") ? "\r\n" : "\n";
+  const mine = (header: TomlHeader) => header.path[0] === table && header.path[1] === name;
+  const servers = value[table];
+  const defined = isObject(servers) && Object.hasOwn(servers, name);
+  // An inline table is closed: a [TABLE.NAME] header cannot add to it, nor replace a server written inside one.
+  const closed = isObject(servers)
+    ? inline.get(servers) ?? (defined ? inline.get(servers[name] as object) : undefined)
+    : undefined;
+  if (closed !== undefined) {
+    throw new ConfigSyntaxError(`"${table}" is written as an inline table; edit it by hand`, lineAt(text, closed));
+  }
+  // Its blocks: from each of its headers (the table and its sub-tables) to the next header, wherever they are.
+  const blocks = headers.flatMap((header, index) =>
+    mine(header) ? [[header.start, headers[index + 1]?.start ?? text.length] as const] : []
+  );
+  if (defined && blocks.length === 0) {
+    throw new ConfigSyntaxError(`"${table}.${name}" is not written as a [${table}.${name}] table`, 1);
+  }
+  let out = text;
+  for (const [start, end] of [...blocks].reverse()) out = out.slice(0, start) + out.slice(end);
+  if (entry === undefined) return out;
+  const lines = [`[${table}.${tomlKey(name)}]`];
+  for (const [key, item] of Object.entries(entry)) {
+    if (item !== undefined) lines.push(`${tomlKey(key)} = ${tomlValue(item)}`);
+  }
+  const block = lines.join(newline) + newline;
+  if (blocks.length > 0) {
+    const at = blocks[0][0];
+    const next = out.slice(at);
+    return out.slice(0, at) + block + (next === "" ? "" : newline + next);
+  }
+  if (out === "") return block;
+  return out + (out.endsWith("\n") ? "" : newline) + newline + block;
+}
+
+// --- 11c. Hosts: where each keeps its servers; install and uninstall ---
+
+/** The npm package `install --self` and the README name. */
+const PACKAGE_NAME = "@mcp-ts/mcp";
+
+/** How one host keeps its servers: its files, the key they sit under, how a URL and a stdio entry are written. */
+interface Host {
+  /** The project file, relative to the working directory, where the host has one. */
+  project?: string;
+  user(env: Record<string, string | undefined>, platform: string, home: string): string;
+  /** The key the servers sit under (a table name for TOML). */
+  key: string;
+  toml?: boolean;
+  /** The key of a remote server's URL. */
+  urlKey: "url" | "serverUrl" | "httpUrl";
+  /** Entries carry "type" (Claude Code, VS Code). */
+  typed?: boolean;
+  /** No remote servers in its config: a URL is reached through `proxy` on stdio. */
+  stdioOnly?: boolean;
+}
+
+// A per-user settings folder: ~/Library/Application Support on macOS, %APPDATA% on Windows, XDG elsewhere.
+function appSettings(env: Record<string, string | undefined>, platform: string, home: string, name: string): string {
+  if (platform === "darwin") return `${home}/Library/Application Support/${name}`;
+  if (platform === "win32") return `${env.APPDATA ?? `${home}\\AppData\\Roaming`}\\${name}`;
+  return `${env.XDG_CONFIG_HOME || `${home}/.config`}/${name}`;
+}
+
+/** The hosts `install` writes and `<server>` names are read from (CONTRACT: Packages and hosts). @internal */
+export const HOSTS: Record<string, Host> = {
+  "claude-desktop": {
+    user: (env, platform, home) => claudeDesktopConfigPath(env, platform, home),
+    key: "mcpServers",
+    urlKey: "url",
+    stdioOnly: true,
+  },
+  "claude-code": {
+    project: ".mcp.json",
+    user: (_env, _platform, home) => `${home}/.claude.json`,
+    key: "mcpServers",
+    urlKey: "url",
+    typed: true,
+  },
+  cursor: {
+    project: ".cursor/mcp.json",
+    user: (_e, _p, home) => `${home}/.cursor/mcp.json`,
+    key: "mcpServers",
+    urlKey: "url",
+  },
+  vscode: {
+    project: ".vscode/mcp.json",
+    user: (env, platform, home) => `${appSettings(env, platform, home, "Code")}/User/mcp.json`,
+    key: "servers",
+    urlKey: "url",
+    typed: true,
+  },
+  windsurf: {
+    user: (_env, _platform, home) => `${home}/.codeium/windsurf/mcp_config.json`,
+    key: "mcpServers",
+    urlKey: "serverUrl",
+  },
+  codex: {
+    project: ".codex/config.toml",
+    user: (env, _platform, home) => `${env.CODEX_HOME || `${home}/.codex`}/config.toml`,
+    key: "mcp_servers",
+    toml: true,
+    urlKey: "url",
+  },
+  gemini: {
+    project: ".gemini/settings.json",
+    user: (_env, _platform, home) => `${home}/.gemini/settings.json`,
+    key: "mcpServers",
+    urlKey: "httpUrl",
+  },
+  zed: {
+    project: ".zed/settings.json",
+    user: (env, platform, home) =>
+      platform === "win32"
+        ? `${appSettings(env, platform, home, "Zed")}\\settings.json`
+        : `${env.XDG_CONFIG_HOME || `${home}/.config`}/zed/settings.json`,
+    key: "context_servers",
+    urlKey: "url",
+  },
+};
+
+/** What `install` writes: a command line, or a URL with headers. */
+type InstallTarget =
+  | { command: string; args: string[]; env?: Record<string, string> }
+  | { url: string; headers?: Record<string, string> };
+
+/** One host's entry for a server, in that host's own words. @internal */
+export function hostEntry(host: Host, target: InstallTarget): JsonObject {
+  if ("url" in target) {
+    if (host.stdioOnly) {
+      // Claude Desktop's file runs commands only: our proxy bridges its stdio to the URL.
+      const headers = Object.entries(target.headers ?? {}).flatMap(([name, value]) => ["-H", `${name}: ${value}`]);
+      return hostEntry(host, { command: "npx", args: ["-y", PACKAGE_NAME, "proxy", target.url, ...headers] });
+    }
+    const entry: JsonObject = host.typed ? { type: "http" } : {};
+    entry[host.toml ? "url" : host.urlKey] = target.url;
+    if (target.headers && Object.keys(target.headers).length) {
+      entry[host.toml ? "http_headers" : "headers"] = target.headers;
+    }
+    return entry;
+  }
+  const entry: JsonObject = host.typed ? { type: "stdio" } : {};
+  entry.command = target.command;
+  entry.args = target.args;
+  if (target.env && Object.keys(target.env).length) entry.env = target.env;
+  return entry;
+}
+
+/** The file `install` and `uninstall` edit for a host: the project's when asked or when it exists here. */
+async function hostFile(
+  name: string,
+  scope: string | undefined,
+  options: { cwd?: string; env?: Record<string, string | undefined>; platform?: string } = {},
+): Promise<{ host: Host; file: string; scope: "project" | "user" }> {
+  if (!Object.hasOwn(HOSTS, name)) {
+    throw new UsageError(`"${name}" is not a host mcp.ts knows; hosts: ${Object.keys(HOSTS).join(", ")}`);
+  }
+  const host = HOSTS[name];
+  const env = options.env ?? sys.env();
+  const platform = options.platform ?? sys.platform();
+  const home = env.HOME ?? env.USERPROFILE ?? ".";
+  if (scope !== undefined && scope !== "project" && scope !== "user") {
+    throw new UsageError(`--scope takes project or user, not "${scope}"`);
+  }
+  if (scope === "project" && !host.project) throw new UsageError(`${name} has no project config: leave out --scope`);
+  const project = host.project ? resolvePath(host.project, options.cwd) : undefined;
+  const here = project !== undefined && scope === undefined && (await (await files()).kind(project)) === "file";
+  if (project !== undefined && (scope === "project" || here)) return { host, file: project, scope: "project" };
+  return { host, file: host.user(env, platform, home), scope: "user" };
+}
+
+/** Reads a host's file for an edit: its text ("" when there is none), or a usage error naming the line. */
+async function readHostFile(file: string): Promise<string | undefined> {
+  try {
+    return await (await files()).readText(file);
+  } catch (error) {
+    if ((error as { code?: string }).code === "ENOENT") return undefined;
+    throw new UsageError(`Cannot read "${file}": ${errorMessage(error)}`);
+  }
+}
+
+/**
+ * `install`: writes `entry` as server NAME into the host's file; `uninstall` (entry undefined) removes it.
+ * Returns the file and its backup. Refuses an existing NAME without `force`; leaves a file that does not parse
+ * untouched (a usage error naming its line).
+ * @internal
+ */
+export async function installServer(
+  hostName: string,
+  name: string,
+  target: InstallTarget | undefined,
+  options: { scope?: string; force?: boolean; cwd?: string; env?: Record<string, string | undefined> } = {},
+): Promise<{ file: string; backup?: string; scope: "project" | "user" }> {
+  const { host, file, scope } = await hostFile(hostName, options.scope, options);
+  const previous = await readHostFile(file);
+  if (target === undefined && previous === undefined) {
+    throw new UsageError(`no server "${name}" in "${file}": it does not exist`);
+  }
+  const text = previous ?? "";
+  let servers: JsonObject | undefined;
+  try {
+    servers = host.toml
+      ? (parseTomlText(text).value[host.key] as JsonObject)
+      : (parseJsonText(text.trim() ? text : "{}").value as JsonObject)[host.key] as JsonObject;
+  } catch (error) {
+    throw new UsageError(`Cannot edit "${file}" (left as it was): ${errorMessage(error)}`);
+  }
+  const exists = isObject(servers) && Object.hasOwn(servers, name);
+  if (target === undefined && !exists) throw new UsageError(`no server "${name}" in "${file}"`);
+  if (target !== undefined && exists && !options.force) {
+    throw new UsageError(`"${file}" already has a server "${name}": give --force to replace it`);
+  }
+  const entry = target === undefined ? undefined : hostEntry(host, target);
+  let edited: string;
+  try {
+    edited = host.toml ? editTomlTable(text, host.key, name, entry) : editJsonMember(text, host.key, name, entry);
+  } catch (error) {
+    throw new UsageError(`Cannot edit "${file}" (left as it was): ${errorMessage(error)}`);
+  }
+  const backup = await replaceFile(file, edited, previous !== undefined);
+  return { file, backup, scope };
+}
+
+// Codex's [mcp_servers.NAME] tables as the entries the JSON hosts write: its header options become headers
+// (`${VAR}` expanded when used, never stored), and `enabled = false` leaves a server out.
+function codexServers(table: unknown): JsonObject {
+  const servers: JsonObject = Object.create(null);
+  if (!isObject(table)) return servers;
+  for (const [name, entry] of Object.entries(table)) {
+    if (!isObject(entry) || entry.enabled === false) continue;
+    const headers: JsonObject = { ...(isObject(entry.http_headers) ? entry.http_headers : {}) };
+    if (isObject(entry.env_http_headers)) {
+      for (const [header, variable] of Object.entries(entry.env_http_headers)) headers[header] = `\${${variable}}`;
+    }
+    if (typeof entry.bearer_token_env_var === "string") {
+      headers.Authorization = `Bearer \${${entry.bearer_token_env_var}}`;
+    }
+    servers[name] = Object.keys(headers).length ? { ...entry, headers } : entry;
+  }
+  return servers;
+}
+
+// Zed's context_servers: `{command, args, env}`, or the older `{command: {path, args, env}}`.
+function zedServers(table: unknown): JsonObject {
+  const servers: JsonObject = Object.create(null);
+  if (!isObject(table)) return servers;
+  for (const [name, entry] of Object.entries(table)) {
+    if (!isObject(entry) || entry.enabled === false) continue;
+    servers[name] = isObject(entry.command)
+      ? { ...entry, command: entry.command.path, args: entry.command.args, env: entry.command.env }
+      : entry;
+  }
+  return servers;
+}
+
+/** The hosts' own user files read after Claude Desktop's (CONTRACT: `<server>`), each as a ConfigFile. */
+async function otherHostConfigs(
+  cwd: string,
+  env: Record<string, string | undefined>,
+  home: string,
+): Promise<ConfigFile[]> {
+  const platform = sys.platform();
+  const codexFile = HOSTS.codex.user(env, platform, home);
+  const readToml = async (file: string) => {
+    const text = await readHostFile(file).catch(() => undefined);
+    if (text === undefined) return undefined;
+    try {
+      return parseTomlText(text).value;
+    } catch (error) {
+      throw new UsageError(`Cannot read config "${file}": ${errorMessage(error)}`);
+    }
+  };
+  const codex = await readToml(codexFile).catch(() => undefined);
+  // A project's .codex/config.toml counts once the user has trusted the project (Codex asks them).
+  const trusted: ConfigFile[] = [];
+  const projects = isObject(codex?.projects) ? codex.projects : {};
+  for (let dir = cwd;;) {
+    const project = projects[dir];
+    if (isObject(project) && project.trust_level === "trusted") {
+      const file = joinPath(dir, ".codex/config.toml");
+      const value = await readToml(file).catch(() => undefined);
+      if (value) trusted.push({ file, servers: codexServers(value.mcp_servers), gemini: false });
+      break;
+    }
+    const parent = dirnameOf(dir);
+    if (parent === dir || dir === home) break;
+    dir = parent;
+  }
+  const json = (file: string, key: string, normalize = (table: unknown) => (isObject(table) ? table : {})) =>
+    readJsonConfig(file, false).then(
+      (parsed) =>
+        parsed === undefined ? undefined : {
+          file,
+          servers: normalize(isObject(parsed) ? parsed[key] : {}),
+          gemini: /[\\/]\.gemini[\\/]settings\.json$/.test(file),
+        },
+      () => undefined,
+    );
+  const found = await Promise.all([
+    json(HOSTS.windsurf.user(env, platform, home), "mcpServers"),
+    json(HOSTS.gemini.user(env, platform, home), "mcpServers"),
+    json(HOSTS.zed.user(env, platform, home), "context_servers", zedServers),
+    json(`${env.COPILOT_HOME || `${home}/.copilot`}/mcp-config.json`, "mcpServers"),
+    json(HOSTS.vscode.user(env, platform, home), "servers"),
+  ]);
+  const codexConfig: ConfigFile[] = codex
+    ? [{ file: codexFile, servers: codexServers(codex.mcp_servers), gemini: false }]
+    : [];
+  return [...trusted, ...codexConfig, ...found.filter((config): config is ConfigFile => config !== undefined)];
+}
+
+// --- 11d. Bundles: a tool folder as an MCP Bundle (pack) ---
+// An MCP Bundle is a zip a host installs with one click: manifest.json, the program, the tools. The program is
+// mcp.ts as JavaScript (javaScriptOf), the zip is written here (zipArchive): no packer, no dependency.
+
+/**
+ * mcp.ts as the JavaScript the npm package and a bundle run: the types blanked by the runtime's own stripper
+ * (`strip`: lines and columns stay mcp.ts's), the shebang naming node, and every other character outside ASCII
+ * written as an escape: V8 keeps an ASCII source one byte a character, which Node reads and compiles faster
+ * (~2 ms of each start). A blanked type that held such a character is blanked with plain spaces.
+ * @internal
+ */
+export function javaScriptOf(source: string, strip: (code: string) => string): string {
+  return strip(source)
+    .replace(/^#!.*/, "#!/usr/bin/env node")
+    .replace(/[\u2000-\u200a]/g, " ")
+    .replace(/[^\t\n\r\x20-\x7e]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+/** The MCP Bundle manifest version pack writes (the newest the official mcpb CLI validates). */
+const MCPB_MANIFEST_VERSION = "0.3";
+
+/** One file of a zip: its path inside, its bytes, its Unix mode (0o755 keeps it executable). */
+interface ZipEntry {
+  name: string;
+  data: Uint8Array;
+  mode: number;
+}
+
+let crcTable: Uint32Array | undefined;
+
+function crc32(data: Uint8Array): number {
+  if (!crcTable) {
+    crcTable = new Uint32Array(256);
+    for (let n = 0; n < 256; n++) {
+      let c = n;
+      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+      crcTable[n] = c >>> 0;
+    }
+  }
+  let crc = 0xffffffff;
+  for (let i = 0; i < data.length; i++) crc = crcTable[(crc ^ data[i]) & 0xff] ^ (crc >>> 8);
+  return (crc ^ 0xffffffff) >>> 0;
+}
+
+// Raw deflate through the runtime's CompressionStream; undefined where it has no "deflate-raw" (the file is stored).
+async function deflateRaw(data: Uint8Array): Promise<Uint8Array | undefined> {
+  try {
+    const stream = new Blob([data as BlobPart]).stream().pipeThrough(new CompressionStream("deflate-raw"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A zip archive of `entries` (PKWARE APPNOTE: local headers, central directory, end record; no ZIP64, so at
+ * most 65,535 files and 4 GiB), each deflated when that makes it smaller, else stored; Unix modes in the
+ * external attributes; one fixed time, so the same folder makes the same bytes.
+ * @internal
+ */
+export async function zipArchive(entries: ZipEntry[]): Promise<Uint8Array> {
+  const DOS_TIME = 0; // 00:00:00
+  const DOS_DATE = ((2026 - 1980) << 9) | (1 << 5) | 1; // 2026-01-01
+  const locals: Uint8Array[] = [];
+  const centrals: Uint8Array[] = [];
+  let offset = 0;
+  for (const entry of entries) {
+    const name = encoder.encode(entry.name);
+    const crc = crc32(entry.data);
+    const deflated = await deflateRaw(entry.data);
+    const compressed = deflated && deflated.length < entry.data.length ? deflated : entry.data;
+    const method = compressed === entry.data ? 0 : 8;
+    const local = new Uint8Array(30 + name.length);
+    const view = new DataView(local.buffer);
+    view.setUint32(0, 0x04034b50, true);
+    view.setUint16(4, 20, true); // version needed: 2.0
+    view.setUint16(6, 0x0800, true); // names in UTF-8
+    view.setUint16(8, method, true);
+    view.setUint16(10, DOS_TIME, true);
+    view.setUint16(12, DOS_DATE, true);
+    view.setUint32(14, crc, true);
+    view.setUint32(18, compressed.length, true);
+    view.setUint32(22, entry.data.length, true);
+    view.setUint16(26, name.length, true);
+    local.set(name, 30);
+    const central = new Uint8Array(46 + name.length);
+    const record = new DataView(central.buffer);
+    record.setUint32(0, 0x02014b50, true);
+    record.setUint16(4, (3 << 8) | 20, true); // made by Unix, 2.0: the external attributes hold a mode
+    record.setUint16(6, 20, true);
+    record.setUint16(8, 0x0800, true);
+    record.setUint16(10, method, true);
+    record.setUint16(12, DOS_TIME, true);
+    record.setUint16(14, DOS_DATE, true);
+    record.setUint32(16, crc, true);
+    record.setUint32(20, compressed.length, true);
+    record.setUint32(24, entry.data.length, true);
+    record.setUint16(28, name.length, true);
+    record.setUint32(38, ((0o100000 | (entry.mode & 0o7777)) << 16) >>> 0, true); // a regular file, its mode
+    record.setUint32(42, offset, true);
+    central.set(name, 46);
+    locals.push(local, compressed);
+    centrals.push(central);
+    offset += local.length + compressed.length;
+  }
+  const directorySize = centrals.reduce((sum, part) => sum + part.length, 0);
+  const end = new Uint8Array(22);
+  const tail = new DataView(end.buffer);
+  tail.setUint32(0, 0x06054b50, true);
+  tail.setUint16(8, entries.length, true);
+  tail.setUint16(10, entries.length, true);
+  tail.setUint32(12, directorySize, true);
+  tail.setUint32(16, offset, true);
+  const parts = [...locals, ...centrals, end];
+  return concatBytes(parts, offset + directorySize + end.length);
 }
 
 // === 12. Client transports ===================================================
@@ -16443,6 +17401,227 @@ async function runLogout({ values, positionals }: Parsed<typeof LOGOUT_FLAGS>, i
   return 0;
 }
 
+const HELP_INSTALL = `Usage: mcp.ts install <host> NAME -- <command…> | <URL> [options]
+
+Writes server NAME into a host's MCP config, keeping every other key, comment and the file's
+indentation; the previous file is kept as FILE.bak. Hosts and their files:
+  claude-desktop  claude_desktop_config.json (a URL is reached through \`proxy\`: it runs commands only)
+  claude-code     .mcp.json here, else ~/.claude.json (user scope)
+  cursor          .cursor/mcp.json here, else ~/.cursor/mcp.json
+  vscode          .vscode/mcp.json here, else the user profile's mcp.json ("servers")
+  windsurf        ~/.codeium/windsurf/mcp_config.json ("serverUrl" for a URL)
+  codex           .codex/config.toml here, else ~/.codex/config.toml ([mcp_servers.NAME])
+  gemini          .gemini/settings.json here, else ~/.gemini/settings.json ("httpUrl" for a URL)
+  zed             .zed/settings.json here, else Zed's settings.json ("context_servers")
+HOME, XDG_CONFIG_HOME and APPDATA decide where the user files are.
+
+Options:
+  --self DIR           the entry that serves DIR with the npm package: npx -y ${PACKAGE_NAME} serve DIR
+  --runtime node|deno|bun   with --self: npx (default), deno run -A jsr:${PACKAGE_NAME}, or bunx
+  -e, --env KEY=VALUE  (repeatable) the server's environment (a command)
+  -H, --header "K: V"  (repeatable) sent with every request (a URL)
+  --scope project|user where the host has both (default: project when its file exists here)
+  --force              replace a server NAME already there
+A file that does not parse is left untouched (exit 2, naming its line).
+`;
+
+const INSTALL_FLAGS = {
+  self: { type: "string" },
+  runtime: { type: "string" },
+  env: { type: "string", short: "e", multiple: true },
+  header: { type: "string", short: "H", multiple: true },
+  scope: { type: "string" },
+  force: { type: "boolean" },
+} as const;
+
+/** `install <host> NAME -- <command…> | <URL>`: one server written into a host's config. */
+async function runInstall({ values, positionals }: Parsed<typeof INSTALL_FLAGS>, io: CliIo): Promise<number> {
+  const [host, name, ...rest] = positionals;
+  const { env, headers } = connectionFlags(values);
+  let target: InstallTarget;
+  if (values.self !== undefined) {
+    if (rest.length) throw new UsageError("install --self DIR takes no command or URL besides");
+    const dir = resolvePath(values.self);
+    if ((await (await files()).kind(dir)) !== "directory") throw new UsageError(`--self: "${dir}" is not a directory`);
+    const runtime = values.runtime ?? "node";
+    const launch: Record<string, string[]> = {
+      node: ["npx", "-y", PACKAGE_NAME],
+      deno: ["deno", "run", "-A", `jsr:${PACKAGE_NAME}`],
+      bun: ["bunx", PACKAGE_NAME],
+    };
+    if (!Object.hasOwn(launch, runtime)) throw new UsageError(`--runtime takes node, deno or bun, not "${runtime}"`);
+    const [command, ...args] = launch[runtime];
+    target = { command, args: [...args, "serve", dir], env };
+  } else if (values.runtime !== undefined) {
+    throw new UsageError("--runtime goes with --self DIR");
+  } else if (rest.length === 1 && /^https?:\/\//i.test(rest[0])) {
+    target = { url: checkUrl(rest[0], "the server URL"), headers };
+  } else if (rest.length === 0) {
+    throw new UsageError(`install needs the server: -- <command…>, a URL, or --self DIR (see: mcp.ts help install)`);
+  } else {
+    // One word may be the whole command line, quoted: split it as <server> is split.
+    const words = rest.length === 1 ? splitCommand(rest[0]) : rest;
+    if (Object.keys(headers).length) throw new UsageError("-H goes with a URL; a command takes -e KEY=VALUE");
+    target = { command: words[0], args: words.slice(1), env };
+  }
+  const written = await installServer(host, name, target, { scope: values.scope, force: values.force === true });
+  const backup = written.backup ? `; the previous file is ${written.backup}` : "";
+  io.stdout.write(`installed "${name}" in ${written.file} (${host}, ${written.scope} scope${backup})\n`);
+  return 0;
+}
+
+const HELP_UNINSTALL = `Usage: mcp.ts uninstall <host> NAME [--scope project|user]
+
+Removes server NAME from a host's MCP config (see: mcp.ts help install for the hosts and their
+files), keeping everything else as it was; the previous file is kept as FILE.bak.
+`;
+
+const UNINSTALL_FLAGS = { scope: { type: "string" } } as const;
+
+/** `uninstall <host> NAME`: the server removed from the host's config. */
+async function runUninstall({ values, positionals }: Parsed<typeof UNINSTALL_FLAGS>, io: CliIo): Promise<number> {
+  const [host, name] = positionals;
+  const written = await installServer(host, name, undefined, { scope: values.scope });
+  io.stdout.write(
+    `removed "${name}" from ${written.file} (${host}, ${written.scope} scope; the previous file is ${written.backup})\n`,
+  );
+  return 0;
+}
+
+const HELP_PACK = `Usage: mcp.ts pack DIR [-o NAME.mcpb] [--name N] [--version V] [--description D] [--author A]
+
+Makes an MCP Bundle of a tool folder: a zip that Claude Desktop (and every host that takes
+.mcpb files) installs with one click. Inside: manifest.json (server.type node, the tools listed
+with their descriptions), server/mcp.mjs (this program as JavaScript, for Node >= 18) and
+tools/ (DIR's files, executables keeping their mode). Name, version, description and author
+come from the flags, else from DIR/package.json, else DIR's name, 0.1.0 and the user's name.
+-o defaults to NAME.mcpb here. Each plugin is loaded first: a folder with a broken one is not packed.
+`;
+
+const PACK_FLAGS = {
+  output: { type: "string", short: "o" },
+  name: { type: "string" },
+  version: { type: "string" },
+  description: { type: "string" },
+  author: { type: "string" },
+} as const;
+
+// The most a bundle holds, counted from the files' sizes before a byte is read.
+const PACK_MAX_BYTES = 256 * 1024 * 1024;
+const PACK_MAX_FILES = 10_000;
+
+/** `pack DIR -o NAME.mcpb`: a tool folder as an MCP Bundle. */
+async function runPack({ values, positionals }: Parsed<typeof PACK_FLAGS>, io: CliIo): Promise<number> {
+  const dir = resolvePath(positionals[0]);
+  if ((await (await files()).kind(dir)) !== "directory") throw new UsageError(`pack: "${dir}" is not a directory`);
+  const program = await ownJavaScript();
+  const folder = await folderFiles(dir, (line) => logLine(io.stderr, line, undefined, "warn"));
+  const about = await readJsonConfig(joinPath(dir, "package.json"), false).catch(() => undefined);
+  const known = (key: string) => isObject(about) && typeof about[key] === "string" ? about[key] as string : undefined;
+  const authorOf = isObject(about) && isObject(about.author) && typeof about.author.name === "string"
+    ? about.author.name
+    : known("author");
+  const name = values.name ?? known("name")?.replace(/^@[^/]+\//, "") ?? basenameOf(dir);
+  const loaded = await loadCatalog(dir);
+  if (loaded.errors.length > 0) {
+    const [first] = loaded.errors;
+    throw new UsageError(`Cannot pack ${dir}: ${first.file}: ${first.message}`);
+  }
+  const typescript = folder.some((file) => /\.m?ts$/.test(file.name) && !file.name.includes("/"));
+  const manifest = {
+    manifest_version: MCPB_MANIFEST_VERSION,
+    name,
+    version: values.version ?? known("version") ?? "0.1.0",
+    description: values.description ?? known("description") ?? `MCP tools from ${basenameOf(dir)}`,
+    author: { name: values.author ?? authorOf ?? sys.env().USER ?? sys.env().USERNAME ?? "unknown" },
+    server: {
+      type: "node",
+      entry_point: "server/mcp.mjs",
+      mcp_config: {
+        command: "node",
+        args: ["${__dirname}/server/mcp.mjs", "serve", "${__dirname}/tools"],
+        env: {},
+      },
+    },
+    tools: loaded.catalog.tools.map((tool) => ({
+      name: tool.name,
+      description: String(tool.listing.description ?? ""),
+    })),
+    // A TypeScript plugin needs Node's type stripping; JavaScript and executables run on Node 18.
+    compatibility: { runtimes: { node: typescript ? ">=22.18.0" : ">=18.0.0" } },
+  };
+  const entries: ZipEntry[] = [
+    { name: "manifest.json", data: encoder.encode(JSON.stringify(manifest, null, 2) + "\n"), mode: 0o644 },
+    { name: "server/mcp.mjs", data: encoder.encode(program), mode: 0o755 },
+  ];
+  const { readFile, writeFile } = await import("node:fs/promises");
+  for (const file of folder) {
+    const data = new Uint8Array(await readFile(joinPath(dir, file.name)));
+    // Read no more than the size counted (a file growing meanwhile is cut where it was counted).
+    entries.push({ name: `tools/${file.name}`, data: data.subarray(0, file.size), mode: file.mode });
+  }
+  const archive = await zipArchive(entries);
+  const output = resolvePath(values.output ?? `${name}.mcpb`);
+  await writeFile(output, archive);
+  io.stdout.write(
+    `packed ${manifest.tools.length} tools of ${dir} into ${output} (${entries.length} files, ` +
+      `${Math.ceil(archive.length / 1024)} KiB)\n`,
+  );
+  return 0;
+}
+
+/** The regular files under DIR (dot entries left out, links skipped with a warning), sizes summed before reading. */
+async function folderFiles(
+  root: string,
+  warn: (line: string) => void,
+): Promise<{ name: string; size: number; mode: number }[]> {
+  const { lstat, readdir } = await import("node:fs/promises");
+  const found: { name: string; size: number; mode: number }[] = [];
+  let total = 0;
+  const walk = async (relative: string) => {
+    const names = (await readdir(joinPath(root, relative))).sort();
+    for (const name of names) {
+      if (name.startsWith(".")) continue;
+      const path = relative ? `${relative}/${name}` : name;
+      const info = await lstat(joinPath(root, path));
+      if (info.isDirectory()) await walk(path);
+      else if (info.isSymbolicLink()) warn(`pack: skipped the link ${path} (a bundle holds files)`);
+      else if (info.isFile()) {
+        total += info.size;
+        found.push({ name: path, size: info.size, mode: info.mode & 0o777 });
+        if (found.length > PACK_MAX_FILES || total > PACK_MAX_BYTES) {
+          throw new UsageError(
+            `Cannot pack ${root}: over ${PACK_MAX_FILES} files or ${
+              PACK_MAX_BYTES / 1024 / 1024
+            } MiB (a bundle's bound)`,
+          );
+        }
+      }
+    }
+  };
+  await walk("");
+  return found;
+}
+
+/** This program as JavaScript: the package's own file, or mcp.ts stripped of its types by the runtime. */
+async function ownJavaScript(): Promise<string> {
+  const url = new URL(import.meta.url);
+  if (url.protocol !== "file:") {
+    throw new UsageError(`pack needs this program as a local file; run it as: npx -y ${PACKAGE_NAME} pack …`);
+  }
+  const { fileURLToPath } = await import("node:url");
+  const source = await (await files()).readText(fileURLToPath(url));
+  if (!RUNNING_TYPESCRIPT) return source;
+  const strip = await typeStripper();
+  if (!strip) {
+    throw new UsageError(
+      `pack turns mcp.ts into JavaScript with the runtime's type stripper, which this one lacks (Node >= 22.18 and ` +
+        `Deno have it); run it as: npx -y ${PACKAGE_NAME} pack …`,
+    );
+  }
+  return javaScriptOf(source, strip);
+}
+
 const HELP_SERVERS = `Usage: mcp.ts servers [--check] [--config FILE] [--json]
 
 Prints every server name the MCP config files define, in the order names are looked up: NAME,
@@ -16625,6 +17804,9 @@ const COMMANDS: Record<string, Command> = {
   skills: clientCommand(HELP_SKILLS, CLIENT_FLAGS, 0, 0, runSkills),
   skill: clientCommand(HELP_SKILL, SKILL_FLAGS, 1, 2, runSkill),
   servers: command({ help: HELP_SERVERS, flags: SERVERS_FLAGS, args: [0, 0], run: runServers }),
+  install: command({ help: HELP_INSTALL, flags: INSTALL_FLAGS, args: [2, Infinity], run: runInstall }),
+  uninstall: command({ help: HELP_UNINSTALL, flags: UNINSTALL_FLAGS, args: [2, 2], run: runUninstall }),
+  pack: command({ help: HELP_PACK, flags: PACK_FLAGS, args: [1, 1], run: runPack }),
   login: clientCommand(HELP_LOGIN, CLIENT_FLAGS, 0, 0, runLogin),
   logout: command({ help: HELP_LOGOUT, flags: LOGOUT_FLAGS, args: [0, 1], run: runLogout }),
   gateway: command({ help: HELP_GATEWAY, flags: GATEWAY_FLAGS, args: [0, Infinity], run: runGateway }),
@@ -16654,6 +17836,10 @@ Usage:
   mcp.ts skills <server>             the server's skills (folders of instructions)
   mcp.ts skill <server> NAME [FILE]  a skill's SKILL.md (or FILE), checked against its digest (--out DIR: all)
   mcp.ts servers [--check]           the server names MCP config files define (--check: connect to each)
+  mcp.ts install <host> NAME -- <command…> | <URL> | --self DIR
+                                     write a server into a host's config (claude-code, cursor, codex, …)
+  mcp.ts uninstall <host> NAME       remove it again
+  mcp.ts pack DIR [-o NAME.mcpb]      a tool folder as an MCP Bundle (one click to install in Claude Desktop)
   mcp.ts login <server>              authorize with an HTTP server's OAuth and keep the token
   mcp.ts logout [<server>] [--all]   forget its tokens (--all: every token and registration)
   mcp.ts gateway [<upstream>...]     one MCP server in front of many (config names, NAME=<server>)
@@ -16764,15 +17950,24 @@ function withStderr(cli: CliIo, json: boolean): CliIo {
   };
 }
 
-/** The oldest runtimes mcp.ts runs on (CONTRACT: Deno >= 2.0, Bun >= 1.2, Node >= 22.18). */
-const MINIMUM_RUNTIMES = { deno: "2.0.0", bun: "1.2.0", node: "22.18.0" } as const;
+/**
+ * The oldest runtimes mcp.ts runs on (CONTRACT: Deno >= 2.0, Bun >= 1.2, Node >= 22.18 for the .ts file, which Node
+ * runs by stripping its types; the npm package's JavaScript, the same text stripped beforehand, runs on Node >= 18).
+ */
+const MINIMUM_RUNTIMES = { deno: "2.0.0", bun: "1.2.0", node: "22.18.0", nodeJavaScript: "18.0.0" } as const;
+
+// Whether this is mcp.ts itself, not the JavaScript of the npm package or a bundle (see build/dist.mjs).
+const RUNNING_TYPESCRIPT = import.meta.url.endsWith(".ts");
 
 /**
  * Why this runtime cannot run mcp.ts, in one line with the way out, or
  * undefined when it can. Takes the runtime's name and version.
  * @internal
  */
-export function unsupportedRuntime(versions: { deno?: string; bun?: string; node?: string }): string | undefined {
+export function unsupportedRuntime(
+  versions: { deno?: string; bun?: string; node?: string },
+  typescript: boolean = RUNNING_TYPESCRIPT,
+): string | undefined {
   const older = (a: string, b: string) => {
     const [x, y] = [a, b].map((version) => version.split(/[.-]/).slice(0, 3).map(Number));
     for (let i = 0; i < 3; i++) if ((x[i] || 0) !== (y[i] || 0)) return (x[i] || 0) < (y[i] || 0);
@@ -16780,16 +17975,26 @@ export function unsupportedRuntime(versions: { deno?: string; bun?: string; node
   };
   const name = versions.deno ? "deno" : versions.bun ? "bun" : "node";
   const version = versions[name];
-  if (version === undefined || !older(version, MINIMUM_RUNTIMES[name])) return undefined;
+  const minimum = name === "node" && !typescript ? MINIMUM_RUNTIMES.nodeJavaScript : MINIMUM_RUNTIMES[name];
+  if (version === undefined || !older(version, minimum)) return undefined;
   const runtime = { deno: "Deno", bun: "Bun", node: "Node" }[name];
-  return `Cannot run on ${runtime} ${version}: mcp.ts needs ${runtime} >= ${MINIMUM_RUNTIMES[name]}; ` +
-    `upgrade it, or run mcp.ts with nothing but npm: npx -y deno run -A mcp.ts …`;
+  const wayOut = name === "node" && typescript
+    ? "upgrade it, or run the npm package, which is JavaScript for Node >= 18: npx -y @mcp-ts/mcp …"
+    : "upgrade it";
+  return `Cannot run on ${runtime} ${version}: mcp.ts needs ${runtime} >= ${minimum}; ${wayOut}`;
 }
 
-// Whether this file is the script the runtime was started with (for runtimes without import.meta.main).
-function isEntryScript(): boolean {
+// Whether this file is the script the runtime was started with, for Node before 22.18 (no import.meta.main): the
+// npm package's bin is a link to it (node_modules/.bin/mcp), and Node runs the file the link names.
+async function isEntryScript(): Promise<boolean> {
   const script = proc().argv[1];
-  return typeof script === "string" && resolvePath(script) === decodeURIComponent(new URL(import.meta.url).pathname);
+  if (typeof script !== "string") return false;
+  const [{ realpathSync }, { fileURLToPath }] = await Promise.all([import("node:fs"), import("node:url")]);
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
 }
 
 // Deno without -A: it cannot prompt when stdio is not a terminal.
@@ -16818,11 +18023,7 @@ function describeFailure(error: unknown): string {
   return errorMessage(error);
 }
 
-// Node before 22.18 has no import.meta.main; run as a script there, say so instead of doing nothing.
-// (Node before 22.6 cannot load a .ts file at all, and fails before this line.)
-if (import.meta.main) sys.setExitCode(await main(sys.args()));
-else if (import.meta.main === undefined && isEntryScript()) {
-  // own-line-ok: before any command runs, on a runtime too old for the rest; no peer text.
-  proc().stderr.write(`mcp: ${unsupportedRuntime({ node: proc().versions.node })}\n`);
-  sys.setExitCode(2);
-}
+// Node before 22.18 has no import.meta.main: there the package's JavaScript runs, and mcp.ts itself (Node 22.6-22.17
+// stripping types by flag) says it needs a newer Node instead of doing nothing. Node before 22.6 cannot load a .ts
+// file at all, and fails before this line.
+if (import.meta.main ?? await isEntryScript()) sys.setExitCode(await main(sys.args()));

@@ -38,6 +38,8 @@ import {
   connect,
   createHandler,
   defineTool,
+  editJsonMember,
+  editTomlTable,
   encodeHeaderValue,
   ErrorCode,
   expandVariables,
@@ -47,6 +49,7 @@ import {
   httpFront,
   invalidHeaderAnnotation,
   isPluginFile,
+  javaScriptOf,
   JsonRpcPeer,
   LATEST_PROTOCOL_VERSION,
   LineSplitter,
@@ -56,6 +59,8 @@ import {
   McpServer,
   Metrics,
   NotFoundError,
+  parseJsonText,
+  parseTomlText,
   parseYamlSubset,
   randomWord,
   redact,
@@ -82,6 +87,7 @@ import {
   VERSION,
   visible,
   windowsCommand,
+  zipArchive,
 } from "./mcp.ts";
 
 // --- Helpers every section's tests use -----------------------------------------------------------
@@ -5602,6 +5608,8 @@ describe("11. Server configs", () => {
         ["near", "stdio"],
         ["local", "stdio"],
         ["user", "sse"],
+        ["g1", "sse"], // Gemini CLI's user file, read after Claude's
+        ["g2", "http"],
       ]);
       assert.match(listed.stdout, /node '\$\{HOME\}\/s\.js'/);
       assert.doesNotMatch(listed.stdout, /k3y/, "values stay unexpanded");
@@ -5660,6 +5668,502 @@ describe("11. Server configs", () => {
     }
   });
 });
+
+describe("11b. Host config files as text", () => {
+  test("parseJsonText() reads JSON with comments and trailing commas, objects without prototypes, errors by line", () => {
+    const text =
+      '{\n  // a comment\n  "a": [1, 2,], /* another */\n  "__proto__": {"x": true},\n  "s": "\\u00e9\\n",\n}\n';
+    const parsed = parseJsonText(text);
+    assert.deepEqual(JSON.parse(JSON.stringify(parsed.value)), { a: [1, 2], ["__proto__"]: { x: true }, s: "é\n" });
+    assert.equal(Object.getPrototypeOf(parsed.value), null);
+    assert.equal(({} as Record<string, unknown>).x, undefined, "no prototype was touched");
+    for (
+      const [bad, line] of [
+        ['{\n  "a": 1\n  "b": 2\n}', 3],
+        ['{\n\n  "a": tru\n}', 3],
+        ['{"a": "line\nbreak"}', 1],
+        ["{\n /* open", 2],
+        ['{"a": 1} x', 1],
+      ] as const
+    ) {
+      assert.throws(() => parseJsonText(bad), (error: Error) => error.message.endsWith(`at line ${line}`), bad);
+    }
+    // Nesting is bounded: a hostile file is an error, not a stack overflow.
+    assert.throws(() => parseJsonText("[".repeat(100_000)), /more than 256 levels of nesting at line 1/);
+  });
+
+  test("editJsonMember() adds, replaces and removes one server; every other byte stays as written", () => {
+    const original = '{\n    // keep me\n    "theme": "dark",\n    "mcpServers": {\n        "a": {"command": "x"},\n' +
+      '        "b": {"command": "y"}, // b\'s comment\n    },\n    "tail": [1,\n 2]\n}\n';
+    const added = editJsonMember(original, "mcpServers", "c", { command: "z", args: ["1"] });
+    assert.equal(
+      added,
+      original.replace(
+        '"b": {"command": "y"}',
+        '"b": {"command": "y"},\n        "c": {\n            "command": "z",\n            "args": [\n' +
+          '                "1"\n            ]\n        }',
+      ),
+    );
+    assert.deepEqual(JSON.parse(JSON.stringify(parseJsonText(added).value)).mcpServers.c, {
+      command: "z",
+      args: ["1"],
+    });
+    const replaced = editJsonMember(original, "mcpServers", "a", { url: "u" });
+    assert.equal(replaced, original.replace('{"command": "x"}', '{\n            "url": "u"\n        }'));
+    assert.equal(
+      editJsonMember(original, "mcpServers", "a", undefined),
+      original.replace('"a": {"command": "x"},\n        ', ""),
+    );
+    assert.equal(
+      editJsonMember(original, "mcpServers", "b", undefined),
+      original.replace(',\n        "b": {"command": "y"}', ""),
+    );
+    // The last one out leaves an empty object; a file without the key gets it, indented as the file is.
+    const one = '{\n\t"servers": {\n\t\t"only": {}\n\t}\n}';
+    assert.equal(editJsonMember(one, "servers", "only", undefined), '{\n\t"servers": {}\n}');
+    assert.equal(
+      editJsonMember('{\r\n  "x": 1\r\n}\r\n', "servers", "n", { type: "http" }),
+      '{\r\n  "x": 1,\r\n  "servers": {\r\n    "n": {\r\n      "type": "http"\r\n    }\r\n  }\r\n}\r\n',
+    );
+    assert.equal(editJsonMember("", "mcpServers", "n", {}), '{\n  "mcpServers": {\n    "n": {}\n  }\n}\n');
+    assert.equal(editJsonMember('{"mcpServers": {}}', "mcpServers", "n", 1), '{"mcpServers": {\n    "n": 1\n  }}');
+    assert.throws(() => editJsonMember('{"mcpServers": []}', "mcpServers", "n", 1), /"mcpServers" is not an object/);
+  });
+
+  test("parseTomlText() reads Codex's config: tables, dotted and quoted keys, every string, arrays, inline tables", () => {
+    const text = `# Codex
+model = "o3"
+approval_policy = 'never'
+[projects."/home/me/app"]
+trust_level = "trusted"
+
+[mcp_servers.docs]
+command = "npx"
+args = [
+  "-y", # the package next
+  "@acme/docs",
+]
+env = { API_KEY = "k", "with space" = 'lit\\eral' }
+startup_timeout_sec = 1_0.5
+enabled = true
+
+[mcp_servers.docs.env_extra]
+n = 0x1F
+when = 1979-05-27T07:32:00Z
+
+[mcp_servers."my server"]
+url = """
+https://e.example/mcp\\
+"""
+note = '''one
+two'''
+quote = """ends in a quote""""
+a.b.c = -3e2
+[[profiles]]
+name = "x"
+[[profiles]]
+name = "y"
+`;
+    const { value, headers } = parseTomlText(text);
+    assert.deepEqual(JSON.parse(JSON.stringify(value)), {
+      model: "o3",
+      approval_policy: "never",
+      projects: { "/home/me/app": { trust_level: "trusted" } },
+      mcp_servers: {
+        docs: {
+          command: "npx",
+          args: ["-y", "@acme/docs"],
+          env: { API_KEY: "k", "with space": "lit\\eral" },
+          startup_timeout_sec: 10.5,
+          enabled: true,
+          env_extra: { n: 31, when: "1979-05-27T07:32:00Z" },
+        },
+        "my server": {
+          url: "https://e.example/mcp",
+          note: "one\ntwo",
+          quote: 'ends in a quote"',
+          a: { b: { c: -300 } },
+        },
+      },
+      profiles: [{ name: "x" }, { name: "y" }],
+    });
+    assert.deepEqual(headers.map((header) => header.path.join(".")), [
+      "projects./home/me/app",
+      "mcp_servers.docs",
+      "mcp_servers.docs.env_extra",
+      "mcp_servers.my server",
+      "profiles",
+      "profiles",
+    ]);
+    for (
+      const [bad, line] of [
+        ['a = "x"\na = "y"', 2],
+        ["[t]\nk = ", 2],
+        ['k = "open', 1],
+        ["k = [1, 2", 1],
+        ["\n\nk = nope", 3],
+        ['k = "\\q"', 1],
+      ] as const
+    ) {
+      assert.throws(() => parseTomlText(bad), (error: Error) => error.message.endsWith(`at line ${line}`), bad);
+    }
+  });
+
+  test("editTomlTable() writes, replaces and removes [mcp_servers.NAME] and its sub-tables, nothing else", () => {
+    const original = '# mine\nmodel = "o3"\n\n[mcp_servers.a]\ncommand = "x"\n\n[mcp_servers.a.env]\nK = "v"\n\n' +
+      "[tui]\nnotifications = true\n";
+    const added = editTomlTable(original, "mcp_servers", "b c", { command: "y", args: ["1"], env: { K: "v" } });
+    assert.equal(added, original + '\n[mcp_servers."b c"]\ncommand = "y"\nargs = ["1"]\nenv = { K = "v" }\n');
+    assert.deepEqual(JSON.parse(JSON.stringify(parseTomlText(added).value)).mcp_servers["b c"], {
+      command: "y",
+      args: ["1"],
+      env: { K: "v" },
+    });
+    const replaced = editTomlTable(original, "mcp_servers", "a", { url: "https://e.example/mcp" });
+    assert.equal(
+      replaced,
+      '# mine\nmodel = "o3"\n\n[mcp_servers.a]\nurl = "https://e.example/mcp"\n\n[tui]\nnotifications = true\n',
+    );
+    assert.equal(
+      editTomlTable(original, "mcp_servers", "a", undefined),
+      '# mine\nmodel = "o3"\n\n[tui]\nnotifications = true\n',
+    );
+    assert.equal(editTomlTable("", "mcp_servers", "n", { command: "c" }), '[mcp_servers.n]\ncommand = "c"\n');
+    // An inline table is closed: a server written as one, or beside one, is said, not mangled.
+    assert.throws(
+      () => editTomlTable('[mcp_servers]\nn = { command = "c" }\n', "mcp_servers", "n", undefined),
+      /"mcp_servers" is written as an inline table; edit it by hand at line 2$/,
+    );
+    assert.throws(
+      () => editTomlTable('x = 1\nmcp_servers = { a = { command = "x" } }\n', "mcp_servers", "b", { command: "y" }),
+      /"mcp_servers" is written as an inline table; edit it by hand at line 2$/,
+    );
+    assert.throws(
+      () => editTomlTable('[mcp_servers]\nn.command = "c"\n', "mcp_servers", "n", undefined),
+      /"mcp_servers\.n" is not written as a \[mcp_servers\.n\] table/,
+    );
+    // What TOML cannot hold as JSON writes it: DEL and a lone surrogate escaped, a whole number past 2^63 a float.
+    assert.equal(
+      editTomlTable("", "mcp_servers", "x\x7f", { command: "a\x7fb\ud800", timeout: 1e20, big: 2 ** 53 - 1 }),
+      '[mcp_servers."x\\u007F"]\ncommand = "a\\u007Fb\ufffd"\ntimeout = 1e+20\nbig = 9007199254740991\n',
+    );
+  });
+});
+
+describe("11c. Hosts: install and uninstall, each host's file written and read back", () => {
+  // Each host's user file under a temp HOME, and the key its servers sit under.
+  const USER_FILES: Record<string, [string, string]> = {
+    "claude-desktop": [".config/Claude/claude_desktop_config.json", "mcpServers"],
+    "claude-code": [".claude.json", "mcpServers"],
+    cursor: [".cursor/mcp.json", "mcpServers"],
+    vscode: [".config/Code/User/mcp.json", "servers"],
+    windsurf: [".codeium/windsurf/mcp_config.json", "mcpServers"],
+    codex: [".codex/config.toml", "mcp_servers"],
+    gemini: [".gemini/settings.json", "mcpServers"],
+    zed: [".config/zed/settings.json", "context_servers"],
+  };
+  const read = (file: string) => {
+    const text = readFileSync(file, "utf8");
+    return JSON.parse(
+      JSON.stringify(/\.toml(\.bak)?$/.test(file) ? parseTomlText(text).value : parseJsonText(text).value),
+    );
+  };
+
+  for (const [host, [relative, key]] of Object.entries(USER_FILES)) {
+    test(`install ${host}: a command and a URL written, listed by servers, removed by uninstall`, async () => {
+      await withTempDir("mcp-install-", async (home) => {
+        const cwd = join(home, "project");
+        mkdirSync(cwd);
+        const env = { HOME: home, XDG_CONFIG_HOME: join(home, ".config"), APPDATA: join(home, "AppData") };
+        const file = join(home, relative);
+        const first = await runCli(["install", host, "local", "--", "node", "server.js", "--flag"], { cwd, env });
+        assert.equal(first.code, 0, first.stderr);
+        assert.equal(first.stdout, `installed "local" in ${file} (${host}, user scope)\n`);
+        const url = await runCli(["install", host, "remote", "https://e.example/mcp", "-H", "X-Key: s3cret"], {
+          cwd,
+          env,
+        });
+        assert.equal(url.code, 0, url.stderr);
+        assert.match(
+          url.stdout,
+          new RegExp(`^installed "remote" in ${escape(file)} .*the previous file is ${escape(file)}\\.bak\\)\\n$`),
+        );
+        const servers = read(file)[key];
+        const typed = host === "claude-code" || host === "vscode" ? { type: "stdio" } : {};
+        assert.deepEqual(servers.local, { ...typed, command: "node", args: ["server.js", "--flag"] });
+        const remote = {
+          "claude-desktop": {
+            command: "npx",
+            args: ["-y", "@mcp-ts/mcp", "proxy", "https://e.example/mcp", "-H", "X-Key: s3cret"],
+          },
+          "claude-code": { type: "http", url: "https://e.example/mcp", headers: { "X-Key": "s3cret" } },
+          cursor: { url: "https://e.example/mcp", headers: { "X-Key": "s3cret" } },
+          vscode: { type: "http", url: "https://e.example/mcp", headers: { "X-Key": "s3cret" } },
+          windsurf: { serverUrl: "https://e.example/mcp", headers: { "X-Key": "s3cret" } },
+          codex: { url: "https://e.example/mcp", http_headers: { "X-Key": "s3cret" } },
+          gemini: { httpUrl: "https://e.example/mcp", headers: { "X-Key": "s3cret" } },
+          zed: { url: "https://e.example/mcp", headers: { "X-Key": "s3cret" } },
+        }[host];
+        assert.deepEqual(servers.remote, remote);
+        // What install wrote, `servers` reads back from the same file, and a <server> name reaches it.
+        const listed = await runCli(["servers", "--json"], { cwd, env });
+        assert.equal(listed.code, 0, listed.stderr);
+        const mine = JSON.parse(listed.stdout).servers.filter((server: { file: string }) => server.file === file);
+        assert.deepEqual(
+          mine.map((server: { name: string; transport: string }) => [server.name, server.transport]),
+          [["local", "stdio"], ["remote", host === "claude-desktop" ? "stdio" : "http"]],
+        );
+        const refused = await runCli(["install", host, "local", "--", "other"], { cwd, env });
+        assert.equal(refused.code, 2);
+        assert.match(refused.stderr, /already has a server "local": give --force to replace it/);
+        const removed = await runCli(["uninstall", host, "remote"], { cwd, env });
+        assert.equal(removed.code, 0, removed.stderr);
+        assert.deepEqual(Object.keys(read(file)[key]), ["local"]);
+        assert.ok(read(`${file}.bak`)[key].remote, "the file before the change is kept beside it");
+      });
+    });
+  }
+
+  test("install keeps every other key, comment and the indentation; --force replaces; a broken file is left whole", async () => {
+    await withTempDir("mcp-install-", async (dir) => {
+      const env = { HOME: join(dir, "home") };
+      mkdirSync(join(dir, ".vscode"));
+      const file = join(dir, ".vscode", "mcp.json");
+      const original = '{\n    // the team\'s servers\n    "inputs": [{"type": "promptString", "id": "key"}],\n' +
+        '    "servers": {\n        "old": {"type": "stdio", "command": "old"}\n    }\n}\n';
+      writeFileSync(file, original);
+      // The project's file exists here: that is the default scope.
+      const forced = await runCli(["install", "vscode", "old", "--force", "--self", "testdata/tools"], {
+        cwd: dir,
+        env,
+      });
+      assert.equal(forced.code, 2, "testdata/tools is not a folder here");
+      const tools = join(HERE, "testdata", "tools");
+      const ok = await runCli(["install", "vscode", "old", "--force", "--self", tools], { cwd: dir, env });
+      assert.equal(ok.code, 0, ok.stderr);
+      assert.equal(ok.stdout, `installed "old" in ${file} (vscode, project scope; the previous file is ${file}.bak)\n`);
+      assert.equal(
+        readFileSync(file, "utf8"),
+        original.replace(
+          '{"type": "stdio", "command": "old"}',
+          `{\n            "type": "stdio",\n            "command": "npx",\n            "args": [\n                "-y",\n` +
+            `                "@mcp-ts/mcp",\n                "serve",\n                ${JSON.stringify(tools)}\n` +
+            `            ]\n        }`,
+        ),
+      );
+      assert.equal(readFileSync(`${file}.bak`, "utf8"), original);
+      const broken = '{\n  "servers": {\n    "a": {"command": "x"}\n    "b": 1\n  }\n}\n';
+      writeFileSync(file, broken);
+      const refused = await runCli(["install", "vscode", "c", "--", "c"], { cwd: dir, env });
+      assert.equal(refused.code, 2);
+      assert.match(
+        refused.stderr,
+        new RegExp(
+          `Cannot edit "${escape(file)}" \\(left as it was\\): "," or "}" after the value of "a" at line 4\\n`,
+        ),
+      );
+      assert.equal(readFileSync(file, "utf8"), broken);
+      const unknown = await runCli(["install", "notepad", "c", "--", "c"], { cwd: dir, env });
+      assert.equal(unknown.code, 2);
+      assert.match(unknown.stderr, /"notepad" is not a host mcp\.ts knows; hosts: claude-desktop, claude-code, cursor/);
+      const runtimes = await runCli(
+        ["install", "cursor", "d", "--self", tools, "--runtime", "deno", "--scope", "user"],
+        {
+          cwd: dir,
+          env,
+        },
+      );
+      assert.equal(runtimes.code, 0, runtimes.stderr);
+      assert.deepEqual(read(join(dir, "home", ".cursor", "mcp.json")).mcpServers.d, {
+        command: "deno",
+        args: ["run", "-A", "jsr:@mcp-ts/mcp", "serve", tools],
+      });
+    });
+  });
+
+  test("<server> names are read from Codex (a trusted project's, then the user's), Zed and Copilot CLI too", async () => {
+    await withTempDir("mcp-hosts-", async (home) => {
+      const project = join(home, "app");
+      mkdirSync(join(project, ".codex"), { recursive: true });
+      mkdirSync(join(home, ".codex"));
+      mkdirSync(join(home, ".config", "zed"), { recursive: true });
+      mkdirSync(join(home, ".copilot"));
+      writeFileSync(
+        join(home, ".codex", "config.toml"),
+        `[projects.${
+          JSON.stringify(project)
+        }]\ntrust_level = "trusted"\n\n[mcp_servers.docs]\nurl = "https://d.example/mcp"\n` +
+          `bearer_token_env_var = "DOCS_TOKEN"\n\n[mcp_servers.off]\ncommand = "off"\nenabled = false\n`,
+      );
+      writeFileSync(
+        join(project, ".codex", "config.toml"),
+        '[mcp_servers.proj]\ncommand = "proj-server"\nargs = ["a"]\n',
+      );
+      writeFileSync(
+        join(home, ".config", "zed", "settings.json"),
+        '{\n  // Zed\n  "context_servers": {\n    "old-style": {"command": {"path": "zed-srv", "args": ["x"]}},\n  },\n}',
+      );
+      writeFileSync(
+        join(home, ".copilot", "mcp-config.json"),
+        '{"mcpServers": {"gh": {"type": "local", "command": "gh-mcp"}}}',
+      );
+      const env = { HOME: home, XDG_CONFIG_HOME: join(home, ".config"), PATH: "", DOCS_TOKEN: "t0k" };
+      assert.deepEqual(await resolveServer("docs", { cwd: project, env }), {
+        type: "http",
+        url: "https://d.example/mcp",
+        headers: { Authorization: "Bearer t0k" },
+        name: "docs",
+      });
+      assert.deepEqual(await resolveServer("proj", { cwd: project, env }), {
+        command: "proj-server",
+        args: ["a"],
+        name: "proj",
+      });
+      assert.deepEqual(await resolveServer("old-style", { cwd: project, env }), {
+        command: "zed-srv",
+        args: ["x"],
+        name: "old-style",
+      });
+      assert.deepEqual(await resolveServer("gh", { cwd: project, env }), { command: "gh-mcp", args: [], name: "gh" });
+      await assert.rejects(resolveServer("off", { cwd: project, env }), /"off" is not a command on PATH/);
+      // Untrusted, the project's file is not read.
+      await assert.rejects(resolveServer("proj", { cwd: home, env }), /"proj" is not a command on PATH/);
+    });
+  });
+});
+
+describe("11d. Bundles: pack", () => {
+  test("javaScriptOf() blanks types, names node in the shebang, keeps every line, writes ASCII only", () => {
+    const strip = (code: string) => code.replace(": string", "        ").replace(": \u2014", "\u2002\u2002 ");
+    const js = javaScriptOf(
+      '#!/usr/bin/env -S deno run -A\nconst a: string = "\u2014 \u{1F600}";\nlet b: \u2014;\n',
+      strip,
+    );
+    assert.equal(js, '#!/usr/bin/env node\nconst a         = "\\u2014 \\ud83d\\ude00";\nlet b   ;\n');
+    // The source holds no Unicode space of its own: each one in the stripped text is a blanked type's.
+    assert.doesNotMatch(readFileSync(MCP_SOURCE, "utf8"), /[\u2000-\u200a]/);
+  });
+
+  test("zipArchive() writes what a zip reader reads back: names, bytes, modes, deflated or stored", async () => {
+    const big = new TextEncoder().encode("abc".repeat(10_000));
+    const archive = await zipArchive([
+      { name: "manifest.json", data: new TextEncoder().encode("{}"), mode: 0o644 },
+      { name: "tools/run.sh", data: big, mode: 0o755 },
+      { name: "tools/é.txt", data: new Uint8Array([0, 255]), mode: 0o600 },
+    ]);
+    const entries = await unzip(archive);
+    assert.deepEqual(entries.map((entry) => [entry.name, entry.mode, entry.method]), [
+      ["manifest.json", 0o644, 0],
+      ["tools/run.sh", 0o755, 8],
+      ["tools/é.txt", 0o600, 0],
+    ]);
+    assert.deepEqual(entries[1].data, big);
+    assert.deepEqual(entries[2].data, new Uint8Array([0, 255]));
+  });
+
+  test("pack DIR -o NAME.mcpb: the manifest lists DIR's tools, the bundle serves them", async () => {
+    await withTempDir("mcp-pack-", async (dir) => {
+      const tools = join(dir, "tools");
+      mkdirSync(tools);
+      writeFileSync(join(tools, "package.json"), JSON.stringify({ name: "@me/kit", version: "2.0.0", author: "Ann" }));
+      writeFileSync(join(tools, "twice.mjs"), 'export default { description: "Twice n", run: ({ n }) => 2 * n };\n');
+      writeFileSync(join(tools, "hello.sh"), "#!/bin/sh\necho hello\n", { mode: 0o755 });
+      writeFileSync(join(tools, "hello.json"), JSON.stringify({ description: "Says hello" }));
+      const out = join(dir, "kit.mcpb");
+      const packed = await runCli(["pack", tools, "-o", out, "--description", "A kit"], { cwd: dir });
+      if (process.versions.bun) {
+        // Bun has no stripper that leaves the text as it is: pack says so, and where it works.
+        assert.equal(packed.code, 2);
+        assert.match(packed.stderr, /lacks \(Node >= 22\.18 and Deno have it\); run it as: npx -y @mcp-ts\/mcp pack/);
+        return;
+      }
+      assert.equal(packed.code, 0, packed.stderr);
+      assert.match(
+        packed.stdout,
+        new RegExp(`^packed 2 tools of ${escape(tools)} into ${escape(out)} \\(6 files, \\d+ KiB\\)\\n$`),
+      );
+      const entries = await unzip(new Uint8Array(readFileSync(out)));
+      const manifest = JSON.parse(
+        new TextDecoder().decode(entries.find((entry) => entry.name === "manifest.json")!.data),
+      );
+      assert.deepEqual(manifest, {
+        manifest_version: "0.3",
+        name: "kit",
+        version: "2.0.0",
+        description: "A kit",
+        author: { name: "Ann" },
+        server: {
+          type: "node",
+          entry_point: "server/mcp.mjs",
+          mcp_config: {
+            command: "node",
+            args: ["${__dirname}/server/mcp.mjs", "serve", "${__dirname}/tools"],
+            env: {},
+          },
+        },
+        tools: [{ name: "hello", description: "Says hello" }, { name: "twice", description: "Twice n" }],
+        compatibility: { runtimes: { node: ">=18.0.0" } },
+      });
+      assert.deepEqual(
+        entries.map((entry) => [entry.name, entry.mode]),
+        [
+          ["manifest.json", 0o644],
+          ["server/mcp.mjs", 0o755],
+          ["tools/hello.json", 0o644],
+          ["tools/hello.sh", 0o755],
+          ["tools/package.json", 0o644],
+          ["tools/twice.mjs", 0o644],
+        ],
+      );
+      // Unpacked as a host unpacks it, the bundle's program serves the bundle's tools.
+      const unpacked = join(dir, "unpacked");
+      for (const entry of entries) {
+        mkdirSync(dirname(join(unpacked, entry.name)), { recursive: true });
+        writeFileSync(join(unpacked, entry.name), entry.data, { mode: entry.mode });
+      }
+      const program = join(unpacked, "server", "mcp.mjs");
+      const server = [...RUNTIME, program, "serve", join(unpacked, "tools")].join(" ");
+      const called = await runCli(["call", server, "hello"], { cwd: dir });
+      assert.equal(called.code, 0, called.stderr);
+      assert.equal(called.stdout, "hello\n");
+      const twice = await runCli(["call", server, "twice", "n=21"], { cwd: dir });
+      assert.equal(twice.stdout, "42\n");
+    });
+  });
+});
+
+// Reads a zip back (the central directory, then each entry, inflated with the runtime's DecompressionStream).
+async function unzip(archive: Uint8Array): Promise<{ name: string; mode: number; method: number; data: Uint8Array }[]> {
+  const view = new DataView(archive.buffer, archive.byteOffset, archive.byteLength);
+  const end = archive.length - 22;
+  assert.equal(view.getUint32(end, true), 0x06054b50, "the end record is last (no comment)");
+  const count = view.getUint16(end + 10, true);
+  let at = view.getUint32(end + 16, true);
+  const entries = [];
+  for (let i = 0; i < count; i++) {
+    assert.equal(view.getUint32(at, true), 0x02014b50);
+    const method = view.getUint16(at + 10, true);
+    const size = view.getUint32(at + 20, true);
+    const nameLength = view.getUint16(at + 28, true);
+    const extra = view.getUint16(at + 30, true) + view.getUint16(at + 32, true);
+    const mode = (view.getUint32(at + 38, true) >>> 16) & 0o777;
+    const local = view.getUint32(at + 42, true);
+    const name = new TextDecoder().decode(archive.subarray(at + 46, at + 46 + nameLength));
+    const start = local + 30 + view.getUint16(local + 26, true) + view.getUint16(local + 28, true);
+    let data = archive.slice(start, start + size);
+    if (method === 8) {
+      const stream = new Blob([data]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
+      data = new Uint8Array(await new Response(stream).arrayBuffer());
+    }
+    entries.push({ name, mode, method, data });
+    at += 46 + nameLength + extra;
+  }
+  return entries;
+}
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
 
 describe("12. Client transports", () => {
   test("SseReader splits events at blank lines, over any chunking, and skips comments", () => {
@@ -8495,9 +8999,16 @@ describe("17. CLI", () => {
 
   test("unsupportedRuntime() names a runtime that is too old and the way out", () => {
     assert.equal(
-      unsupportedRuntime({ node: "22.11.0" }),
-      "Cannot run on Node 22.11.0: mcp.ts needs Node >= 22.18.0; upgrade it, or run mcp.ts with nothing but npm: " +
-        "npx -y deno run -A mcp.ts …",
+      unsupportedRuntime({ node: "22.11.0" }, true),
+      "Cannot run on Node 22.11.0: mcp.ts needs Node >= 22.18.0; upgrade it, or run the npm package, which is " +
+        "JavaScript for Node >= 18: npx -y @mcp-ts/mcp …",
+    );
+    // The package's JavaScript needs no type stripping: Node 18 runs it, Node 16 is told to upgrade.
+    assert.equal(unsupportedRuntime({ node: "18.0.0" }, false), undefined);
+    assert.equal(unsupportedRuntime({ node: "20.11.1" }, false), undefined);
+    assert.equal(
+      unsupportedRuntime({ node: "16.20.2" }, false),
+      "Cannot run on Node 16.20.2: mcp.ts needs Node >= 18.0.0; upgrade it",
     );
     assert.match(
       unsupportedRuntime({ deno: "1.46.3" })!,
@@ -8505,7 +9016,7 @@ describe("17. CLI", () => {
     );
     assert.match(unsupportedRuntime({ bun: "1.1.38" })!, /needs Bun >= 1\.2\.0/);
     for (const ok of [{ node: "22.18.0" }, { node: "24.1.0" }, { deno: "2.0.0" }, { bun: "1.2.0-canary.3" }]) {
-      assert.equal(unsupportedRuntime(ok), undefined, JSON.stringify(ok));
+      assert.equal(unsupportedRuntime(ok, true), undefined, JSON.stringify(ok));
     }
   });
 
