@@ -8979,7 +8979,10 @@ async function findConfigs(
     readConfig(claudeDesktopConfigPath(options.env), false).catch(() => undefined),
     home ? otherHostConfigs(cwd, options.env, home) : [],
   ]);
-  return [...found, ...claudeCode, desktop, ...others].filter((config): config is ConfigFile => config !== undefined);
+  const read = new Set<string>();
+  return [...found, ...claudeCode, desktop, ...others].filter((config): config is ConfigFile =>
+    config !== undefined && !read.has(config.file) && read.add(config.file) !== undefined
+  );
 }
 
 /**
@@ -9890,6 +9893,7 @@ async function otherHostConfigs(
     json(HOSTS.zed.user(env, platform, home), "context_servers", zedServers),
     json(`${env.COPILOT_HOME || `${home}/.copilot`}/mcp-config.json`, "mcpServers"),
     json(HOSTS.vscode.user(env, platform, home), "servers"),
+    json(HOSTS.cursor.user(env, platform, home), "mcpServers"), // read already when the walk up passed HOME
   ]);
   const codexConfig: ConfigFile[] = codex
     ? [{ file: codexFile, servers: codexServers(codex.mcp_servers), gemini: false }]

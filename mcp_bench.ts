@@ -6,6 +6,7 @@
 //   MCP_BENCH_QUICK=1 deno task bench        fewer calls and rounds, for a smoke test
 //   MCP_BENCH_ONLY=http deno task bench      only the HTTP part (6); MCP_BENCH_ONLY=stdio: only 1-5
 //   MCP_BENCH_LOADGEN=fetch deno task bench  HTTP load from fetch loops on the runtime even when wrk is on PATH
+//   MCP_BENCH_ONLY=package node mcp_bench.ts   only the npm package's start-up on Node (8)
 //
 // 1. Server throughput: a driver pipelines N tools/call of `echo` (256 in flight, after a warm-up) over
 //    stdio and checks every response; the same driver runs against a raw NDJSON echo loop (the floor).
@@ -18,6 +19,10 @@
 //    echo on the runtime's own server (the floor), the official SDK v2's createMcpHandler (the peer, installed from
 //    npm into ~/.cache/mcp-bench or $MCP_BENCH_CACHE on first use), and on Deno `deno serve --parallel` with 2
 //    workers against 1.
+// 8. The npm package on Node (MCP_BENCH_ONLY=package; part of a run under Node): the package built by
+//    build/dist.mjs, its `mcp --version` against a bare `node -e 0`, and a one-shot `call` of `add` (client and
+//    server both the package) against two bare Node starts; the same two with `node mcp.ts` (types stripped at each
+//    start) as the before.
 // 7. Telemetry (MCP_BENCH_ONLY=telemetry): part 1's driver against `mcp.ts serve` with telemetry off, and with
 //    OTLP traces and metrics on (always_on sampler; a 10% sampler) to a collector in this process that answers 200,
 //    to a closed port, and to one that never answers (then also the peak RSS after the calls).
@@ -1109,17 +1114,66 @@ async function telemetryBench(work: string): Promise<void> {
   }
 }
 
+// --- 8: the npm package on Node ---------------------------------------------------------------------
+
+function packageBench(work: string): void {
+  const node = IS_DENO || process.versions.bun ? "node" : process.execPath;
+  const out = join(work, "npm");
+  const built = spawnSync(node, ["--no-warnings", join(HERE, "build", "dist.mjs"), out], { encoding: "utf8" });
+  if (built.status !== 0) throw new BenchError(`build/dist.mjs failed (it needs Node >= 22.18): ${built.stderr}`);
+  const bin = join(out, "bin.js");
+  const version = spawnSync(node, ["--version"], { encoding: "utf8" }).stdout.trim();
+  timeCommand([node, bin, "--version"]); // the compile cache's first fill, as after an install
+  const rounds = QUICK ? 5 : 15;
+  const times: Record<string, number[]> = { bare: [], package: [], source: [], call: [], callSource: [], floor: [] };
+  const tools = join(HERE, "testdata", "tools");
+  for (let round = 0; round < rounds; round++) {
+    times.bare.push(timeCommand([node, "-e", "0"]));
+    times.package.push(timeCommand([node, bin, "--version"]));
+    times.source.push(timeCommand([node, MCP, "--version"]));
+    times.floor.push(timeCommand([node, "-e", "0"]) + timeCommand([node, "-e", "0"]));
+    times.call.push(timeCommand([node, bin, "call", `${node} ${bin} serve ${tools}`, "add", "a=2", "b=3"]));
+    times.callSource.push(timeCommand([node, MCP, "call", `${node} ${MCP} serve ${tools}`, "add", "a=2", "b=3"]));
+  }
+  const m = (name: string) => median(times[name]);
+  console.log(`\n# The npm package on Node ${version} (${rounds} rounds, medians)\n`);
+  console.log("| measure | ms | floor ms | ratio | target |");
+  console.log("|---|---|---|---|---|");
+  console.log(
+    `| package \`mcp --version\` (node -e 0) | ${fmt(m("package"), 1)} | ${fmt(m("bare"), 1)} | ${
+      ratio(m("package"), m("bare"))
+    } | ≤ 1.5x |`,
+  );
+  console.log(
+    `| \`node mcp.ts --version\`, before (node -e 0) | ${fmt(m("source"), 1)} | ${fmt(m("bare"), 1)} | ${
+      ratio(m("source"), m("bare"))
+    } | |`,
+  );
+  console.log(
+    `| package one-shot \`call\` (two bare starts) | ${fmt(m("call"), 1)} | ${fmt(m("floor"), 1)} | ${
+      ratio(m("call"), m("floor"))
+    } | ≤ 3x |`,
+  );
+  console.log(
+    `| \`node mcp.ts call\`, before (two bare starts) | ${fmt(m("callSource"), 1)} | ${fmt(m("floor"), 1)} | ${
+      ratio(m("callSource"), m("floor"))
+    } | |`,
+  );
+}
+
 // --- main ---------------------------------------------------------------------------------------
 
 const work = mkdtempSync(join(tmpdir(), "mcp-bench-"));
 try {
-  if (ONLY !== "" && ONLY !== "stdio" && ONLY !== "http" && ONLY !== "telemetry") {
-    throw new BenchError(`MCP_BENCH_ONLY must be stdio, http or telemetry, not "${ONLY}"`);
+  if (ONLY !== "" && ONLY !== "stdio" && ONLY !== "http" && ONLY !== "telemetry" && ONLY !== "package") {
+    throw new BenchError(`MCP_BENCH_ONLY must be stdio, http, telemetry or package, not "${ONLY}"`);
   }
   if (ONLY === "telemetry") await telemetryBench(work);
+  else if (ONLY === "package") packageBench(work);
   else {
     if (ONLY !== "http") await stdioBench(work);
     if (ONLY !== "stdio") await httpBench(work, ONLY === "http");
+    if (ONLY === "" && RUNTIME_NAME === "node") packageBench(work);
   }
 } catch (error) {
   if (!(error instanceof BenchError)) throw error;

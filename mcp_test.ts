@@ -5871,8 +5871,11 @@ describe("11c. Hosts: install and uninstall, each host's file written and read b
 
   for (const [host, [relative, key]] of Object.entries(USER_FILES)) {
     test(`install ${host}: a command and a URL written, listed by servers, removed by uninstall`, async () => {
-      await withTempDir("mcp-install-", async (home) => {
-        const cwd = join(home, "project");
+      await withTempDir("mcp-install-", async (dir) => {
+        // The working directory is not under HOME: user files are found by HOME, not by the walk up from here.
+        const home = join(dir, "home");
+        const cwd = join(dir, "elsewhere");
+        mkdirSync(home);
         mkdirSync(cwd);
         const env = { HOME: home, XDG_CONFIG_HOME: join(home, ".config"), APPDATA: join(home, "AppData") };
         const file = join(home, relative);
