@@ -9894,6 +9894,9 @@ async function otherHostConfigs(
     json(`${env.COPILOT_HOME || `${home}/.copilot`}/mcp-config.json`, "mcpServers"),
     json(HOSTS.vscode.user(env, platform, home), "servers"),
     json(HOSTS.cursor.user(env, platform, home), "mcpServers"), // read already when the walk up passed HOME
+    // What `install gemini|zed --scope project` writes here.
+    json(joinPath(cwd, ".gemini/settings.json"), "mcpServers"),
+    json(joinPath(cwd, ".zed/settings.json"), "context_servers", zedServers),
   ]);
   const codexConfig: ConfigFile[] = codex
     ? [{ file: codexFile, servers: codexServers(codex.mcp_servers), gemini: false }]
@@ -9973,32 +9976,28 @@ export async function zipArchive(entries: ZipEntry[]): Promise<Uint8Array> {
     const deflated = await deflateRaw(entry.data);
     const compressed = deflated && deflated.length < entry.data.length ? deflated : entry.data;
     const method = compressed === entry.data ? 0 : 8;
+    // What a local header and the central directory's record both say, from "version needed" to the name's length.
+    const shared = (view: DataView, at: number) => {
+      view.setUint16(at, 20, true); // version needed: 2.0
+      view.setUint16(at + 2, 0x0800, true); // names in UTF-8
+      view.setUint16(at + 4, method, true);
+      view.setUint16(at + 6, DOS_TIME, true);
+      view.setUint16(at + 8, DOS_DATE, true);
+      view.setUint32(at + 10, crc, true);
+      view.setUint32(at + 14, compressed.length, true);
+      view.setUint32(at + 18, entry.data.length, true);
+      view.setUint16(at + 22, name.length, true);
+    };
     const local = new Uint8Array(30 + name.length);
     const view = new DataView(local.buffer);
     view.setUint32(0, 0x04034b50, true);
-    view.setUint16(4, 20, true); // version needed: 2.0
-    view.setUint16(6, 0x0800, true); // names in UTF-8
-    view.setUint16(8, method, true);
-    view.setUint16(10, DOS_TIME, true);
-    view.setUint16(12, DOS_DATE, true);
-    view.setUint32(14, crc, true);
-    view.setUint32(18, compressed.length, true);
-    view.setUint32(22, entry.data.length, true);
-    view.setUint16(26, name.length, true);
+    shared(view, 4);
     local.set(name, 30);
     const central = new Uint8Array(46 + name.length);
     const record = new DataView(central.buffer);
     record.setUint32(0, 0x02014b50, true);
     record.setUint16(4, (3 << 8) | 20, true); // made by Unix, 2.0: the external attributes hold a mode
-    record.setUint16(6, 20, true);
-    record.setUint16(8, 0x0800, true);
-    record.setUint16(10, method, true);
-    record.setUint16(12, DOS_TIME, true);
-    record.setUint16(14, DOS_DATE, true);
-    record.setUint32(16, crc, true);
-    record.setUint32(20, compressed.length, true);
-    record.setUint32(24, entry.data.length, true);
-    record.setUint16(28, name.length, true);
+    shared(record, 6);
     record.setUint32(38, ((0o100000 | (entry.mode & 0o7777)) << 16) >>> 0, true); // a regular file, its mode
     record.setUint32(42, offset, true);
     central.set(name, 46);
@@ -17634,7 +17633,9 @@ its file. With --config FILE, that file only. --json prints {"servers": [...]}.
 --check connects to each (four at a time, --timeout MS each, default 10000) and prints a line
 per server: ok with its tools, era, transport and time, or the failure; exit 3 if any failed.
 Looked up: .mcp.json, .cursor/mcp.json, .vscode/mcp.json in this directory and each one above,
-then ~/.claude.json (this project's servers, then the user's), then Claude Desktop's config.
+then ~/.claude.json (this project's servers, then the user's), then Claude Desktop's config, then
+Codex's config.toml (a trusted project's, then ~/.codex's), Windsurf's, Gemini CLI's, Zed's,
+Copilot CLI's, VS Code's and Cursor's user files, and .gemini/ and .zed/ settings here.
 `;
 
 const SERVERS_FLAGS = {

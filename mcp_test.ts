@@ -6010,6 +6010,14 @@ describe("11c. Hosts: install and uninstall, each host's file written and read b
         join(home, ".copilot", "mcp-config.json"),
         '{"mcpServers": {"gh": {"type": "local", "command": "gh-mcp"}}}',
       );
+      // A project's Zed and Gemini CLI settings, as `install zed|gemini --scope project` writes them.
+      mkdirSync(join(project, ".zed"));
+      mkdirSync(join(project, ".gemini"));
+      writeFileSync(
+        join(project, ".zed", "settings.json"),
+        '{"context_servers": {"zp": {"url": "https://z.example/mcp"}}}',
+      );
+      writeFileSync(join(project, ".gemini", "settings.json"), '{"mcpServers": {"gp": {"command": "gp"}}}');
       const env = { HOME: home, XDG_CONFIG_HOME: join(home, ".config"), PATH: "", DOCS_TOKEN: "t0k" };
       assert.deepEqual(await resolveServer("docs", { cwd: project, env }), {
         type: "http",
@@ -6028,6 +6036,12 @@ describe("11c. Hosts: install and uninstall, each host's file written and read b
         name: "old-style",
       });
       assert.deepEqual(await resolveServer("gh", { cwd: project, env }), { command: "gh-mcp", args: [], name: "gh" });
+      assert.deepEqual(await resolveServer("zp", { cwd: project, env }), {
+        type: "http",
+        url: "https://z.example/mcp",
+        name: "zp",
+      });
+      assert.deepEqual(await resolveServer("gp", { cwd: project, env }), { command: "gp", args: [], name: "gp" });
       await assert.rejects(resolveServer("off", { cwd: project, env }), /"off" is not a command on PATH/);
       // Untrusted, the project's file is not read.
       await assert.rejects(resolveServer("proj", { cwd: home, env }), /"proj" is not a command on PATH/);
