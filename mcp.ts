@@ -29,7 +29,8 @@
 //      ── above: the protocol alone, no process, no Deno or Bun, no node: import (a test checks) ──
 //   8. Runtime             what Deno, Bun and Node do differently, each native path with its measured
 //                          reason: 8a their APIs, the process, files and paths, 8b streams (stdout,
-//                          stderr, stdin), 8c child processes, 8d listenHttp and the watchdog
+//                          stderr, stdin), 8c child processes, 8d listenHttp and the watchdog, 8e the
+//                          daemon's ground: its private directory, a Unix socket, a process of its own
 //   9. Plugins             module and executable plugins, --watch: the server's only plugin I/O
 //  10. Server transports   stdio; 10b the Streamable HTTP wire, 10c the HTTP front every listener
 //                          stands behind, 10d createHandler (legacy sessions, stateless requests),
@@ -37,11 +38,11 @@
 //  11. Server configs      what a <server> names: a URL, a command line, a name in a host's config; 11b
 //                          host files as text (JSON with comments, a TOML subset), edited in place; 11c the
 //                          hosts, install and uninstall; 11d bundles (pack): the program as JavaScript, a zip
-//  12. Client transports   12a stdio, 12b Streamable HTTP and HTTP+SSE
+//  12. Client transports   12a stdio, 12b Streamable HTTP and HTTP+SSE, 12c the daemon's socket (@NAME)
 //  13. OAuth               13a the token store, 13b discovery and signing, 13c the provider
 //  14. MCP client          14a options, 14b the session (McpClient), 14c connect(), 14d the 2026-07-28
 //                          rules a client keeps, 14e arguments as typed, 14f following a task, 14g skills
-//  15. Gateway, proxy and replay   15a gateway, 15b proxy, 15c replay
+//  15. Gateway, proxy and replay   15a gateway, 15b proxy, 15c replay, 15d sessions: the per-user daemon
 //  16. Output              what the client commands print (pure); text made safe for a terminal; 16b logs
 //                          as JSON lines (--log-format json)
 //  17. CLI                 argv → exit code: 17a the process's I/O and flags, 17b serve, 17c the client's
@@ -5565,6 +5566,7 @@ function proc(): NodeJS.Process {
 /** What every command needs from the process, from Deno's own API on Deno and from `process` elsewhere. */
 const sys = {
   args: (): string[] => deno ? deno.args : proc().argv.slice(2),
+  pid: (): number => proc().pid,
   env: (): Record<string, string | undefined> => deno ? deno.env.toObject() : proc().env,
   // One variable, read only when allowed: on Deno without --allow-env it is unset (no prompt, no error: `--version`
   // and `help` need no permission).
@@ -6773,6 +6775,184 @@ export async function listenHttp(
   };
 }
 
+// --- 8e. The per-user daemon's ground: its state directory, a Unix socket, a process of its own ---
+
+/**
+ * Where the daemon keeps its socket, token and log (CONTRACT: Sessions): $MCP_TS_STATE_DIR, else
+ * $XDG_RUNTIME_DIR/mcp.ts, else ~/.cache/mcp.ts/run.
+ */
+function stateDirectory(env: Record<string, string | undefined> = sys.env()): string {
+  if (env.MCP_TS_STATE_DIR) return resolvePath(env.MCP_TS_STATE_DIR);
+  if (env.XDG_RUNTIME_DIR) return `${env.XDG_RUNTIME_DIR}/mcp.ts`;
+  return `${env.HOME ?? env.USERPROFILE ?? "."}/.cache/mcp.ts/run`;
+}
+
+/**
+ * Makes the state directory (0700) or checks the one there: a directory, not a link, the user's own, open to no
+ * one else. Anything else is a usage error saying why: a socket in a directory another user can write to could be
+ * swapped for theirs.
+ */
+async function privateDirectory(dir: string): Promise<void> {
+  const { lstat, mkdir } = await import("node:fs/promises");
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const info = await lstat(dir);
+  const uid = proc().getuid?.();
+  const why = !info.isDirectory()
+    ? "it is not a directory (a link is not followed)"
+    : uid !== undefined && info.uid !== uid
+    ? `it belongs to uid ${info.uid}, not to you (uid ${uid})`
+    : (info.mode & 0o077) !== 0 && sys.platform() !== "win32"
+    ? `its mode is ${(info.mode & 0o777).toString(8)}: others may use it (chmod 700 it)`
+    : undefined;
+  if (why) throw new UsageError(`Cannot use the state directory ${dir}: ${why}`);
+}
+
+/** One end of a local socket: bytes in and out, and its end. */
+interface LocalSocket {
+  write(chunk: string | Uint8Array, callback?: () => void): boolean;
+  end(): void;
+  destroy(): void;
+  onData(listener: (chunk: Uint8Array) => void): void;
+  onClose(listener: () => void): void;
+  /** The Node stream itself, for serve(): a Readable and a Writable. */
+  readonly stream: Readable & Writable;
+}
+
+function localSocket(socket: import("node:net").Socket): LocalSocket {
+  socket.on("error", noop); // a peer gone mid-write: its close says so
+  return {
+    write: (chunk, callback) => socket.write(chunk, callback),
+    end: () => void socket.end(),
+    destroy: () => void socket.destroy(),
+    onData: (listener) => void socket.on("data", listener),
+    onClose: (listener) => void socket.on("close", listener),
+    stream: socket as unknown as Readable & Writable,
+  };
+}
+
+/** Connects to a Unix socket; rejects with the runtime's error (code ENOENT, ECONNREFUSED…). */
+async function connectLocal(path: string): Promise<LocalSocket> {
+  const { createConnection } = await import("node:net");
+  return await new Promise((resolve, reject) => {
+    const socket = createConnection(path);
+    socket.once("connect", () => {
+      socket.off("error", reject);
+      resolve(localSocket(socket));
+    });
+    socket.once("error", reject);
+  });
+}
+
+/**
+ * Listens on a Unix socket only its owner may open (0600, in a 0700 directory). A stale socket file (no daemon
+ * behind it) is removed first; anything else at the path (a link, a file) is an error, never followed.
+ */
+async function listenLocal(
+  path: string,
+  onConnection: (socket: LocalSocket) => void,
+): Promise<{ close(): Promise<void> }> {
+  const [{ createServer }, { chmod, lstat, unlink }] = await Promise.all([
+    import("node:net"),
+    import("node:fs/promises"),
+  ]);
+  const existing = await lstat(path).catch(() => undefined);
+  if (existing && !existing.isSocket()) throw new UsageError(`Cannot listen on ${path}: something else is there`);
+  if (existing) await unlink(path);
+  const server = createServer((socket) => onConnection(localSocket(socket)));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(path, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  await chmod(path, 0o600);
+  return {
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        void unlink(path).catch(noop);
+      }),
+  };
+}
+
+/** Creates a file only if none is there (O_EXCL), mode 0600; false when one is. */
+async function createExclusive(path: string, text: string): Promise<boolean> {
+  const { writeFile } = await import("node:fs/promises");
+  try {
+    await writeFile(path, text, { flag: "wx", mode: 0o600 });
+    return true;
+  } catch (error) {
+    if ((error as { code?: string }).code === "EEXIST") return false;
+    throw error;
+  }
+}
+
+/**
+ * Holds the lock file `path` (created O_EXCL with our pid) until the returned function lets it go; a holder that
+ * died, or holds it past a few seconds, is overruled.
+ */
+async function holdLock(path: string): Promise<() => Promise<void>> {
+  const { readFile, unlink } = await import("node:fs/promises");
+  for (let attempt = 0; !(await createExclusive(path, String(proc().pid))); attempt++) {
+    const holder = Number(await readFile(path, "utf8").catch(() => ""));
+    if (!holder || !processAlive(holder) || attempt > 100) await unlink(path).catch(noop);
+    else await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return () => unlink(path).catch(noop);
+}
+
+/** Writes a file only its owner may read (0600), or removes one (`text` undefined; gone already is fine). */
+async function privateFile(path: string, text: string | undefined): Promise<void> {
+  const { unlink, writeFile } = await import("node:fs/promises");
+  if (text === undefined) await unlink(path).catch(noop);
+  else await writeFile(path, text, { mode: 0o600 });
+}
+
+/** Whether a process of that pid is alive (signal 0). */
+function processAlive(pid: number): boolean {
+  try {
+    proc().kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as { code?: string }).code === "EPERM";
+  }
+}
+
+/** This program run again with `args`: the runtime, its flags (Deno's -A), this file. */
+async function selfArgv(args: string[]): Promise<string[]> {
+  const { fileURLToPath } = await import("node:url");
+  const file = fileURLToPath(import.meta.url);
+  return deno ? [proc().execPath, "run", "-A", file, ...args] : [proc().execPath, file, ...args];
+}
+
+/**
+ * Starts a process that outlives us: its own session and process group (a terminal's Ctrl-C or hang-up is not
+ * its), stdio closed, not waited for.
+ */
+async function spawnDetached(argv: string[], cwd: string): Promise<void> {
+  const { spawn } = await import("node:child_process");
+  const child = spawn(argv[0], argv.slice(1), { cwd, detached: true, stdio: "ignore", env: proc().env });
+  child.on("error", noop);
+  child.unref();
+}
+
+/** An OutputSink appending to a file, each write whole (the daemon's log). */
+async function appendingSink(path: string): Promise<OutputSink> {
+  const { appendFileSync } = await import("node:fs");
+  return {
+    write(chunk, callback) {
+      try {
+        appendFileSync(path, chunk, { mode: 0o600 });
+      } catch {
+        // The log is best effort: a full disk must not stop the daemon.
+      }
+      callback?.();
+      return true;
+    },
+  };
+}
+
 // === 9. Plugins ==============================================================
 // Turns a directory into a catalog: which files count, importing modules,
 // running executables, watching for changes. The only file-system, import()
@@ -7255,6 +7435,8 @@ export interface ServeOptions extends ServerOptions {
   maxLineBytes?: number;
   /** Each message as it comes ("< " + text) and goes ("> " + text): the same callback as createHandler's and connect's. */
   onTrace?: (line: string) => void;
+  /** The core this connection shares with others (a daemon's session): its catalog, tasks and options. @internal */
+  core?: ServerCore;
 }
 
 /** A running server, as returned by {@linkcode serve}. */
@@ -7294,7 +7476,7 @@ export function serve(options: ServeOptions = {}): ServeHandle {
   // Telemetry of its own unless given one (the CLI's): what is pending goes out when it is done, 2 s at most.
   const ownTracer = options.tracer ? undefined : telemetryFor(options.telemetry, options.name);
   const server = new McpServer(
-    ownTracer ? { ...options, tracer: ownTracer } : options,
+    options.core ?? (ownTracer ? { ...options, tracer: ownTracer } : options),
     send,
     (callback) => writer.whenWritten(callback),
   );
@@ -8818,6 +9000,8 @@ export interface StdioServerSpec {
   cwd?: string;
   /** The config name it came from, if any. */
   name?: string;
+  /** `@NAME`: the per-user daemon's session NAME, reached through its socket (command is "@NAME"). */
+  session?: string;
 }
 
 /** Where an HTTP MCP server is. */
@@ -9084,6 +9268,7 @@ export async function resolveServer(
 ): Promise<ServerSpec> {
   const env = options.env ?? sys.env();
   if (/^https?:\/\//i.test(target)) return { type: "http", url: checkUrl(target, "the server URL") };
+  if (/^@[A-Za-z0-9_.-]+$/.test(target)) return { command: target, args: [], session: target.slice(1), name: target };
   const words = splitCommand(target);
   if (words.length === 0) throw new UsageError("the server command is empty");
   // A bare word may name a configured server; a command line never does.
@@ -10736,6 +10921,205 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+// --- 12c. The per-user daemon's socket: a session's commands, and its control ---
+
+const DAEMON_HELLO_MAX_BYTES = 64 * 1024;
+const DAEMON_START_WAIT_MS = 10_000;
+
+/** Where the daemon's files are in the state directory. */
+function daemonPaths(env: Record<string, string | undefined> = sys.env()) {
+  const dir = stateDirectory(env);
+  return { dir, socket: `${dir}/daemon.sock`, token: `${dir}/daemon.token`, log: `${dir}/daemon.log` };
+}
+
+/** No daemon is listening (and none was to be started). */
+class NoDaemonError extends UsageError {
+  constructor(socket: string) {
+    super(
+      `no mcp.ts daemon is running (no one listens on ${socket}); open a session with: mcp.ts connect NAME <server>`,
+    );
+    this.name = "NoDaemonError";
+  }
+}
+
+/** Reads one line of a socket (at most `max` bytes): the line, and whatever came after it. */
+function readFirstLine(
+  socket: LocalSocket,
+  max: number,
+  timeoutMs: number,
+): Promise<{ line: string; rest: Uint8Array }> {
+  return new Promise((resolve, reject) => {
+    let buffered: Uint8Array = new Uint8Array(0);
+    const stream = socket.stream;
+    const done = (error?: Error, result?: { line: string; rest: Uint8Array }) => {
+      clearTimeout(timer);
+      stream.off("data", onData);
+      stream.off("close", onClose);
+      if (error) reject(error);
+      else resolve(result!);
+    };
+    const onData = (chunk: Uint8Array) => {
+      buffered = concatBytes([buffered, chunk], buffered.length + chunk.length);
+      const end = buffered.indexOf(NEWLINE);
+      if (end >= 0) {
+        stream.pause();
+        done(undefined, { line: new TextDecoder().decode(buffered.subarray(0, end)), rest: buffered.slice(end + 1) });
+      } else if (buffered.length > max) done(new ServerError(`a line over ${max} bytes on the daemon's socket`));
+    };
+    const onClose = () => done(new ServerError("the daemon's socket closed"));
+    const timer = setTimeout(() => done(new TimeoutError("the daemon did not answer")), timeoutMs);
+    stream.on("data", onData);
+    stream.on("close", onClose);
+  });
+}
+
+/**
+ * A connection to the daemon, past its hello (the token in the 0600 file proves the same user): `session` for a
+ * session's MCP stream, none for control requests. Starts the daemon first when `start` and none listens.
+ */
+async function daemonConnection(
+  hello: { session?: string; attach?: boolean },
+  options: { start?: boolean; env?: Record<string, string | undefined>; json?: boolean } = {},
+): Promise<{ socket: LocalSocket; rest: Uint8Array }> {
+  const env = options.env ?? sys.env();
+  const paths = daemonPaths(env);
+  await privateDirectory(paths.dir);
+  let socket: LocalSocket | undefined;
+  const deadline = Date.now() + DAEMON_START_WAIT_MS;
+  for (let started = false, wait = 10; !socket;) {
+    try {
+      socket = await connectLocal(paths.socket);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code !== "ENOENT" && code !== "ECONNREFUSED") {
+        throw new ServerError(`Cannot reach the daemon at ${paths.socket}: ${errorMessage(error)}`);
+      }
+      if (!options.start) throw new NoDaemonError(paths.socket);
+      if (Date.now() > deadline) {
+        throw new ServerError(
+          `the daemon did not start within ${DAEMON_START_WAIT_MS / 1000} s; see: mcp.ts daemon log`,
+        );
+      }
+      if (!started) {
+        started = true;
+        // Its log is JSON lines when the command that starts it logs JSON (--log-format json).
+        await spawnDetached(
+          await selfArgv(["daemon", "run", ...(options.json ? ["--log-format", "json"] : [])]),
+          paths.dir,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      wait = Math.min(wait * 2, 100);
+    }
+  }
+  const token = await (await files()).readText(paths.token).catch(() => "");
+  socket.write(JSON.stringify({ ...hello, token: token.trim() }) + "\n");
+  const { line, rest } = await readFirstLine(socket, DAEMON_HELLO_MAX_BYTES, DAEMON_START_WAIT_MS).catch((error) => {
+    socket!.destroy();
+    throw error;
+  });
+  const reply = parseJsonObject(line);
+  if (reply?.ok !== true) {
+    socket.destroy();
+    const message = typeof reply?.error === "string" ? reply.error : "the daemon refused the connection";
+    throw reply?.code === 2 ? new UsageError(message) : new ServerError(message);
+  }
+  return { socket, rest };
+}
+
+/** One control request to the daemon (open, list, close, status, stop) and its result. */
+async function daemonRequest(
+  method: string,
+  params: JsonObject,
+  options: { start?: boolean; env?: Record<string, string | undefined>; json?: boolean } = {},
+): Promise<JsonObject> {
+  const { socket } = await daemonConnection({}, options);
+  try {
+    socket.stream.resume();
+    socket.write(JSON.stringify({ id: 1, method, params }) + "\n");
+    const { line } = await readFirstLine(socket, DEFAULT_MAX_LINE_BYTES, 24 * 3600_000);
+    const reply = parseJsonObject(line);
+    if (isObject(reply?.error)) {
+      const message = String(reply.error.message);
+      throw reply.error.code === 2
+        ? new UsageError(message)
+        : reply.error.code === 4
+        ? new AuthorizationError(message, 401)
+        : new ServerError(message);
+    }
+    return isObject(reply?.result) ? reply.result : {};
+  } finally {
+    socket.end();
+  }
+}
+
+function parseJsonObject(line: string): JsonObject | undefined {
+  try {
+    const value = JSON.parse(line);
+    return isObject(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `@NAME`: the daemon's session NAME as a transport. Local and in order like stdio, and cancelled the same way
+ * (notifications/cancelled); the server behind it is the daemon's to start and stop.
+ */
+class SessionTransport implements ClientTransport {
+  readonly kind = "stdio";
+  readonly stderr = "";
+  #name: string;
+  #maxLineBytes: number;
+  #socket: LocalSocket | undefined;
+  #writer: FrameWriter;
+  #closed: Promise<void> | undefined;
+
+  constructor(name: string, maxLineBytes = DEFAULT_CLIENT_MAX_LINE_BYTES) {
+    this.#name = name;
+    this.#maxLineBytes = maxLineBytes;
+    this.#writer = new FrameWriter((text) => this.#socket?.write(text) ?? true);
+  }
+
+  async start(events: TransportEvents): Promise<void> {
+    const { socket, rest } = await daemonConnection({ session: this.#name }).catch((error) => {
+      if (!(error instanceof NoDaemonError)) throw error;
+      throw new UsageError(`no session "@${this.#name}" (no daemon is running); see: mcp.ts sessions`);
+    });
+    this.#socket = socket;
+    const reader = new FrameReader({
+      message: (text) => events.message(text),
+      oversize: (limit, head) =>
+        events.failed(idNearStart(head), new ServerError(`the session sent a message over ${limit} bytes`)),
+    }, this.#maxLineBytes);
+    this.#closed = new Promise((resolve) =>
+      socket.onClose(() => {
+        reader.end();
+        events.closed(new ServerError(`the session "${this.#name}" ended (disconnected, or the daemon stopped)`));
+        resolve();
+      })
+    );
+    if (rest.length) reader.push(rest);
+    socket.onData((chunk) => reader.push(chunk));
+    socket.stream.resume();
+  }
+
+  send(text: string): void {
+    this.#writer.send(text);
+  }
+
+  abandon(): void {}
+
+  markUnresponsive(): void {}
+
+  async close(): Promise<void> {
+    this.#writer.flush();
+    this.#socket?.end();
+    await within(this.#closed ?? Promise.resolve(), SHUTDOWN_STEP_MS);
+    this.#socket?.destroy();
+  }
+}
+
 // === 13. OAuth ===============================================================
 // The MCP authorization flow for an HTTP server that answers 401 (basic/
 // authorization, RFC 9728, 8414, 7591, 7636, 8707, 9207): discovery, client
@@ -11924,6 +12308,8 @@ export class McpClient {
     this.#failure = undefined;
     this.#transport = isHttpSpec(spec)
       ? new HttpTransport(spec, { headers: options.headers, maxBytes: options.maxLineBytes, auth: this.#auth })
+      : spec.session !== undefined
+      ? new SessionTransport(spec.session, options.maxLineBytes)
       : new StdioTransport(spec, {
         env: options.env,
         cwd: options.cwd,
@@ -13257,8 +13643,11 @@ export interface GatewayUpstream {
 
 /** Options of {@linkcode Gateway}. */
 export interface GatewayOptions extends ConnectOptions {
-  /** "always" (default): every name is `<upstream>__<name>`; "collisions": only names two upstreams share. */
-  prefix?: "always" | "collisions";
+  /**
+   * "always" (default): every name is `<upstream>__<name>`; "collisions": only names two upstreams share; "none"
+   * (one upstream, a daemon's session): names, titles and descriptions as the upstream gives them.
+   */
+  prefix?: "always" | "collisions" | "none";
   /** Globs over the exposed names (`!` excludes); none: everything. */
   tools?: string[];
   /** resources/read answers kept this long, in ms (default 0: not kept). */
@@ -13269,6 +13658,16 @@ export interface GatewayOptions extends ConnectOptions {
   log?: (line: string) => void;
   /** Served to several clients (over HTTP): the upstreams are not offered roots, which are one client's. */
   shared?: boolean;
+  /** Roots the gateway answers itself (a daemon's session, from `connect --root`): offered to the upstreams. */
+  roots?: { uri: string; name?: string }[];
+  /** How many times an upstream is started again after it failed or went (default: each time, backing off). */
+  restarts?: number;
+  /**
+   * "results" (default): a call its upstream could not answer is an isError result naming the upstream; "errors"
+   * (a daemon's session, which stands for its one server): a JSON-RPC error, the upstream's own code where it gave
+   * one, as the server itself would have answered.
+   */
+  failures?: "results" | "errors";
 }
 
 interface UpstreamState {
@@ -13286,6 +13685,8 @@ interface UpstreamState {
   templates: JsonObject[];
   calls: ToolContext[]; // contexts of calls in flight: where the upstream's questions and logs go
   watchers: Map<string, Set<() => void>>; // resources/updated by URI
+  error: unknown; // what its last failure threw (its exit code: an AuthorizationError is 4)
+  restarted: number;
 }
 
 /**
@@ -13430,7 +13831,14 @@ export class Gateway {
       templates: [],
       calls: [],
       watchers: new Map(),
+      error: undefined,
+      restarted: 0,
     }));
+  }
+
+  /** Each upstream: its client while it is up, else why it is down and what its failure threw. */
+  upstreams(): { name: string; client: McpClient | undefined; down: string | undefined; error: unknown }[] {
+    return this.#upstreams.map(({ name, client, down, error }) => ({ name, client, down, error }));
   }
 
   /** Starts every upstream; resolves when each is up or has failed once, or after `waitMs`. */
@@ -13469,7 +13877,7 @@ export class Gateway {
       retries: 0,
       signal: this.#stop.signal,
       // The questions pass on to the client whose call caused them, never to another.
-      capabilities: this.#options.shared
+      capabilities: this.#options.shared && !this.#options.roots
         ? { sampling: {}, elicitation: {} }
         : { roots: {}, sampling: {}, elicitation: {} },
       logLevel: "debug", // every log message comes; each call's client gets those at its own level
@@ -13490,6 +13898,7 @@ export class Gateway {
       client = await connecting.finally(() => this.#connecting.delete(connecting));
     } catch (error) {
       if (this.#closed) return;
+      upstream.error = error;
       this.#lost(upstream, errorMessage(error));
       return;
     }
@@ -13510,6 +13919,12 @@ export class Gateway {
     const wasUp = upstream.client !== undefined;
     upstream.client = undefined;
     upstream.down = why;
+    const restarts = this.#options.restarts;
+    if (restarts !== undefined && upstream.restarted++ >= restarts) {
+      (this.#options.log ?? noop)(`upstream "${upstream.name}" ${wasUp ? "is gone" : "did not start"}: ${why}`);
+      if (wasUp) this.#changed();
+      return;
+    }
     const delay = Math.min(GATEWAY_BACKOFF_MS * 2 ** upstream.attempt++, GATEWAY_BACKOFF_MAX_MS);
     upstream.retryAt = Date.now() + delay;
     (this.#options.log ?? noop)(
@@ -13572,6 +13987,7 @@ export class Gateway {
 
   // An upstream's question (sampling, elicitation, roots) goes to the client of the call it is about.
   async #ask(upstream: UpstreamState, method: string, params: JsonObject, cause: unknown): Promise<unknown> {
+    if (method === "roots/list" && this.#options.roots) return { roots: this.#options.roots };
     if (method === "roots/list" && this.#options.shared) {
       // Not offered (roots are one client's, and several are served): asked all the same, refused.
       throw new RpcError(ErrorCode.MethodNotFound, "Method not found: roots/list (no roots are shared here)");
@@ -13599,6 +14015,7 @@ export class Gateway {
   /** What the upstreams offer now, under the names the gateway gives them. */
   catalog(): Catalog {
     const prefixAll = (this.#options.prefix ?? "always") === "always";
+    const transparent = this.#options.prefix === "none";
     const counts = new Map<string, number>();
     for (const upstream of this.#upstreams) {
       for (const item of [...upstream.tools, ...upstream.prompts]) {
@@ -13607,7 +14024,7 @@ export class Gateway {
     }
     const taken = new Set<string>();
     const nameFor = (upstream: UpstreamState, name: string) => {
-      let given = gatewayName(upstream.name, name, prefixAll || (counts.get(name) ?? 0) > 1);
+      let given = transparent ? name : gatewayName(upstream.name, name, prefixAll || (counts.get(name) ?? 0) > 1);
       // Two names that clean to one: the later gets a hash of its own; a collision never stops the gateway.
       if (taken.has(given)) given = `${given.slice(0, MAX_TOOL_NAME - 9)}_${shortHash(`${upstream.name}/${name}`)}`;
       taken.add(given);
@@ -13622,12 +14039,15 @@ export class Gateway {
       for (const tool of upstream.tools) {
         const name = nameFor(upstream, String(tool.name));
         if (!exposed(this.#options.tools, name)) continue;
-        const description = `${typeof tool.description === "string" ? tool.description : ""} (from ${upstream.name})`;
+        const own = typeof tool.description === "string" ? tool.description : "";
+        const description = transparent ? own : `${own} (from ${upstream.name})`;
         const forwarded = defineTool(
           {
             ...tool,
             name,
-            title: typeof tool.title === "string" ? `${tool.title} (${upstream.name})` : undefined,
+            title: typeof tool.title === "string"
+              ? (transparent ? tool.title : `${tool.title} (${upstream.name})`)
+              : undefined,
             description: description.trim(),
             inputSchema: isObject(tool.inputSchema) ? tool.inputSchema : { type: "object" },
             execution: undefined, // the upstream's tasks are its own (a 2025-11-25 one's are followed upstream)
@@ -13722,9 +14142,14 @@ export class Gateway {
         if (!upstream?.client || rest.length === 0) return undefined;
         const own: JsonObject = { ...params, taskId: rest.join("__") };
         delete own._meta;
-        return upstream.client.request(method, own, { extensions: TASKS_DECLARED }).then((result) =>
-          typeof result.taskId === "string" ? { ...result, taskId: `${name}__${result.taskId}` } : result
-        );
+        const client = upstream.client;
+        return client.request(method, own, { extensions: TASKS_DECLARED }).then(async (result) => {
+          // A 2025-11-25 upstream's finished task holds no result: its tasks/result has it (the CallToolResult).
+          if (client.era === "legacy" && method === "tasks/get" && result.status === "completed") {
+            result = { ...result, result: await client.request("tasks/result", { taskId: own.taskId }) };
+          }
+          return typeof result.taskId === "string" ? { ...result, taskId: `${name}__${result.taskId}` } : result;
+        });
       },
       forwardSkills: (method, params) => skillful().length === 0 ? undefined : this.#skills(skillful(), method, params),
       // A client's subscriptions/listen for an upstream's task: listened for upstream, per id, while it listens.
@@ -13791,7 +14216,7 @@ export class Gateway {
     try {
       client = this.#upstreamOf(upstream);
     } catch (error) {
-      return errorResult(errorMessage(error));
+      return this.#failure(upstream, error, false);
     }
     upstream.calls.push(ctx);
     // The tasks extension goes upstream only when the client declared it on this call; a task then comes back
@@ -13815,18 +14240,37 @@ export class Gateway {
         tasks,
         detach: tasks,
       });
-      if (result.resultType !== "task") return result;
-      const taskId = `${upstream.name}__${result.taskId}`;
-      const ttlMs = typeof result.ttlMs === "number" && result.ttlMs > 0 ? result.ttlMs : DEFAULT_TASK_TTL_MS;
+      // A 2025-11-25 upstream's task (its CreateTaskResult wraps a Task) goes on as a SEP-2663 one.
+      const created = createdTask(result);
+      if (!created) return result;
+      const task = result.resultType === "task" ? result : {
+        resultType: "task",
+        ...created,
+        ttlMs: created.ttl ?? undefined,
+        pollIntervalMs: created.pollInterval ?? undefined,
+      };
+      const taskId = `${upstream.name}__${created.taskId}`;
+      const ttlMs = typeof task.ttlMs === "number" && task.ttlMs > 0 ? task.ttlMs : DEFAULT_TASK_TTL_MS;
       this.#issued.issue(taskId, taskPrincipal(ctx.auth, view?.sessionId), ttlMs);
-      return { ...result, taskId };
+      return { ...task, taskId };
     } catch (error) {
       if (ctx.signal.aborted) throw error;
       if (error instanceof UnreachableError) this.#lost(upstream, errorMessage(error));
-      return errorResult(`upstream "${upstream.name}": ${errorMessage(error)}`);
+      return this.#failure(upstream, error, true);
     } finally {
       upstream.calls.splice(upstream.calls.indexOf(ctx), 1);
     }
+  }
+
+  // A call the upstream could not answer: an isError result, or (failures: "errors") the error it was.
+  #failure(upstream: UpstreamState, error: unknown, named: boolean): JsonObject {
+    if (this.#options.failures === "errors") {
+      const code = error instanceof ServerError && typeof error.code === "number"
+        ? error.code
+        : ErrorCode.InternalError;
+      throw new RpcError(code, errorMessage(error), error instanceof ServerError ? error.data : undefined);
+    }
+    return errorResult(named ? `upstream "${upstream.name}": ${errorMessage(error)}` : errorMessage(error));
   }
 
   // completion/complete, asked of the upstream that has the prompt or template (when it offers completions).
@@ -14394,6 +14838,373 @@ export function replay(
       }
     }, () => void downstream.close().then(resolve));
   });
+}
+
+// --- 15d. Sessions: the per-user daemon ---
+// One daemon per user keeps sessions open between commands: each is a gateway of one upstream, served to every
+// connection on its socket (a command's `@NAME`, a host window's `attach NAME`) as the gateway serves its
+// clients: each connection its own ids, cancellations, subscriptions and questions.
+
+const DAEMON_IDLE_MS = 1_800_000;
+// A daemon with no session left ends after this (a `connect --force` between two sessions finds it still there).
+const DAEMON_LINGER_MS = 1_000;
+const DAEMON_START_LINGER_MS = 30_000;
+
+/** What `connect` asks the daemon to open. */
+interface SessionRequest {
+  name: string;
+  target: string;
+  cwd: string;
+  /** The caller's environment with its -e additions: the server's, as if the caller had started it. */
+  env: Record<string, string>;
+  config?: string;
+  headers?: Record<string, string>;
+  protocol?: string;
+  roots?: { uri: string; name?: string }[];
+  retries?: number;
+  idle?: number;
+  timeout?: number;
+  maxTime?: number;
+  oauth?: OAuthOptions;
+  force?: boolean;
+}
+
+interface DaemonSession {
+  request: SessionRequest;
+  gateway: Gateway;
+  core: ServerCore;
+  started: number;
+  lastUsed: number;
+  calls: number;
+  lastError: string | undefined;
+  sockets: Set<LocalSocket>;
+  attached: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+/** The daemon: its sessions, and what each connection to its socket asks. */
+class SessionDaemon {
+  #sessions = new Map<string, DaemonSession>();
+  #opening = new Map<string, Promise<DaemonSession>>();
+  #token: string;
+  #log: (line: string, fields?: Record<string, unknown>) => void;
+  #linger: ReturnType<typeof setTimeout> | undefined;
+  readonly socketPath: string;
+  /** Resolves when the daemon should end (stop, or no session left). */
+  readonly ended: Promise<void>;
+  #end!: () => void;
+
+  constructor(token: string, socketPath: string, log: (line: string, fields?: Record<string, unknown>) => void) {
+    this.#token = token;
+    this.socketPath = socketPath;
+    this.#log = log;
+    this.ended = new Promise((resolve) => this.#end = resolve);
+    this.#lingerFor(DAEMON_START_LINGER_MS);
+  }
+
+  /** A new connection: its hello says who it is and what it wants. */
+  async connection(socket: LocalSocket): Promise<void> {
+    let hello: JsonObject | undefined;
+    let rest: Uint8Array;
+    try {
+      const first = await readFirstLine(socket, DAEMON_HELLO_MAX_BYTES, 10_000);
+      hello = parseJsonObject(first.line);
+      rest = first.rest;
+    } catch {
+      return socket.destroy();
+    }
+    const refuse = (error: string, code: number) => {
+      socket.write(JSON.stringify({ ok: false, error, code }) + "\n");
+      socket.end();
+    };
+    // The token file is the user's alone (0600 in a 0700 directory): knowing it is being that user.
+    if (!hello || typeof hello.token !== "string" || !sameSecret(hello.token, this.#token)) {
+      this.#log("refused a connection without the daemon's token");
+      return refuse("refused: not this daemon's token", 4);
+    }
+    if (hello.session === undefined) return this.#control(socket, rest);
+    const session = this.#sessions.get(String(hello.session));
+    if (!session) return refuse(`no session "@${hello.session}"; see: mcp.ts sessions`, 2);
+    socket.write(JSON.stringify({ ok: true }) + "\n");
+    this.#serve(session, socket, rest, hello.attach === true);
+  }
+
+  // A session's MCP stream on this socket: a connection of the session's server, as one of a gateway's clients.
+  #serve(session: DaemonSession, socket: LocalSocket, rest: Uint8Array, attach: boolean): void {
+    session.sockets.add(socket);
+    this.#touch(session);
+    if (rest.length) socket.stream.unshift(rest);
+    const handle = serve({
+      core: session.core,
+      input: socket.stream,
+      output: socket.stream as unknown as OutputSink,
+      log: (line) => this.#log(`@${session.request.name}: ${line}`),
+    });
+    // Each attached window is a principal of its own (its tasks are its own); a user's commands share one, so a
+    // task a `call @NAME --detach` made is readable by the next command's `task @NAME get ID`.
+    if (attach) handle.server.sessionId = `attach ${++session.attached}`;
+    socket.stream.resume();
+    void handle.done.then(() => {
+      session.sockets.delete(socket);
+      this.#touch(session);
+      socket.end();
+    });
+    socket.onClose(() => handle.shutdown());
+  }
+
+  // Control requests, one JSON line each: open, list, close, status, stop.
+  #control(socket: LocalSocket, rest: Uint8Array): void {
+    socket.write(JSON.stringify({ ok: true }) + "\n");
+    const reader = new FrameReader({
+      message: async (text) => {
+        const request = parseJsonObject(text);
+        const params = isObject(request?.params) ? request.params : {};
+        let reply: JsonObject;
+        try {
+          reply = { id: request?.id ?? null, result: await this.#answer(String(request?.method), params) };
+        } catch (error) {
+          reply = { id: request?.id ?? null, error: { code: exitCodeOf(error), message: errorMessage(error) } };
+        }
+        socket.write(JSON.stringify(reply) + "\n");
+      },
+      oversize: () => socket.destroy(),
+    }, DEFAULT_MAX_LINE_BYTES);
+    if (rest.length) reader.push(rest);
+    socket.onData((chunk) => reader.push(chunk));
+    socket.stream.resume();
+  }
+
+  async #answer(method: string, params: JsonObject): Promise<JsonObject> {
+    switch (method) {
+      case "open":
+        return await this.#open(params as unknown as SessionRequest);
+      case "list":
+        return { sessions: [...this.#sessions.values()].map((session) => this.#describe(session)) };
+      case "close": {
+        const names = params.all === true ? [...this.#sessions.keys()] : [String(params.name)];
+        for (const name of names) {
+          if (!this.#sessions.has(name)) throw new UsageError(`no session "${name}"; see: mcp.ts sessions`);
+        }
+        await Promise.all(names.map((name) => this.#close(name, "disconnected")));
+        return { closed: names };
+      }
+      case "status":
+        return { pid: sys.pid(), socket: this.socketPath, sessions: this.#sessions.size };
+      case "stop":
+        setTimeout(() => void this.stop(), 0);
+        return { stopping: true };
+      default:
+        throw new UsageError(`the daemon has no request "${method}"`);
+    }
+  }
+
+  async #open(request: SessionRequest): Promise<JsonObject> {
+    const name = request.name;
+    if (this.#sessions.has(name) && !request.force) {
+      throw new UsageError(`session "${name}" is open already; give --force to open it again`);
+    }
+    if (this.#opening.has(name)) throw new UsageError(`session "${name}" is being opened`);
+    const opening = this.#start(request);
+    this.#opening.set(name, opening);
+    try {
+      const session = await opening;
+      if (this.#sessions.has(name)) await this.#close(name, "opened again (--force)");
+      this.#sessions.set(name, session);
+      clearTimeout(this.#linger);
+      this.#touch(session);
+      this.#log(`session "${name}" opened: ${request.target}`);
+      return this.#describe(session);
+    } finally {
+      this.#opening.delete(name);
+    }
+  }
+
+  async #start(request: SessionRequest): Promise<DaemonSession> {
+    const spec = await resolveServer(request.target, { config: request.config, cwd: request.cwd, env: request.env });
+    const gateway = new Gateway([{ name: request.name, spec }], {
+      env: request.env,
+      cwd: request.cwd,
+      config: request.config,
+      headers: request.headers,
+      protocol: request.protocol,
+      oauth: { ...request.oauth, interactive: () => false, serverName: request.target },
+      timeout: request.timeout,
+      maxTime: request.maxTime,
+      prefix: "none",
+      roots: request.roots,
+      restarts: request.retries ?? 0,
+      failures: "errors",
+      log: (line) => this.#log(line),
+    });
+    await gateway.start(DAEMON_START_WAIT_MS);
+    const [upstream] = gateway.upstreams();
+    if (!upstream.client) {
+      await gateway.close();
+      throw upstream.error ?? new ServerError(`Cannot connect "${request.name}": ${upstream.down}`);
+    }
+    const info = isObject(upstream.client.initializeResult.serverInfo)
+      ? upstream.client.initializeResult.serverInfo
+      : {};
+    const first = gateway.catalog();
+    const session: DaemonSession = {
+      request,
+      gateway,
+      core: undefined as unknown as ServerCore,
+      started: Date.now(),
+      lastUsed: Date.now(),
+      calls: 0,
+      lastError: undefined,
+      sockets: new Set(),
+      attached: 0,
+      timer: undefined,
+    };
+    const counted = (catalog: Catalog): Catalog => ({
+      ...catalog,
+      tools: catalog.tools.map((tool) => this.#counted(session, tool)),
+    });
+    session.core = new ServerCore({
+      tools: counted(first).tools,
+      resources: [...first.resources, ...first.templates],
+      prompts: first.prompts,
+      name: typeof info.name === "string" ? info.name : request.name,
+      version: typeof info.version === "string" ? info.version : undefined,
+      instructions: typeof upstream.client.initializeResult.instructions === "string"
+        ? upstream.client.initializeResult.instructions
+        : undefined,
+      timeout: 0, // a call takes as long as its command lets it (its own --timeout, --max-time)
+      listChanged: true,
+      ...gateway.serverHooks(),
+    });
+    gateway.onCatalog = (catalog) => session.core.setCatalog(counted(catalog));
+    return session;
+  }
+
+  // A tool of the session's catalog that counts its calls and keeps the last error, for `sessions`. Its job is
+  // `coded`: the JSON-RPC error the server answered (failures: "errors") is answered as such, as it would be without
+  // the daemon.
+  #counted(session: DaemonSession, tool: Tool): Tool {
+    const run = tool.run;
+    const counted: Tool = {
+      name: tool.name,
+      listing: tool.listing,
+      source: tool.source,
+      tasks: tool.tasks,
+      run: async (args, ctx) => {
+        session.calls++;
+        this.#touch(session);
+        try {
+          const result = await run(args, ctx);
+          if (isObject(result) && result.isError === true) {
+            session.lastError = `${tool.name}: ${brief(JSON.stringify(result.content))}`;
+          }
+          return result;
+        } catch (error) {
+          session.lastError = `${tool.name}: ${errorMessage(error)}`;
+          throw error;
+        } finally {
+          this.#touch(session);
+        }
+      },
+    };
+    counted.job = { ...tool.job!, run: counted.run, coded: true }; // the gateway's map: a task goes on as a task
+    return counted;
+  }
+
+  #describe(session: DaemonSession): JsonObject {
+    const [upstream] = session.gateway.upstreams();
+    const client = upstream?.client;
+    return {
+      name: session.request.name,
+      server: session.request.target,
+      era: client?.era ?? null,
+      protocolVersion: client?.protocolVersion ?? null,
+      uptimeMs: Date.now() - session.started,
+      calls: session.calls,
+      connections: session.sockets.size,
+      lastError: upstream?.down && upstream.down !== "starting" ? upstream.down : session.lastError ?? null,
+    };
+  }
+
+  // Used now: its idle timer starts again, and ends it after --idle without a use and without a connection.
+  #touch(session: DaemonSession): void {
+    session.lastUsed = Date.now();
+    clearTimeout(session.timer);
+    const idle = session.request.idle ?? DAEMON_IDLE_MS;
+    session.timer = setTimeout(() => {
+      if (session.sockets.size > 0) return this.#touch(session);
+      void this.#close(session.request.name, `idle for ${idle} ms`);
+    }, idle);
+    (session.timer as { unref?: () => void }).unref?.();
+  }
+
+  async #close(name: string, why: string): Promise<void> {
+    const session = this.#sessions.get(name);
+    if (!session) return;
+    this.#sessions.delete(name);
+    clearTimeout(session.timer);
+    // Each connection is closed first: a call in flight through it ends with the session (exit 3 for a command),
+    // not with a tool error its server never made. Then the server is stopped.
+    for (const socket of session.sockets) socket.destroy();
+    await session.gateway.close();
+    this.#log(`session "${name}" closed: ${why}`);
+    if (this.#sessions.size === 0 && this.#opening.size === 0) this.#lingerFor(DAEMON_LINGER_MS);
+  }
+
+  #lingerFor(ms: number): void {
+    clearTimeout(this.#linger);
+    this.#linger = setTimeout(() => {
+      if (this.#sessions.size === 0 && this.#opening.size === 0) void this.stop();
+    }, ms);
+  }
+
+  /** Closes every session (no server is left), then says the daemon may end. */
+  async stop(): Promise<void> {
+    await Promise.all([...this.#sessions.keys()].map((name) => this.#close(name, "the daemon stopped")));
+    clearTimeout(this.#linger);
+    this.#end();
+  }
+}
+
+// Two secrets compared in a time that does not tell how much of them matched.
+function sameSecret(a: string, b: string): boolean {
+  if (a.length !== b.length || b.length === 0) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+}
+
+/**
+ * `daemon run`: becomes the daemon, unless one is running already (two commands racing to start one end with
+ * one: the lock file is made by one of them, and the second finds the first listening).
+ */
+async function runDaemon(env: Record<string, string | undefined>, json: boolean): Promise<number> {
+  const paths = daemonPaths(env);
+  await privateDirectory(paths.dir);
+  const sink = await appendingSink(paths.log);
+  const log = (line: string, fields?: Record<string, unknown>) =>
+    logLine(json ? jsonLogSink(sink) : sink, line, { pid: sys.pid(), ...fields });
+  const release = await holdLock(`${paths.dir}/daemon.lock`);
+  let listener: { close(): Promise<void> } | undefined;
+  let daemon: SessionDaemon | undefined;
+  try {
+    const live = await connectLocal(paths.socket).then((socket) => (socket.destroy(), true), () => false);
+    if (live) return 0; // another one won
+    const token = randomWord(32);
+    await privateFile(paths.token, token + "\n");
+    daemon = new SessionDaemon(token, paths.socket, log);
+    const own = daemon;
+    listener = await listenLocal(paths.socket, (socket) => void own.connection(socket));
+  } finally {
+    await release();
+  }
+  log(`daemon listening on ${paths.socket}`);
+  const unwire = onStopSignals(() => void daemon.stop());
+  await daemon.ended;
+  unwire();
+  await listener.close();
+  await privateFile(paths.token, undefined);
+  log("daemon stopped");
+  return 0;
 }
 
 // === 16. Output ==============================================================
@@ -16301,6 +17112,7 @@ async function withClient(
   server: string | ServerSpec = positionals[0],
 ): Promise<number> {
   const [target, ...rest] = positionals;
+  checkSessionFlags(target, values);
   const verbose = values.verbose === true;
   const json = values.json === true;
   const { env, headers } = connectionFlags(values);
@@ -16437,9 +17249,11 @@ async function runCall(input: Parsed<typeof CALL_FLAGS>, io: CliIo): Promise<num
       config: values.config,
       env: { ...sys.env(), ...connectionFlags(values).env },
     });
-    if (!isHttpSpec(server)) {
+    // A daemon's session (@NAME) outlives the command too: its server keeps the task for the next one.
+    if (!isHttpSpec(server) && server.session === undefined) {
       throw new UsageError(
-        "--detach needs an HTTP server (a URL, or a config entry with a url): a stdio server's task ends with the command",
+        "--detach needs an HTTP server (a URL, or a config entry with a url) or a session (@NAME): a stdio " +
+          "server's task ends with the command",
       );
     }
   }
@@ -17404,7 +18218,7 @@ async function runLogout({ values, positionals }: Parsed<typeof LOGOUT_FLAGS>, i
   return 0;
 }
 
-const HELP_INSTALL = `Usage: mcp.ts install <host> NAME -- <command…> | <URL> [options]
+const HELP_INSTALL = `Usage: mcp.ts install <host> NAME -- <command…> | <URL> | --self DIR | --attach [options]
 
 Writes server NAME into a host's MCP config, keeping every other key, comment and the file's
 indentation; the previous file is kept as FILE.bak. Hosts and their files:
@@ -17420,7 +18234,9 @@ HOME, XDG_CONFIG_HOME and APPDATA decide where the user files are.
 
 Options:
   --self DIR           the entry that serves DIR with the npm package: npx -y ${PACKAGE_NAME} serve DIR
-  --runtime node|deno|bun   with --self: npx (default), deno run -A jsr:${PACKAGE_NAME}, or bunx
+  --attach             the entry that shares the daemon's session NAME: npx -y ${PACKAGE_NAME} attach NAME
+                       (one server for every host window; see: mcp.ts help connect)
+  --runtime node|deno|bun   with --self or --attach: npx (default), deno run -A jsr:${PACKAGE_NAME}, or bunx
   -e, --env KEY=VALUE  (repeatable) the server's environment (a command)
   -H, --header "K: V"  (repeatable) sent with every request (a URL)
   --scope project|user where the host has both (default: project when its file exists here)
@@ -17430,6 +18246,7 @@ A file that does not parse is left untouched (exit 2, naming its line).
 
 const INSTALL_FLAGS = {
   self: { type: "string" },
+  attach: { type: "boolean" },
   runtime: { type: "string" },
   env: { type: "string", short: "e", multiple: true },
   header: { type: "string", short: "H", multiple: true },
@@ -17442,10 +18259,15 @@ async function runInstall({ values, positionals }: Parsed<typeof INSTALL_FLAGS>,
   const [host, name, ...rest] = positionals;
   const { env, headers } = connectionFlags(values);
   let target: InstallTarget;
-  if (values.self !== undefined) {
-    if (rest.length) throw new UsageError("install --self DIR takes no command or URL besides");
-    const dir = resolvePath(values.self);
-    if ((await (await files()).kind(dir)) !== "directory") throw new UsageError(`--self: "${dir}" is not a directory`);
+  if (values.self !== undefined || values.attach) {
+    if (rest.length) throw new UsageError("install --self DIR or --attach takes no command or URL besides");
+    if (values.self !== undefined && values.attach) {
+      throw new UsageError("install takes --self DIR or --attach, not both");
+    }
+    const dir = values.self === undefined ? undefined : resolvePath(values.self);
+    if (dir !== undefined && (await (await files()).kind(dir)) !== "directory") {
+      throw new UsageError(`--self: "${dir}" is not a directory`);
+    }
     const runtime = values.runtime ?? "node";
     const launch: Record<string, string[]> = {
       node: ["npx", "-y", PACKAGE_NAME],
@@ -17454,9 +18276,10 @@ async function runInstall({ values, positionals }: Parsed<typeof INSTALL_FLAGS>,
     };
     if (!Object.hasOwn(launch, runtime)) throw new UsageError(`--runtime takes node, deno or bun, not "${runtime}"`);
     const [command, ...args] = launch[runtime];
-    target = { command, args: [...args, "serve", dir], env };
+    // --attach: every host window shares the daemon's session NAME (opened from the config name NAME if need be).
+    target = { command, args: dir === undefined ? [...args, "attach", name] : [...args, "serve", dir], env };
   } else if (values.runtime !== undefined) {
-    throw new UsageError("--runtime goes with --self DIR");
+    throw new UsageError("--runtime goes with --self DIR or --attach");
   } else if (rest.length === 1 && /^https?:\/\//i.test(rest[0])) {
     target = { url: checkUrl(rest[0], "the server URL"), headers };
   } else if (rest.length === 0) {
@@ -17623,6 +18446,254 @@ async function ownJavaScript(): Promise<string> {
     );
   }
   return javaScriptOf(source, strip);
+}
+
+// The flags that make a session's connection, set at `connect`: with `@NAME` they are a usage error.
+const SESSION_CONNECTION_FLAGS = [
+  "header",
+  "env",
+  "cwd",
+  "config",
+  "protocol",
+  "root",
+  "retries",
+  "client-id",
+  "client-secret",
+  "client-key",
+  "client-metadata-url",
+  "scope",
+  "callback-port",
+  "grant",
+  "login",
+] as const;
+
+/** `@NAME` with a flag that belongs to the session's connection: a usage error naming `connect --force`. */
+function checkSessionFlags(target: string, values: Record<string, unknown>): void {
+  if (!target.startsWith("@")) return;
+  const given = SESSION_CONNECTION_FLAGS.filter((flag) => values[flag] !== undefined);
+  if (given.length === 0) return;
+  throw new UsageError(
+    `${given.map((flag) => `--${flag}`).join(", ")} set${given.length === 1 ? "s" : ""} the connection of ${target}, ` +
+      `made at connect: open it again with them (mcp.ts connect --force ${target.slice(1)} <server> …)`,
+  );
+}
+
+const HELP_CONNECT = `Usage: mcp.ts connect NAME <server> [--idle MS] [--force] [client options]
+
+Opens session NAME to <server> in the per-user daemon (started if it is not running) and returns
+when it is ready; then @NAME is a <server> for every client command: call @NAME TOOL, list @NAME,
+read @NAME URI, batch @NAME, task @NAME get ID, request @NAME METHOD. The connection's options
+(-H, -e, --cwd, --config, --protocol, --root, --retries, the OAuth ones) are the session's, set
+here; --timeout, --max-time, --json, -v, --elicit go with each command. A crashed stdio server is
+reported on the next use (exit 3) and started again only with --retries N.
+  --idle MS     end the session after MS without a use (default 1800000, 30 minutes)
+  --force       replace an open session NAME
+The daemon ends when it has no session. See also: sessions, disconnect, attach, daemon.
+${CLIENT_OPTIONS_HELP}`;
+
+const CONNECT_FLAGS = { ...CLIENT_FLAGS, idle: { type: "string" }, force: { type: "boolean" } } as const;
+
+/** `connect NAME <server>`: a session opened in the daemon. */
+async function runConnect({ values, positionals }: Parsed<typeof CONNECT_FLAGS>, io: CliIo): Promise<number> {
+  const [name, target] = positionals;
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) {
+    throw new UsageError(
+      `a session name is letters, digits, "_", "." and "-" (64 at most), not ${JSON.stringify(name)}`,
+    );
+  }
+  if (target.startsWith("@")) throw new UsageError("connect takes a <server>, not another session");
+  const { env: extra, headers } = connectionFlags(values);
+  const roots = ((values.root ?? []) as string[]).map((dir) => {
+    const path = resolvePath(dir);
+    return { uri: fileUrl(path), name: basenameOf(trimEnd(path, "\\/")) || path };
+  });
+  const oauth = await oauthOptions("connect", target, values, io);
+  const request: SessionRequest = {
+    name,
+    target,
+    cwd: resolvePath(values.cwd ?? "."),
+    env: { ...sys.env(), ...extra } as Record<string, string>,
+    config: values.config === undefined ? undefined : resolvePath(values.config),
+    headers,
+    protocol: values.protocol,
+    roots: roots.length ? roots : undefined,
+    retries: positiveInteger("--retries", values.retries, 0, { allowZero: true }),
+    idle: positiveInteger("--idle", values.idle, DAEMON_IDLE_MS),
+    timeout: positiveInteger("--timeout", values.timeout, DEFAULT_REQUEST_TIMEOUT_MS),
+    maxTime: positiveInteger("--max-time", values["max-time"], DEFAULT_MAX_TIME_MS),
+    oauth: {
+      clientId: oauth.clientId,
+      clientSecret: oauth.clientSecret,
+      clientKey: oauth.clientKey,
+      clientMetadataUrl: oauth.clientMetadataUrl,
+      scope: oauth.scope,
+      grant: oauth.grant,
+      credentials: oauth.credentials,
+    },
+    force: values.force === true,
+  };
+  const opened = await daemonRequest("open", request as unknown as JsonObject, {
+    start: true,
+    json: "entry" in io.stderr,
+  });
+  if (values.json) io.stdout.write(JSON.stringify(opened) + "\n");
+  else io.stdout.write(`session "@${name}" is open: ${target} (${opened.era} ${opened.protocolVersion})\n`);
+  return 0;
+}
+
+const HELP_SESSIONS = `Usage: mcp.ts sessions [--json]
+
+The daemon's sessions: NAME, server, era and protocol version, uptime, calls, connections now, and
+the last error. Nothing (and exit 0) when no daemon runs.
+`;
+
+const SESSIONS_FLAGS = { json: { type: "boolean" } } as const;
+
+/** `sessions`: what the daemon holds open. */
+async function runSessions({ values }: Parsed<typeof SESSIONS_FLAGS>, io: CliIo): Promise<number> {
+  let sessions: JsonObject[] = [];
+  try {
+    const listed = await daemonRequest("list", {});
+    sessions = Array.isArray(listed.sessions) ? listed.sessions.filter(isObject) : [];
+  } catch (error) {
+    if (!(error instanceof NoDaemonError)) throw error;
+  }
+  if (values.json) {
+    io.stdout.write(JSON.stringify({ sessions }) + "\n");
+    return 0;
+  }
+  if (sessions.length === 0) {
+    logLine(io.stderr, "no sessions (open one with: mcp.ts connect NAME <server>)");
+    return 0;
+  }
+  const rows = [["NAME", "SERVER", "ERA", "UP", "CALLS", "LAST ERROR"]];
+  for (const session of sessions) {
+    rows.push([
+      `@${session.name}`,
+      String(session.server),
+      `${session.era ?? "-"} ${session.protocolVersion ?? ""}`.trim(),
+      `${Math.round(Number(session.uptimeMs) / 1000)}s`,
+      String(session.calls),
+      session.lastError === null ? "" : String(session.lastError),
+    ]);
+  }
+  const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
+  for (const row of rows) {
+    io.stdout.write(
+      row.map((cell, i) => i < row.length - 1 ? cell.padEnd(widths[i]) : cell).join("  ").trimEnd() + "\n",
+    );
+  }
+  return 0;
+}
+
+const HELP_DISCONNECT = `Usage: mcp.ts disconnect NAME | --all
+
+Ends session NAME (or every one): calls in flight through it get an error, its server is stopped.
+`;
+
+const DISCONNECT_FLAGS = { all: { type: "boolean" } } as const;
+
+/** `disconnect NAME | --all`. */
+async function runDisconnect({ values, positionals }: Parsed<typeof DISCONNECT_FLAGS>, io: CliIo): Promise<number> {
+  if ((positionals.length === 0) === (values.all !== true)) {
+    throw new UsageError("disconnect takes NAME or --all (see: mcp.ts help disconnect)");
+  }
+  const name = positionals[0]?.replace(/^@/, "");
+  try {
+    const closed = await daemonRequest("close", values.all ? { all: true } : { name });
+    const names = Array.isArray(closed.closed) ? closed.closed : [];
+    logLine(io.stderr, names.length ? `disconnected ${names.map((name) => `@${name}`).join(", ")}` : "no sessions");
+  } catch (error) {
+    if (!(error instanceof NoDaemonError) || !values.all) throw error;
+    logLine(io.stderr, "no sessions");
+  }
+  return 0;
+}
+
+const HELP_ATTACH = `Usage: mcp.ts attach NAME
+
+A stdio MCP server for a host's config, in front of the daemon's session NAME, opened from the
+config name NAME when it is not open: every host window's attach shares the one server, each with
+its own requests, ids, cancellations, subscriptions and questions.
+`;
+
+/** `attach NAME`: stdin and stdout joined to session NAME's socket. */
+async function runAttach({ positionals }: Parsed<Record<never, never>>, io: CliIo): Promise<number> {
+  const name = positionals[0].replace(/^@/, "");
+  let connection: { socket: LocalSocket; rest: Uint8Array };
+  try {
+    connection = await daemonConnection({ session: name, attach: true }, { start: true, json: "entry" in io.stderr });
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    // Not open: open it from the config name, as `connect NAME NAME` would.
+    await runConnect(
+      { values: {}, positionals: [name, name], args: [] } as unknown as Parsed<typeof CONNECT_FLAGS>,
+      { ...io, stdout: { write: (_chunk, callback) => (callback?.(), true) } },
+    );
+    connection = await daemonConnection({ session: name, attach: true });
+  }
+  const { socket, rest } = connection;
+  const input = io.stdin ? streamSource(io.stdin) : processStdio().stdin();
+  const closed = new Promise<void>((resolve) => socket.onClose(resolve));
+  if (rest.length) io.stdout.write(rest);
+  socket.onData((chunk) => io.stdout.write(chunk));
+  socket.stream.resume();
+  input.start((chunk) => socket.write(chunk), () => socket.end());
+  await closed;
+  input.stop();
+  return 0;
+}
+
+const HELP_DAEMON = `Usage: mcp.ts daemon status [--json] | stop | log
+
+The per-user daemon that keeps sessions (see: mcp.ts help connect). It listens on a Unix socket in
+$MCP_TS_STATE_DIR, else $XDG_RUNTIME_DIR/mcp.ts, else ~/.cache/mcp.ts/run (a directory that must
+be yours with mode 0700); it starts on the first connect and ends when it has no session.
+  status   its pid, socket and number of sessions (--json: {pid, socket, sessions})
+  stop     end every session and the daemon
+  log      print its log file (JSON lines when it was started with --log-format json)
+`;
+
+const DAEMON_FLAGS = { json: { type: "boolean" } } as const;
+
+/** `daemon status|stop|log` (and `daemon run`, which the first connect starts). */
+async function runDaemonCommand({ values, positionals }: Parsed<typeof DAEMON_FLAGS>, io: CliIo): Promise<number> {
+  const [action] = positionals;
+  const paths = daemonPaths();
+  switch (action) {
+    case "run":
+      return await runDaemon(sys.env(), "entry" in io.stderr);
+    case "status": {
+      let status: JsonObject | undefined;
+      try {
+        status = await daemonRequest("status", {});
+      } catch (error) {
+        if (!(error instanceof NoDaemonError)) throw error;
+      }
+      if (values.json) {
+        io.stdout.write(JSON.stringify(status ?? { pid: null, socket: paths.socket, sessions: 0 }) + "\n");
+      } else if (status) {
+        io.stdout.write(`running: pid ${status.pid}, ${status.sessions} session(s), ${status.socket}\n`);
+      } else io.stdout.write(`not running (${paths.socket})\n`);
+      return 0;
+    }
+    case "stop":
+      try {
+        await daemonRequest("stop", {});
+        logLine(io.stderr, "the daemon is stopping");
+      } catch (error) {
+        if (!(error instanceof NoDaemonError)) throw error;
+        logLine(io.stderr, "no daemon is running");
+      }
+      return 0;
+    case "log": {
+      const text = await (await files()).readText(paths.log).catch(() => "");
+      io.stdout.write(text);
+      return 0;
+    }
+    default:
+      throw new UsageError(`daemon takes status, stop or log, not ${JSON.stringify(action)} (see: mcp.ts help daemon)`);
+  }
 }
 
 const HELP_SERVERS = `Usage: mcp.ts servers [--check] [--config FILE] [--json]
@@ -17812,6 +18883,11 @@ const COMMANDS: Record<string, Command> = {
   install: command({ help: HELP_INSTALL, flags: INSTALL_FLAGS, args: [2, Infinity], run: runInstall }),
   uninstall: command({ help: HELP_UNINSTALL, flags: UNINSTALL_FLAGS, args: [2, 2], run: runUninstall }),
   pack: command({ help: HELP_PACK, flags: PACK_FLAGS, args: [1, 1], run: runPack }),
+  connect: command({ help: HELP_CONNECT, flags: CONNECT_FLAGS, args: [2, 2], run: runConnect }),
+  sessions: command({ help: HELP_SESSIONS, flags: SESSIONS_FLAGS, args: [0, 0], run: runSessions }),
+  disconnect: command({ help: HELP_DISCONNECT, flags: DISCONNECT_FLAGS, args: [0, 1], run: runDisconnect }),
+  attach: command({ help: HELP_ATTACH, flags: {}, args: [1, 1], run: runAttach }),
+  daemon: command({ help: HELP_DAEMON, flags: DAEMON_FLAGS, args: [1, 1], run: runDaemonCommand }),
   login: clientCommand(HELP_LOGIN, CLIENT_FLAGS, 0, 0, runLogin),
   logout: command({ help: HELP_LOGOUT, flags: LOGOUT_FLAGS, args: [0, 1], run: runLogout }),
   gateway: command({ help: HELP_GATEWAY, flags: GATEWAY_FLAGS, args: [0, Infinity], run: runGateway }),
@@ -17845,6 +18921,10 @@ Usage:
                                      write a server into a host's config (claude-code, cursor, codex, …)
   mcp.ts uninstall <host> NAME       remove it again
   mcp.ts pack DIR [-o NAME.mcpb]      a tool folder as an MCP Bundle (one click to install in Claude Desktop)
+  mcp.ts connect NAME <server>       open a session in the per-user daemon: then @NAME is a <server>
+  mcp.ts sessions                    the daemon's sessions; disconnect NAME|--all ends them
+  mcp.ts attach NAME                 a stdio server for a host, sharing the daemon's session NAME
+  mcp.ts daemon status|stop|log      the per-user daemon
   mcp.ts login <server>              authorize with an HTTP server's OAuth and keep the token
   mcp.ts logout [<server>] [--all]   forget its tokens (--all: every token and registration)
   mcp.ts gateway [<upstream>...]     one MCP server in front of many (config names, NAME=<server>)

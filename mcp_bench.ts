@@ -7,6 +7,7 @@
 //   MCP_BENCH_ONLY=http deno task bench      only the HTTP part (6); MCP_BENCH_ONLY=stdio: only 1-5
 //   MCP_BENCH_LOADGEN=fetch deno task bench  HTTP load from fetch loops on the runtime even when wrk is on PATH
 //   MCP_BENCH_ONLY=package node mcp_bench.ts   only the npm package's start-up on Node (8)
+//   MCP_BENCH_ONLY=session deno task bench   only the daemon's sessions (9)
 //
 // 1. Server throughput: a driver pipelines N tools/call of `echo` (256 in flight, after a warm-up) over
 //    stdio and checks every response; the same driver runs against a raw NDJSON echo loop (the floor).
@@ -23,6 +24,9 @@
 //    build/dist.mjs, its `mcp --version` against a bare `node -e 0`, and a one-shot `call` of `add` (client and
 //    server both the package) against two bare Node starts; the same two with `node mcp.ts` (types stripped at each
 //    start) as the before.
+// 9. Sessions (MCP_BENCH_ONLY=session; part of every full run): a session opened in the per-user daemon (a state
+//    directory of the run's own), `call @NAME echo` against `mcp.ts --version` on the same runtime (what is left is
+//    the client's own start-up), and `batch @NAME` of 1,000 calls against the same batch spawning the server.
 // 7. Telemetry (MCP_BENCH_ONLY=telemetry): part 1's driver against `mcp.ts serve` with telemetry off, and with
 //    OTLP traces and metrics on (always_on sampler; a 10% sampler) to a collector in this process that answers 200,
 //    to a closed port, and to one that never answers (then also the peak RSS after the calls).
@@ -1161,19 +1165,78 @@ function packageBench(work: string): void {
   );
 }
 
+// --- 9: sessions in the per-user daemon -------------------------------------------------------------
+
+function sessionBench(work: string): void {
+  const state = join(work, "state");
+  mkdirSync(state, { mode: 0o700 });
+  const env = { ...process.env, MCP_TS_STATE_DIR: state };
+  const echoDir = join(work, "session-echo");
+  mkdirSync(echoDir, { recursive: true });
+  writeFileSync(join(echoDir, "echo.ts"), readFileSync(join(HERE, "testdata/tools/echo.ts")));
+  const server = [...RUNTIME, MCP, "serve", echoDir].join(" ");
+  const run = (args: string[], input?: string) => {
+    const started = performance.now();
+    const result = spawnSync(RUNTIME[0], [...RUNTIME.slice(1), MCP, ...args], { cwd: HERE, env, input });
+    if (result.status !== 0) throw new BenchError(`mcp.ts ${args[0]} failed: ${result.stderr}`);
+    return performance.now() - started;
+  };
+  run(["connect", "bench", server]);
+  try {
+    const rounds = QUICK ? 5 : 15;
+    const times: Record<string, number[]> = { version: [], call: [], direct: [], batch: [], batchDirect: [] };
+    const lines = Array.from({ length: 1000 }, (_, i) => `{"tool":"echo","arguments":{"text":"${i}"}}\n`).join("");
+    run(["call", "@bench", "echo", "text=warm"]);
+    for (let round = 0; round < rounds; round++) {
+      times.version.push(run(["--version"]));
+      times.call.push(run(["call", "@bench", "echo", "text=x"]));
+      times.direct.push(run(["call", server, "echo", "text=x"]));
+      if (round < 5) {
+        times.batch.push(run(["batch", "@bench"], lines));
+        times.batchDirect.push(run(["batch", server], lines));
+      }
+    }
+    const m = (name: string) => median(times[name]);
+    console.log(
+      `\n# Sessions in the per-user daemon (${RUNTIME_NAME} ${RUNTIME_VERSION}; ${rounds} rounds, medians)\n`,
+    );
+    console.log("| measure | ms | against, ms | ratio | target |");
+    console.log("|---|---|---|---|---|");
+    console.log(
+      `| \`call @NAME echo\` (\`mcp.ts --version\`) | ${fmt(m("call"), 1)} | ${fmt(m("version"), 1)} | ${
+        ratio(m("call"), m("version"))
+      } | ≤ 1.3x |`,
+    );
+    console.log(
+      `| \`call @NAME echo\` (the same \`call\` spawning the server) | ${fmt(m("call"), 1)} | ${
+        fmt(m("direct"), 1)
+      } | ${ratio(m("call"), m("direct"))} | |`,
+    );
+    console.log(
+      `| \`batch @NAME\`, 1,000 calls: throughput (the batch spawning the server) | ${fmt(m("batch"), 1)} | ${
+        fmt(m("batchDirect"), 1)
+      } | ${ratio(m("batchDirect"), m("batch"))} | ≥ 0.8x |`,
+    );
+  } finally {
+    spawnSync(RUNTIME[0], [...RUNTIME.slice(1), MCP, "daemon", "stop"], { env });
+  }
+}
+
 // --- main ---------------------------------------------------------------------------------------
 
 const work = mkdtempSync(join(tmpdir(), "mcp-bench-"));
 try {
-  if (ONLY !== "" && ONLY !== "stdio" && ONLY !== "http" && ONLY !== "telemetry" && ONLY !== "package") {
-    throw new BenchError(`MCP_BENCH_ONLY must be stdio, http, telemetry or package, not "${ONLY}"`);
+  if (!["", "stdio", "http", "telemetry", "package", "session"].includes(ONLY)) {
+    throw new BenchError(`MCP_BENCH_ONLY must be stdio, http, telemetry, package or session, not "${ONLY}"`);
   }
   if (ONLY === "telemetry") await telemetryBench(work);
   else if (ONLY === "package") packageBench(work);
+  else if (ONLY === "session") sessionBench(work);
   else {
     if (ONLY !== "http") await stdioBench(work);
     if (ONLY !== "stdio") await httpBench(work, ONLY === "http");
     if (ONLY === "" && RUNTIME_NAME === "node") packageBench(work);
+    if (ONLY === "") sessionBench(work);
   }
 } catch (error) {
   if (!(error instanceof BenchError)) throw error;

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import {
+  chmodSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -140,9 +141,10 @@ class ServerProcess {
   #buffer = "";
 
   /** With `raw`, stdout is only collected in stdoutText, not parsed as NDJSON. */
-  constructor(args: string[], raw = false, command = "serve") {
+  constructor(args: string[], raw = false, command = "serve", env?: Record<string, string>) {
     this.child = spawn(RUNTIME[0], [...RUNTIME.slice(1), MCP, command, ...args], {
       cwd: HERE,
+      env: env && { ...process.env, ...env },
       stdio: ["pipe", "pipe", "pipe"],
     });
     this.child.stdout!.setEncoding("utf8");
@@ -8246,6 +8248,313 @@ describe("15b. Proxy: telemetry, metrics, access lines", () => {
     }
   });
 });
+
+describe("15d. Sessions: the per-user daemon", () => {
+  // Each test its own state directory (mkdtemp makes it 0700), so its own daemon; stopped at the end whatever happens.
+  async function withDaemon(body: (env: Record<string, string>, dir: string) => Promise<void>): Promise<void> {
+    await withTempDir("mcp-daemon-", async (dir) => {
+      const env = { MCP_TS_STATE_DIR: dir };
+      try {
+        await body(env, dir);
+      } finally {
+        await runCli(["daemon", "stop"], { env });
+      }
+    });
+  }
+  const status = async (env: Record<string, string>) =>
+    JSON.parse((await runCli(["daemon", "status", "--json"], { env })).stdout);
+  // Polls `check` until it holds: a daemon ends, a process dies, on its own time (no fixed sleep).
+  async function eventually(check: () => Promise<boolean> | boolean, what: string, ms = 20_000): Promise<void> {
+    const deadline = Date.now() + ms;
+    for (let wait = 20; !(await check()); wait = Math.min(wait * 2, 250)) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await sleep(wait);
+    }
+  }
+
+  test("connect, then call, list, batch and request @NAME; sessions; disconnect; the daemon ends with its last session", async () => {
+    await withDaemon(async (env) => {
+      const opened = await runCli(["connect", "tools", SERVE], { env });
+      assert.equal(opened.code, 0, opened.stderr);
+      assert.match(opened.stdout, /^session "@tools" is open: .* \(legacy 2025-11-25\)\n$/);
+      const { pid } = await status(env);
+      assert.ok(pid > 0);
+      const called = await runCli(["call", "@tools", "add", "a=2", "b=3"], { env });
+      assert.equal(called.stdout, "5\n", called.stderr);
+      const listed = await runCli(["list", "@tools"], { env });
+      assert.match(
+        listed.stdout,
+        /^add +a\*: number, b\*: number +Add two numbers$/m,
+        "names and descriptions as served",
+      );
+      const batch = await runCli(["batch", "@tools"], {
+        env,
+        stdin: '{"tool":"add","arguments":{"a":1,"b":1}}\n{"tool":"echo","arguments":{"text":"hi"}}\n',
+      });
+      assert.equal(batch.code, 0, batch.stderr);
+      assert.equal(batch.stdout.trim().split("\n").length, 2);
+      const requested = await runCli(["request", "@tools", "tools/list"], { env });
+      assert.equal(requested.code, 0, requested.stderr);
+      assert.ok(JSON.parse(requested.stdout).tools.some((tool: Message) => tool.name === "slow"));
+      // One daemon, one server: the commands came and went, the session stayed.
+      assert.equal((await status(env)).pid, pid);
+      const sessions = JSON.parse((await runCli(["sessions", "--json"], { env })).stdout).sessions;
+      assert.deepEqual(
+        sessions.map((s: Message) => [s.name, s.era, s.protocolVersion, s.calls, s.lastError]),
+        [["tools", "legacy", "2025-11-25", 3, null]], // a call and a batch of two (calls count tools/call)
+      );
+      const closed = await runCli(["disconnect", "tools"], { env });
+      assert.equal(closed.code, 0, closed.stderr);
+      await eventually(async () => (await status(env)).pid === null, "the daemon to end");
+      const log = await runCli(["daemon", "log"], { env });
+      assert.match(
+        log.stdout,
+        /session "tools" opened[\s\S]*session "tools" closed: disconnected[\s\S]*daemon stopped/,
+      );
+    });
+  });
+
+  test("an unknown @NAME is exit 2 naming mcp.ts sessions; a connection flag with @NAME names connect --force", async () => {
+    await withDaemon(async (env) => {
+      const none = await runCli(["call", "@nope", "add"], { env });
+      assert.equal(none.code, 2);
+      assert.match(none.stderr, /no session "@nope" \(no daemon is running\); see: mcp\.ts sessions/);
+      assert.equal((await runCli(["connect", "tools", SERVE], { env })).code, 0);
+      const unknown = await runCli(["list", "@nope"], { env });
+      assert.equal(unknown.code, 2);
+      assert.match(unknown.stderr, /no session "@nope"; see: mcp\.ts sessions/);
+      const flagged = await runCli(["call", "@tools", "add", "-H", "X: y", "--protocol", "legacy"], { env });
+      assert.equal(flagged.code, 2);
+      assert.match(
+        flagged.stderr,
+        /--header, --protocol set the connection of @tools, made at connect: .*connect --force tools/,
+      );
+      const again = await runCli(["connect", "tools", SERVE], { env });
+      assert.equal(again.code, 2);
+      assert.match(again.stderr, /session "tools" is open already; give --force/);
+    });
+  });
+
+  test("the state directory must be the user's own with mode 0700, else exit 2 saying why", async () => {
+    await withTempDir("mcp-state-", async (dir) => {
+      chmodSync(dir, 0o755);
+      const run = await runCli(["connect", "tools", SERVE], { env: { MCP_TS_STATE_DIR: dir } });
+      assert.equal(run.code, 2);
+      assert.match(
+        run.stderr,
+        /Cannot use the state directory .*: its mode is 755: others may use it \(chmod 700 it\)/,
+      );
+      assert.deepEqual(readdirSync(dir), [], "nothing started, nothing written");
+    });
+  });
+
+  test("a connection without the daemon's token is refused; with it, only a session that exists", async () => {
+    await withDaemon(async (env, dir) => {
+      assert.equal((await runCli(["connect", "tools", SERVE], { env })).code, 0);
+      const hello = (line: string) =>
+        new Promise<string>((resolve, reject) => {
+          const socket = createConnection(join(dir, "daemon.sock"));
+          let got = "";
+          socket.on("data", (chunk) => got += chunk);
+          socket.on("close", () => resolve(got));
+          socket.on("error", reject);
+          socket.write(line + "\n");
+          setTimeout(() => socket.end(), 2_000);
+        });
+      const token = readFileSync(join(dir, "daemon.token"), "utf8").trim();
+      assert.equal(statSync(join(dir, "daemon.token")).mode & 0o777, 0o600);
+      assert.equal(statSync(join(dir, "daemon.sock")).mode & 0o777, 0o600);
+      assert.match(
+        await hello(JSON.stringify({ token: "x".repeat(token.length), session: "tools" })),
+        /"ok":false.*not this daemon's token/,
+      );
+      assert.match(await hello("not json"), /"ok":false/);
+      assert.match(await hello(JSON.stringify({ token, session: "other" })), /"ok":false.*no session \\"@other\\"/);
+      assert.match(await hello(JSON.stringify({ token, session: "tools" })), /^\{"ok":true\}\n/);
+    });
+  });
+
+  test("two commands racing to start the daemon end with one daemon holding both sessions", async () => {
+    await withDaemon(async (env) => {
+      const [a, b] = await Promise.all([
+        runCli(["connect", "a", SERVE], { env }),
+        runCli(["connect", "b", SERVE], { env }),
+      ]);
+      assert.equal(a.code, 0, a.stderr);
+      assert.equal(b.code, 0, b.stderr);
+      const sessions = JSON.parse((await runCli(["sessions", "--json"], { env })).stdout).sessions;
+      assert.deepEqual(sessions.map((s: Message) => s.name).sort(), ["a", "b"]);
+      assert.equal((await status(env)).sessions, 2);
+    });
+  });
+
+  test("a daemon killed with SIGKILL leaves no server process behind", async () => {
+    await withDaemon(async (env, dir) => {
+      mkdirSync(join(dir, "tools"));
+      writeFileSync(
+        join(dir, "tools", "pid.ts"),
+        'import process from "node:process";\nexport default { run: () => String(process.pid) };\n',
+      );
+      const server = [...RUNTIME, MCP, "serve", join(dir, "tools")].map(quote).join(" ");
+      assert.equal((await runCli(["connect", "s", server], { env })).code, 0);
+      const serverPid = Number((await runCli(["call", "@s", "pid"], { env })).stdout);
+      assert.ok(serverPid > 0);
+      process.kill((await status(env)).pid, "SIGKILL");
+      await eventually(() => !alive(serverPid), "the server to end with its stdin");
+      // The next command finds the socket stale, starts a daemon afresh.
+      const again = await runCli(["connect", "s", server], { env });
+      assert.equal(again.code, 0, again.stderr);
+    });
+  });
+
+  test("disconnect answers a call in flight with an error (exit 3); a crashed server is reported, restarted only with --retries", async () => {
+    await withDaemon(async (env, dir) => {
+      assert.equal((await runCli(["connect", "tools", SERVE], { env })).code, 0);
+      const slow = runCli(["call", "@tools", "slow", "steps=100", "ms=100"], { env });
+      await eventually(async () => {
+        const sessions = JSON.parse((await runCli(["sessions", "--json"], { env })).stdout).sessions;
+        return sessions[0]?.calls === 1;
+      }, "the call to be in flight");
+      assert.equal((await runCli(["disconnect", "tools"], { env })).code, 0);
+      const ended = await slow;
+      assert.equal(ended.code, 3, ended.stderr);
+
+      const state = join(dir, "fake-state");
+      const crashing = await runCli([
+        "connect",
+        "c",
+        FAKE,
+        "-e",
+        "FAKE_MODE=crash-call-once",
+        "-e",
+        `FAKE_STATE=${state}`,
+      ], {
+        env,
+      });
+      assert.equal(crashing.code, 0, crashing.stderr);
+      assert.equal((await runCli(["call", "@c", "echo", "text=x"], { env })).code, 3, "it died under the call");
+      const next = await runCli(["call", "@c", "echo", "text=x"], { env });
+      assert.equal(next.code, 3, "reported on the next use, not restarted");
+      const lastError = JSON.parse((await runCli(["sessions", "--json"], { env })).stdout).sessions[0].lastError;
+      assert.match(lastError, /exited/);
+      rmSync(state, { force: true });
+      const retried = await runCli(
+        [
+          "connect",
+          "c",
+          FAKE,
+          "--force",
+          "--retries",
+          "1",
+          "-e",
+          "FAKE_MODE=crash-call-once",
+          "-e",
+          `FAKE_STATE=${state}`,
+        ],
+        { env },
+      );
+      assert.equal(retried.code, 0, retried.stderr);
+      assert.equal((await runCli(["call", "@c", "echo", "text=x"], { env })).code, 3);
+      await eventually(async () => (await runCli(["call", "@c", "echo", "text=x"], { env })).code === 0, "the restart");
+    });
+  });
+
+  test("a task made through @NAME outlives the command: call --detach, then task @NAME get and result (either era)", async () => {
+    await withDaemon(async (env) => {
+      const server = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance/tools_tasks.ts"].map(quote).join(" ");
+      for (const protocol of ["legacy", "auto"]) {
+        // legacy: the 2025-11-25 experimental tasks (server-everything's kind), turned into SEP-2663 ones.
+        const opened = await runCli(["connect", "t", server, "--protocol", protocol, "--force"], { env });
+        assert.equal(opened.code, 0, opened.stderr);
+        const detached = await runCli(["call", "@t", "slow_compute", "seconds=1", "--detach"], { env });
+        assert.equal(detached.code, 0, detached.stderr);
+        const id = detached.stdout.trim();
+        assert.match(id, /^t__\S+$/);
+        const got = await runCli(["task", "@t", "get", id], { env });
+        assert.match(got.stdout, /^(working: computing "job"|completed: 1\/1 seconds)\n$/, got.stderr);
+        const result = await runCli(["task", "@t", "result", id], { env });
+        assert.deepEqual([result.code, result.stdout], [
+          0,
+          'Computation "job" completed after 1 seconds. Result: 42.\n',
+        ], protocol);
+      }
+    });
+  });
+
+  test("a hung server does not hang another session", async () => {
+    await withDaemon(async (env) => {
+      assert.equal((await runCli(["connect", "hung", FAKE, "-e", "FAKE_MODE=hang"], { env })).code, 0);
+      assert.equal((await runCli(["connect", "tools", SERVE], { env })).code, 0);
+      const stuck = runCli(["call", "@hung", "echo", "text=x", "--timeout", "60000"], { env });
+      const called = await runCli(["call", "@tools", "add", "a=1", "b=2"], { env });
+      assert.equal(called.stdout, "3\n", called.stderr);
+      assert.equal((await runCli(["disconnect", "hung"], { env })).code, 0);
+      assert.equal((await stuck).code, 3);
+    });
+  });
+
+  test("install --attach writes the entry that shares a session: npx -y @mcp-ts/mcp attach NAME", async () => {
+    await withTempDir("mcp-attach-install-", async (home) => {
+      const run = await runCli(["install", "cursor", "gh", "--attach", "--scope", "user"], { env: { HOME: home } });
+      assert.equal(run.code, 0, run.stderr);
+      assert.deepEqual(JSON.parse(readFileSync(join(home, ".cursor", "mcp.json"), "utf8")).mcpServers.gh, {
+        command: "npx",
+        args: ["-y", "@mcp-ts/mcp", "attach", "gh"],
+      });
+    });
+  });
+
+  test("two attach clients share one session: overlapping calls with the same ids, each its own answers and questions", async () => {
+    await withDaemon(async (env) => {
+      const server = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance/tools.ts"].map(quote).join(" ");
+      assert.equal((await runCli(["connect", "conf", server], { env })).code, 0);
+      const a = new ServerProcess(["conf"], false, "attach", env);
+      const b = new ServerProcess(["conf"], false, "attach", env);
+      try {
+        await a.request("init", "initialize", { ...INIT.params, capabilities: { elicitation: {} } });
+        a.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+        await b.initialize();
+        // The same id on both, the calls overlapping: each gets its own answer.
+        a.call(1, "test_tool_with_progress", {});
+        b.call(1, "test_simple_text");
+        assert.match(text((await b.response(1)).result), /This is a simple text response for testing/);
+        assert.ok((await a.response(1)).result, "a's own answer to its id 1");
+        // A question while only a's call is in flight goes to a, never to b.
+        a.call(2, "test_elicitation", { message: "for a" });
+        await a.until(() => a.messages.some((m) => m.method === "elicitation/create"), "a's question");
+        const question = a.messages.find((m) => m.method === "elicitation/create")!;
+        assert.equal(question.params.message, "for a");
+        assert.ok(!b.messages.some((m) => m.method === "elicitation/create"), "b never sees a's question");
+        a.send({
+          jsonrpc: "2.0",
+          id: question.id,
+          result: { action: "accept", content: { username: "a", email: "a@x" } },
+        });
+        assert.match(text((await a.response(2)).result), /action=accept, content=\{"username":"a"/);
+        // Over stdio a server's question names no call: with both clients' calls in flight it is refused, not guessed.
+        b.call(3, "test_tool_with_progress", {});
+        a.call(3, "test_elicitation", { message: "whose?" });
+        const refused = await a.response(3);
+        assert.match(text(refused.result), /calls of several clients are in flight/);
+        assert.ok((await b.response(3)).result);
+        assert.ok(![...a.messages, ...b.messages].some((m) => m.params?.message === "whose?"), "asked of no one");
+      } finally {
+        a.kill();
+        b.kill();
+        await Promise.all([a.exit, b.exit]);
+      }
+    });
+  });
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 describe("16. Output", () => {
   test("peer text never forges output: a progress value, an upstream's stderr and its errors are shown, never acted on", async () => {
