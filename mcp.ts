@@ -5515,6 +5515,10 @@ interface DenoApi {
   readDir(path: string): AsyncIterable<{ name: string; isFile: boolean; isSymlink: boolean }>;
   stat(path: string): Promise<{ mode: number | null; isDirectory: boolean }>;
   readTextFile(path: string): Promise<string>;
+  mkdir(path: string, options: { recursive: boolean; mode: number }): Promise<void>;
+  lstat(path: string): Promise<{ isDirectory: boolean; uid: number | null; mode: number | null }>;
+  uid(): number | null;
+  connect(options: { transport: "unix"; path: string }): Promise<DenoConn>;
   consoleSize(): { columns: number; rows: number };
   serve(
     options: { hostname: string; port: number; onListen(): void },
@@ -5527,6 +5531,26 @@ interface DenoApi {
   Command: new (command: string, options: object) => { spawn(): DenoChild };
 }
 
+interface BunSocket {
+  write(bytes: Uint8Array): number;
+  end(): void;
+  terminate(): void;
+}
+
+interface BunSocketHandlers {
+  data(socket: BunSocket, chunk: Uint8Array): void;
+  drain(socket: BunSocket): void;
+  close(socket: BunSocket): void;
+  error(socket: BunSocket, error: Error): void;
+}
+
+interface DenoConn {
+  read(buffer: Uint8Array): Promise<number | null>;
+  write(bytes: Uint8Array): Promise<number>;
+  closeWrite(): Promise<void>;
+  close(): void;
+}
+
 interface DenoStdioFile {
   write(bytes: Uint8Array): Promise<number>;
   writeSync(bytes: Uint8Array): number;
@@ -5536,6 +5560,7 @@ interface DenoStdioFile {
 // Bun's own API, as far as mcp.ts uses it.
 interface BunApi {
   version: string;
+  connect(options: { unix: string; socket: BunSocketHandlers }): Promise<BunSocket>;
   stdin: { stream(): ReadableStream<Uint8Array> };
   stdout: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
   stderr: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
@@ -6793,13 +6818,26 @@ function stateDirectory(env: Record<string, string | undefined> = sys.env()): st
  * swapped for theirs.
  */
 async function privateDirectory(dir: string): Promise<void> {
-  const { lstat, mkdir } = await import("node:fs/promises");
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const info = await lstat(dir);
-  const uid = proc().getuid?.();
-  const why = !info.isDirectory()
+  // Deno's own calls: node:fs/promises costs ~25 ms of a Deno start, most of a `call @NAME`.
+  let info: { directory: boolean; uid: number | null; mode: number };
+  let uid: number | null | undefined;
+  if (deno) {
+    await deno.mkdir(dir, { recursive: true, mode: 0o700 });
+    const stat = await deno.lstat(dir);
+    info = { directory: stat.isDirectory, uid: stat.uid, mode: stat.mode ?? 0 };
+    uid = deno.uid();
+  } else {
+    // Sync calls of node:fs where it is loaded already (Bun: node:fs/promises ~2 ms of a `call @NAME`).
+    const { lstatSync, mkdirSync } = (proc().getBuiltinModule?.("node:fs") ??
+      await import("node:fs")) as typeof import("node:fs");
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const stat = lstatSync(dir);
+    info = { directory: stat.isDirectory(), uid: stat.uid, mode: stat.mode };
+    uid = proc().getuid?.();
+  }
+  const why = !info.directory
     ? "it is not a directory (a link is not followed)"
-    : uid !== undefined && info.uid !== uid
+    : uid !== undefined && uid !== null && info.uid !== uid
     ? `it belongs to uid ${info.uid}, not to you (uid ${uid})`
     : (info.mode & 0o077) !== 0 && sys.platform() !== "win32"
     ? `its mode is ${(info.mode & 0o777).toString(8)}: others may use it (chmod 700 it)`
@@ -6807,31 +6845,187 @@ async function privateDirectory(dir: string): Promise<void> {
   if (why) throw new UsageError(`Cannot use the state directory ${dir}: ${why}`);
 }
 
-/** One end of a local socket: bytes in and out, and its end. */
+/** One end of a local socket: bytes in and out (paused until resumed), and its end. */
 interface LocalSocket {
   write(chunk: string | Uint8Array, callback?: () => void): boolean;
   end(): void;
   destroy(): void;
-  onData(listener: (chunk: Uint8Array) => void): void;
+  /** Listens to what comes; returns what stops listening. */
+  onData(listener: (chunk: Uint8Array) => void): () => void;
   onClose(listener: () => void): void;
-  /** The Node stream itself, for serve(): a Readable and a Writable. */
-  readonly stream: Readable & Writable;
+  pause(): void;
+  resume(): void;
+  /** The Node stream itself (node:net's sockets), for serve(): a Readable and a Writable. */
+  readonly stream?: Readable & Writable;
 }
 
 function localSocket(socket: import("node:net").Socket): LocalSocket {
   socket.on("error", noop); // a peer gone mid-write: its close says so
+  socket.pause();
   return {
     write: (chunk, callback) => socket.write(chunk, callback),
     end: () => void socket.end(),
     destroy: () => void socket.destroy(),
-    onData: (listener) => void socket.on("data", listener),
+    onData: (listener) => {
+      socket.on("data", listener);
+      return () => void socket.off("data", listener);
+    },
     onClose: (listener) => void socket.on("close", listener),
+    pause: () => void socket.pause(),
+    resume: () => void socket.resume(),
     stream: socket as unknown as Readable & Writable,
   };
 }
 
-/** Connects to a Unix socket; rejects with the runtime's error (code ENOENT, ECONNREFUSED…). */
+// A Deno connection as a LocalSocket: its reads pumped to the listeners while resumed, its writes kept in order.
+function denoLocalSocket(conn: DenoConn): LocalSocket {
+  const listeners = new Set<(chunk: Uint8Array) => void>();
+  const closers: (() => void)[] = [];
+  const held: Uint8Array[] = []; // read while paused: delivered first on resume
+  let ended = false;
+  let paused = true;
+  let pumping = false;
+  let closed = false;
+  let writes: Promise<unknown> = Promise.resolve();
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    for (const closer of closers.splice(0)) closer();
+  };
+  const pump = async () => {
+    if (pumping) return;
+    pumping = true;
+    try {
+      while (!paused && !closed) {
+        // conn.read, not conn.readable: Deno builds its web streams on first use (~4 ms of a `call @NAME`).
+        const buffer = new Uint8Array(64 * 1024);
+        const count = await conn.read(buffer);
+        if (count === null) {
+          ended = true;
+          break;
+        }
+        const value = buffer.subarray(0, count);
+        if (paused) held.push(value);
+        else for (const listener of [...listeners]) listener(value);
+      }
+      if (ended && !paused) close();
+    } catch {
+      close();
+    } finally {
+      pumping = false;
+    }
+  };
+  return {
+    write(chunk, callback) {
+      const bytes = typeof chunk === "string" ? encoder.encode(chunk) : chunk;
+      writes = writes.then(async () => {
+        for (let rest = bytes; rest.length > 0;) rest = rest.subarray(await conn.write(rest));
+      }).catch(noop).then(() => callback?.());
+      return true;
+    },
+    end: () => void (writes = writes.then(() => conn.closeWrite()).catch(noop)),
+    destroy() {
+      try {
+        conn.close();
+      } catch {
+        // closed already
+      }
+      close();
+    },
+    onData(listener) {
+      listeners.add(listener);
+      return () => void listeners.delete(listener);
+    },
+    onClose: (listener) => void (closed ? listener() : closers.push(listener)),
+    pause: () => void (paused = true),
+    resume() {
+      paused = false;
+      for (const chunk of held.splice(0)) for (const listener of [...listeners]) listener(chunk);
+      if (ended) close();
+      else void pump();
+    },
+  };
+}
+
+// A Bun socket as a LocalSocket: what it pushes is held while paused; a partial write keeps the rest for its drain.
+async function bunLocalSocket(path: string): Promise<LocalSocket> {
+  const listeners = new Set<(chunk: Uint8Array) => void>();
+  const closers: (() => void)[] = [];
+  const held: Uint8Array[] = [];
+  const queue: { bytes: Uint8Array; callback?: () => void }[] = [];
+  let paused = true;
+  let closed = false;
+  let ending = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    for (const closer of closers.splice(0)) closer();
+  };
+  const flush = (socket: BunSocket) => {
+    while (queue.length > 0) {
+      const next = queue[0];
+      const written = socket.write(next.bytes);
+      if (written < next.bytes.length) {
+        next.bytes = next.bytes.subarray(Math.max(written, 0));
+        return;
+      }
+      queue.shift();
+      next.callback?.();
+    }
+    if (ending) socket.end();
+  };
+  const socket = await bun!.connect({
+    unix: path,
+    socket: {
+      data: (_socket, chunk) => {
+        if (paused) held.push(new Uint8Array(chunk));
+        else for (const listener of [...listeners]) listener(chunk);
+      },
+      drain: flush,
+      close,
+      error: close,
+    },
+  });
+  return {
+    write(chunk, callback) {
+      queue.push({ bytes: typeof chunk === "string" ? encoder.encode(chunk) : chunk, callback });
+      if (queue.length === 1) flush(socket);
+      return true;
+    },
+    end() {
+      ending = true;
+      if (queue.length === 0) socket.end();
+    },
+    destroy() {
+      socket.terminate();
+      close();
+    },
+    onData(listener) {
+      listeners.add(listener);
+      return () => void listeners.delete(listener);
+    },
+    onClose: (listener) => void (closed ? listener() : closers.push(listener)),
+    pause: () => void (paused = true),
+    resume() {
+      paused = false;
+      for (const chunk of held.splice(0)) for (const listener of [...listeners]) listener(chunk);
+    },
+  };
+}
+
+/** Connects to a Unix socket; rejects with an error whose code is ENOENT or ECONNREFUSED when no one listens. */
 async function connectLocal(path: string): Promise<LocalSocket> {
+  if (bun) return await bunLocalSocket(path); // Bun's own: node:net costs ~5 ms of a Bun start, its connect ~3 ms
+  if (deno) {
+    // Deno's own: node:net and its streams cost a Deno start more than the whole round trip.
+    try {
+      return denoLocalSocket(await deno.connect({ transport: "unix", path }));
+    } catch (error) {
+      const name = (error as { name?: string }).name;
+      const code = name === "NotFound" ? "ENOENT" : name === "ConnectionRefused" ? "ECONNREFUSED" : undefined;
+      throw Object.assign(new Error(errorMessage(error)), { code });
+    }
+  }
   const { createConnection } = await import("node:net");
   return await new Promise((resolve, reject) => {
     const socket = createConnection(path);
@@ -6874,6 +7068,17 @@ async function listenLocal(
         void unlink(path).catch(noop);
       }),
   };
+}
+
+/** A small file of ours ("" when there is none): Deno's call, else node:fs's sync one (no node:fs/promises to load). */
+async function readPrivateFile(path: string): Promise<string> {
+  try {
+    if (deno) return await deno.readTextFile(path);
+    const fs = (proc().getBuiltinModule?.("node:fs") ?? await import("node:fs")) as typeof import("node:fs");
+    return fs.readFileSync(path, "utf8");
+  } catch {
+    return "";
+  }
 }
 
 /** Creates a file only if none is there (O_EXCL), mode 0600; false when one is. */
@@ -10950,26 +11155,26 @@ function readFirstLine(
 ): Promise<{ line: string; rest: Uint8Array }> {
   return new Promise((resolve, reject) => {
     let buffered: Uint8Array = new Uint8Array(0);
-    const stream = socket.stream;
+    let settled = false;
     const done = (error?: Error, result?: { line: string; rest: Uint8Array }) => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
-      stream.off("data", onData);
-      stream.off("close", onClose);
+      socket.pause();
+      off();
       if (error) reject(error);
       else resolve(result!);
     };
-    const onData = (chunk: Uint8Array) => {
+    const off = socket.onData((chunk) => {
       buffered = concatBytes([buffered, chunk], buffered.length + chunk.length);
       const end = buffered.indexOf(NEWLINE);
       if (end >= 0) {
-        stream.pause();
         done(undefined, { line: new TextDecoder().decode(buffered.subarray(0, end)), rest: buffered.slice(end + 1) });
       } else if (buffered.length > max) done(new ServerError(`a line over ${max} bytes on the daemon's socket`));
-    };
-    const onClose = () => done(new ServerError("the daemon's socket closed"));
+    });
+    socket.onClose(() => done(new ServerError("the daemon's socket closed")));
     const timer = setTimeout(() => done(new TimeoutError("the daemon did not answer")), timeoutMs);
-    stream.on("data", onData);
-    stream.on("close", onClose);
+    socket.resume();
   });
 }
 
@@ -11012,7 +11217,7 @@ async function daemonConnection(
       wait = Math.min(wait * 2, 100);
     }
   }
-  const token = await (await files()).readText(paths.token).catch(() => "");
+  const token = await readPrivateFile(paths.token);
   socket.write(JSON.stringify({ ...hello, token: token.trim() }) + "\n");
   const { line, rest } = await readFirstLine(socket, DAEMON_HELLO_MAX_BYTES, DAEMON_START_WAIT_MS).catch((error) => {
     socket!.destroy();
@@ -11035,7 +11240,6 @@ async function daemonRequest(
 ): Promise<JsonObject> {
   const { socket } = await daemonConnection({}, options);
   try {
-    socket.stream.resume();
     socket.write(JSON.stringify({ id: 1, method, params }) + "\n");
     const { line } = await readFirstLine(socket, DEFAULT_MAX_LINE_BYTES, 24 * 3600_000);
     const reply = parseJsonObject(line);
@@ -11101,7 +11305,7 @@ class SessionTransport implements ClientTransport {
     );
     if (rest.length) reader.push(rest);
     socket.onData((chunk) => reader.push(chunk));
-    socket.stream.resume();
+    socket.resume();
   }
 
   send(text: string): void {
@@ -14933,17 +15137,18 @@ class SessionDaemon {
   #serve(session: DaemonSession, socket: LocalSocket, rest: Uint8Array, attach: boolean): void {
     session.sockets.add(socket);
     this.#touch(session);
-    if (rest.length) socket.stream.unshift(rest);
+    const stream = socket.stream!; // the daemon's sockets are node:net's
+    if (rest.length) stream.unshift(rest);
     const handle = serve({
       core: session.core,
-      input: socket.stream,
-      output: socket.stream as unknown as OutputSink,
+      input: stream,
+      output: stream as unknown as OutputSink,
       log: (line) => this.#log(`@${session.request.name}: ${line}`),
     });
     // Each attached window is a principal of its own (its tasks are its own); a user's commands share one, so a
     // task a `call @NAME --detach` made is readable by the next command's `task @NAME get ID`.
     if (attach) handle.server.sessionId = `attach ${++session.attached}`;
-    socket.stream.resume();
+    socket.resume();
     void handle.done.then(() => {
       session.sockets.delete(socket);
       this.#touch(session);
@@ -14971,7 +15176,7 @@ class SessionDaemon {
     }, DEFAULT_MAX_LINE_BYTES);
     if (rest.length) reader.push(rest);
     socket.onData((chunk) => reader.push(chunk));
-    socket.stream.resume();
+    socket.resume();
   }
 
   async #answer(method: string, params: JsonObject): Promise<JsonObject> {
@@ -18637,7 +18842,7 @@ async function runAttach({ positionals }: Parsed<Record<never, never>>, io: CliI
   const closed = new Promise<void>((resolve) => socket.onClose(resolve));
   if (rest.length) io.stdout.write(rest);
   socket.onData((chunk) => io.stdout.write(chunk));
-  socket.stream.resume();
+  socket.resume();
   input.start((chunk) => socket.write(chunk), () => socket.end());
   await closed;
   input.stop();
