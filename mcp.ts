@@ -5539,6 +5539,7 @@ interface BunSocket {
 }
 
 interface BunSocketHandlers {
+  open(socket: BunSocket): void;
   data(socket: BunSocket, chunk: Uint8Array): void;
   drain(socket: BunSocket): void;
   close(socket: BunSocket): void;
@@ -5562,6 +5563,7 @@ interface DenoStdioFile {
 interface BunApi {
   version: string;
   connect(options: { unix: string; socket: BunSocketHandlers }): Promise<BunSocket>;
+  listen(options: { unix: string; socket: BunSocketHandlers }): { stop(closeActive?: boolean): void };
   stdin: { stream(): ReadableStream<Uint8Array> };
   stdout: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
   stderr: { writer(): { write(chunk: string | Uint8Array): unknown; flush(): unknown } };
@@ -6946,74 +6948,109 @@ function denoLocalSocket(conn: DenoConn): LocalSocket {
 }
 
 // A Bun socket as a LocalSocket: what it pushes is held while paused; a partial write keeps the rest for its drain.
-async function bunLocalSocket(path: string): Promise<LocalSocket> {
-  const listeners = new Set<(chunk: Uint8Array) => void>();
-  const closers: (() => void)[] = [];
-  const held: Uint8Array[] = [];
-  const queue: { bytes: Uint8Array; callback?: () => void }[] = [];
-  let paused = true;
-  let closed = false;
-  let ending = false;
-  const close = () => {
-    if (closed) return;
-    closed = true;
-    for (const closer of closers.splice(0)) closer();
-  };
-  const flush = (socket: BunSocket) => {
-    while (queue.length > 0) {
-      const next = queue[0];
-      const written = socket.write(next.bytes);
+// Bun's handlers are one set for every socket (of a connect, or of a listener): they find theirs in bunSockets.
+class BunLocalSocket implements LocalSocket {
+  #socket: BunSocket;
+  #listeners = new Set<(chunk: Uint8Array) => void>();
+  #closers: (() => void)[] = [];
+  #held: Uint8Array[] = [];
+  #queue: { bytes: Uint8Array; callback?: () => void }[] = [];
+  #paused = true;
+  #closed = false;
+  #ending = false;
+
+  constructor(socket: BunSocket) {
+    this.#socket = socket;
+  }
+
+  data(chunk: Uint8Array): void {
+    if (this.#paused) this.#held.push(new Uint8Array(chunk));
+    else for (const listener of [...this.#listeners]) listener(chunk);
+  }
+
+  flush(): void {
+    while (this.#queue.length > 0) {
+      const next = this.#queue[0];
+      const written = this.#socket.write(next.bytes);
       if (written < next.bytes.length) {
         next.bytes = next.bytes.subarray(Math.max(written, 0));
         return;
       }
-      queue.shift();
+      this.#queue.shift();
       next.callback?.();
     }
-    if (ending) socket.end();
+    if (this.#ending) this.#socket.end();
+  }
+
+  closed(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const closer of this.#closers.splice(0)) closer();
+  }
+
+  write(chunk: string | Uint8Array, callback?: () => void): boolean {
+    this.#queue.push({ bytes: typeof chunk === "string" ? encoder.encode(chunk) : chunk, callback });
+    if (this.#queue.length === 1) this.flush();
+    return true;
+  }
+
+  end(): void {
+    this.#ending = true;
+    if (this.#queue.length === 0) this.#socket.end();
+  }
+
+  destroy(): void {
+    this.#socket.terminate();
+    this.closed();
+  }
+
+  onData(listener: (chunk: Uint8Array) => void): () => void {
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
+  }
+
+  onClose(listener: () => void): void {
+    if (this.#closed) listener();
+    else this.#closers.push(listener);
+  }
+
+  pause(): void {
+    this.#paused = true;
+  }
+
+  resume(): void {
+    this.#paused = false;
+    for (const chunk of this.#held.splice(0)) for (const listener of [...this.#listeners]) listener(chunk);
+  }
+}
+
+const bunSockets = new WeakMap<BunSocket, BunLocalSocket>();
+
+function bunHandlers(onOpen: (socket: BunLocalSocket) => void = noop): BunSocketHandlers {
+  const local = (socket: BunSocket) => {
+    let found = bunSockets.get(socket);
+    if (!found) {
+      found = new BunLocalSocket(socket);
+      bunSockets.set(socket, found);
+    }
+    return found;
   };
-  const socket = await bun!.connect({
-    unix: path,
-    socket: {
-      data: (_socket, chunk) => {
-        if (paused) held.push(new Uint8Array(chunk));
-        else for (const listener of [...listeners]) listener(chunk);
-      },
-      drain: flush,
-      close,
-      error: close,
-    },
-  });
   return {
-    write(chunk, callback) {
-      queue.push({ bytes: typeof chunk === "string" ? encoder.encode(chunk) : chunk, callback });
-      if (queue.length === 1) flush(socket);
-      return true;
-    },
-    end() {
-      ending = true;
-      if (queue.length === 0) socket.end();
-    },
-    destroy() {
-      socket.terminate();
-      close();
-    },
-    onData(listener) {
-      listeners.add(listener);
-      return () => void listeners.delete(listener);
-    },
-    onClose: (listener) => void (closed ? listener() : closers.push(listener)),
-    pause: () => void (paused = true),
-    resume() {
-      paused = false;
-      for (const chunk of held.splice(0)) for (const listener of [...listeners]) listener(chunk);
-    },
+    open: (socket) => onOpen(local(socket)),
+    data: (socket, chunk) => local(socket).data(chunk),
+    drain: (socket) => local(socket).flush(),
+    close: (socket) => local(socket).closed(),
+    error: (socket) => local(socket).closed(),
   };
 }
 
 /** Connects to a Unix socket; rejects with an error whose code is ENOENT or ECONNREFUSED when no one listens. */
 async function connectLocal(path: string): Promise<LocalSocket> {
-  if (bun) return await bunLocalSocket(path); // Bun's own: node:net costs ~5 ms of a Bun start, its connect ~3 ms
+  if (bun) {
+    // Bun's own: node:net costs ~5 ms of a Bun start, its connect ~3 ms.
+    const socket = await bun.connect({ unix: path, socket: bunHandlers() });
+    return bunSockets.get(socket) ?? new BunLocalSocket(socket);
+  }
   if (deno) {
     // Deno's own: node:net and its streams cost a Deno start more than the whole round trip.
     try {
@@ -7064,6 +7101,17 @@ async function listenLocal(
     return {
       close: async () => {
         listener.close();
+        await unlink(path).catch(noop);
+      },
+    };
+  }
+  if (bun) {
+    // Bun's own listener, as its connect: node:net's sockets cost its daemon time on every message.
+    const listener = bun.listen({ unix: path, socket: bunHandlers(onConnection) });
+    await chmod(path, 0o600);
+    return {
+      close: async () => {
+        listener.stop(true);
         await unlink(path).catch(noop);
       },
     };
