@@ -5542,6 +5542,7 @@ interface BunSocketHandlers {
   open(socket: BunSocket): void;
   data(socket: BunSocket, chunk: Uint8Array): void;
   drain(socket: BunSocket): void;
+  end(socket: BunSocket): void;
   close(socket: BunSocket): void;
   error(socket: BunSocket, error: Error): void;
 }
@@ -6864,7 +6865,9 @@ function localSocket(socket: import("node:net").Socket): LocalSocket {
   socket.on("error", noop); // a peer gone mid-write: its close says so
   socket.pause();
   return {
-    write: (chunk, callback) => socket.write(chunk, callback),
+    // A copy, as for Deno's and Bun's: node:net keeps the bytes it could not write yet, and a caller may fill its
+    // buffer again meanwhile (attach's stdin on Deno does).
+    write: (chunk, callback) => socket.write(typeof chunk === "string" ? chunk : chunk.slice(), callback),
     end: () => void socket.end(),
     destroy: () => void socket.destroy(),
     onData: (listener) => {
@@ -6917,7 +6920,8 @@ function denoLocalSocket(conn: DenoConn): LocalSocket {
   };
   return {
     write(chunk, callback) {
-      const bytes = typeof chunk === "string" ? encoder.encode(chunk) : chunk;
+      // A copy: the write happens later, and a caller may fill its buffer again meanwhile (Deno's stdin does).
+      const bytes = typeof chunk === "string" ? encoder.encode(chunk) : chunk.slice();
       writes = writes.then(async () => {
         for (let rest = bytes; rest.length > 0;) rest = rest.subarray(await conn.write(rest));
       }).catch(noop).then(() => callback?.());
@@ -6973,7 +6977,8 @@ class BunLocalSocket implements LocalSocket {
       const next = this.#queue[0];
       const written = this.#socket.write(next.bytes);
       if (written < next.bytes.length) {
-        next.bytes = next.bytes.subarray(Math.max(written, 0));
+        // What is left waits for the drain: a copy, as the caller may fill its buffer again meanwhile.
+        next.bytes = next.bytes.slice(Math.max(written, 0));
         return;
       }
       this.#queue.shift();
@@ -6985,10 +6990,16 @@ class BunLocalSocket implements LocalSocket {
   closed(): void {
     if (this.#closed) return;
     this.#closed = true;
+    // What was still to write never will be: whoever waits for it (a server's last answers) must not wait forever.
+    for (const { callback } of this.#queue.splice(0)) callback?.();
     for (const closer of this.#closers.splice(0)) closer();
   }
 
   write(chunk: string | Uint8Array, callback?: () => void): boolean {
+    if (this.#closed) {
+      callback?.();
+      return true;
+    }
     this.#queue.push({ bytes: typeof chunk === "string" ? encoder.encode(chunk) : chunk, callback });
     if (this.#queue.length === 1) this.flush();
     return true;
@@ -7039,6 +7050,8 @@ function bunHandlers(onOpen: (socket: BunLocalSocket) => void = noop): BunSocket
     open: (socket) => onOpen(local(socket)),
     data: (socket, chunk) => local(socket).data(chunk),
     drain: (socket) => local(socket).flush(),
+    // The peer's end (a half-close, Bun's `end`, not `close`): no more comes, as node:net's close says.
+    end: (socket) => local(socket).closed(),
     close: (socket) => local(socket).closed(),
     error: (socket) => local(socket).closed(),
   };

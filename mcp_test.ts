@@ -8481,6 +8481,17 @@ describe("15d. Sessions: the per-user daemon", () => {
     });
   });
 
+  test("--idle ends an unused session, and the daemon with it; a connection in use keeps it", async () => {
+    await withDaemon(async (env) => {
+      assert.equal((await runCli(["connect", "brief", SERVE, "--idle", "300"], { env })).code, 0);
+      // A call that takes longer than the idle time keeps the session: it is in use.
+      const slow = await runCli(["call", "@brief", "slow", "steps=6", "ms=100"], { env });
+      assert.equal(slow.code, 0, slow.stderr);
+      await eventually(async () => (await status(env)).pid === null, "the idle session and the daemon to end");
+      assert.match((await runCli(["daemon", "log"], { env })).stdout, /session "brief" closed: idle for 300 ms/);
+    });
+  });
+
   test("a hung server does not hang another session", async () => {
     await withDaemon(async (env) => {
       assert.equal((await runCli(["connect", "hung", FAKE, "-e", "FAKE_MODE=hang"], { env })).code, 0);
@@ -8514,6 +8525,14 @@ describe("15d. Sessions: the per-user daemon", () => {
         await a.request("init", "initialize", { ...INIT.params, capabilities: { elicitation: {} } });
         a.send({ jsonrpc: "2.0", method: "notifications/initialized" });
         await b.initialize();
+        // Fifty requests, each its own write: attach forwards every byte as it came (none re-read from a buffer its
+        // stdin filled again before the socket took the last chunk).
+        for (let id = 100; id < 150; id++) {
+          b.call(id, "test_simple_text");
+          await new Promise((resolve) => setImmediate(resolve)); // separate reads of its stdin
+        }
+        for (let id = 100; id < 150; id++) assert.ok((await b.response(id)).result, `answer ${id}`);
+        assert.ok(!b.messages.some((m) => m.error), JSON.stringify(b.messages.find((m) => m.error)));
         // The same id on both, the calls overlapping: each gets its own answer.
         a.call(1, "test_tool_with_progress", {});
         b.call(1, "test_simple_text");
