@@ -7113,8 +7113,8 @@ async function listenLocal(
     })();
     return {
       close: async () => {
+        await unlink(path).catch(noop); // first: a daemon started meanwhile binds a path of its own, kept
         listener.close();
-        await unlink(path).catch(noop);
       },
     };
   }
@@ -7124,8 +7124,8 @@ async function listenLocal(
     await chmod(path, 0o600);
     return {
       close: async () => {
-        listener.stop(true);
         await unlink(path).catch(noop);
+        listener.stop(true);
       },
     };
   }
@@ -7139,11 +7139,10 @@ async function listenLocal(
   });
   await chmod(path, 0o600);
   return {
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        void unlink(path).catch(noop);
-      }),
+    close: async () => {
+      await unlink(path).catch(noop);
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
   };
 }
 
@@ -11216,6 +11215,14 @@ function daemonPaths(env: Record<string, string | undefined> = sys.env()) {
   return { dir, socket: `${dir}/daemon.sock`, token: `${dir}/daemon.token`, log: `${dir}/daemon.log` };
 }
 
+/** The daemon's socket closed before its answer. */
+class DaemonGoneError extends ServerError {
+  constructor() {
+    super("the daemon's socket closed");
+    this.name = "DaemonGoneError";
+  }
+}
+
 /** No daemon is listening (and none was to be started). */
 class NoDaemonError extends UsageError {
   constructor(socket: string) {
@@ -11251,7 +11258,7 @@ function readFirstLine(
         done(undefined, { line: new TextDecoder().decode(buffered.subarray(0, end)), rest: buffered.slice(end + 1) });
       } else if (buffered.length > max) done(new ServerError(`a line over ${max} bytes on the daemon's socket`));
     });
-    socket.onClose(() => done(new ServerError("the daemon's socket closed")));
+    socket.onClose(() => done(new DaemonGoneError()));
     const timer = setTimeout(() => done(new TimeoutError("the daemon did not answer")), timeoutMs);
     socket.resume();
   });
@@ -11268,9 +11275,9 @@ async function daemonConnection(
   const env = options.env ?? sys.env();
   const paths = daemonPaths(env);
   await privateDirectory(paths.dir);
-  let socket: LocalSocket | undefined;
   const deadline = Date.now() + DAEMON_START_WAIT_MS;
-  for (let started = false, wait = 10; !socket;) {
+  for (let started = false, wait = 10;; wait = Math.min(wait * 2, 100)) {
+    let socket: LocalSocket;
     try {
       socket = await connectLocal(paths.socket);
     } catch (error) {
@@ -11293,22 +11300,30 @@ async function daemonConnection(
         );
       }
       await new Promise((resolve) => setTimeout(resolve, wait));
-      wait = Math.min(wait * 2, 100);
+      continue;
     }
+    const token = await readPrivateFile(paths.token);
+    socket.write(JSON.stringify({ ...hello, token: token.trim() }) + "\n");
+    let first: { line: string; rest: Uint8Array };
+    try {
+      first = await readFirstLine(socket, DAEMON_HELLO_MAX_BYTES, DAEMON_START_WAIT_MS);
+    } catch (error) {
+      socket.destroy();
+      // Closed before its answer: a daemon on its way out (its last session ended). Gone, as if it were not there.
+      if (!(error instanceof DaemonGoneError)) throw error;
+      if (!options.start) throw new NoDaemonError(paths.socket);
+      started = false;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      continue;
+    }
+    const reply = parseJsonObject(first.line);
+    if (reply?.ok !== true) {
+      socket.destroy();
+      const message = typeof reply?.error === "string" ? reply.error : "the daemon refused the connection";
+      throw reply?.code === 2 ? new UsageError(message) : new ServerError(message);
+    }
+    return { socket, rest: first.rest };
   }
-  const token = await readPrivateFile(paths.token);
-  socket.write(JSON.stringify({ ...hello, token: token.trim() }) + "\n");
-  const { line, rest } = await readFirstLine(socket, DAEMON_HELLO_MAX_BYTES, DAEMON_START_WAIT_MS).catch((error) => {
-    socket!.destroy();
-    throw error;
-  });
-  const reply = parseJsonObject(line);
-  if (reply?.ok !== true) {
-    socket.destroy();
-    const message = typeof reply?.error === "string" ? reply.error : "the daemon refused the connection";
-    throw reply?.code === 2 ? new UsageError(message) : new ServerError(message);
-  }
-  return { socket, rest };
 }
 
 /** One control request to the daemon (open, list, close, status, stop) and its result. */
@@ -11320,7 +11335,10 @@ async function daemonRequest(
   const { socket } = await daemonConnection({}, options);
   try {
     socket.write(JSON.stringify({ id: 1, method, params }) + "\n");
-    const { line } = await readFirstLine(socket, DEFAULT_MAX_LINE_BYTES, 24 * 3600_000);
+    // The daemon ending meanwhile (its last session closed by another command): as if it were not there.
+    const { line } = await readFirstLine(socket, DEFAULT_MAX_LINE_BYTES, 24 * 3600_000).catch((error) => {
+      throw error instanceof DaemonGoneError ? new NoDaemonError(daemonPaths(options.env).socket) : error;
+    });
     const reply = parseJsonObject(line);
     if (isObject(reply?.error)) {
       const message = String(reply.error.message);
@@ -15169,7 +15187,7 @@ interface DaemonSession {
 class SessionDaemon {
   #sessions = new Map<string, DaemonSession>();
   #opening = new Map<string, Promise<DaemonSession>>();
-  #token: string;
+  readonly token: string;
   #log: (line: string, fields?: Record<string, unknown>) => void;
   #linger: ReturnType<typeof setTimeout> | undefined;
   readonly socketPath: string;
@@ -15178,7 +15196,7 @@ class SessionDaemon {
   #end!: () => void;
 
   constructor(token: string, socketPath: string, log: (line: string, fields?: Record<string, unknown>) => void) {
-    this.#token = token;
+    this.token = token;
     this.socketPath = socketPath;
     this.#log = log;
     this.ended = new Promise((resolve) => this.#end = resolve);
@@ -15201,7 +15219,7 @@ class SessionDaemon {
       socket.end();
     };
     // The token file is the user's alone (0600 in a 0700 directory): knowing it is being that user.
-    if (!hello || typeof hello.token !== "string" || !sameSecret(hello.token, this.#token)) {
+    if (!hello || typeof hello.token !== "string" || !sameSecret(hello.token, this.token)) {
       this.#log("refused a connection without the daemon's token");
       return refuse("refused: not this daemon's token", 4);
     }
@@ -15295,6 +15313,7 @@ class SessionDaemon {
       throw new UsageError(`session "${name}" is open already; give --force to open it again`);
     }
     if (this.#opening.has(name)) throw new UsageError(`session "${name}" is being opened`);
+    clearTimeout(this.#linger); // a daemon opening a session is not one with none left
     const opening = this.#start(request);
     this.#opening.set(name, opening);
     try {
@@ -15307,6 +15326,7 @@ class SessionDaemon {
       return this.#describe(session);
     } finally {
       this.#opening.delete(name);
+      if (this.#sessions.size === 0 && this.#opening.size === 0) this.#lingerFor(DAEMON_LINGER_MS);
     }
   }
 
@@ -15499,7 +15519,8 @@ async function runDaemon(env: Record<string, string | undefined>, json: boolean)
   await daemon.ended;
   unwire();
   await listener.close();
-  await privateFile(paths.token, undefined);
+  // The token file goes with us, unless a daemon started since has written its own.
+  if ((await readPrivateFile(paths.token)).trim() === daemon.token) await privateFile(paths.token, undefined);
   log("daemon stopped");
   return 0;
 }
