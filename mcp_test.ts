@@ -8498,6 +8498,12 @@ describe("15d. Sessions: the per-user daemon", () => {
       assert.equal((await runCli(["connect", "hung", FAKE, "-e", "FAKE_MODE=hang"], { env })).code, 0);
       assert.equal((await runCli(["connect", "tools", SERVE], { env })).code, 0);
       const stuck = runCli(["call", "@hung", "echo", "text=x", "--timeout", "60000"], { env });
+      const calls = async (name: string) =>
+        JSON.parse((await runCli(["sessions", "--json"], { env })).stdout).sessions.find((s: Message) =>
+          s.name === name
+        )
+          ?.calls;
+      await eventually(async () => (await calls("hung")) === 1, "the hung call to be in flight");
       const called = await runCli(["call", "@tools", "add", "a=1", "b=2"], { env });
       assert.equal(called.stdout, "3\n", called.stderr);
       assert.equal((await runCli(["disconnect", "hung"], { env })).code, 0);
