@@ -10538,6 +10538,8 @@ interface ClientTransport {
   close(): Promise<void>;
   /** The end of the server's stderr (stdio), for error reports. */
   readonly stderr: string;
+  /** The era the far end speaks, where the transport knows it before any message (a daemon's session). */
+  readonly era?: "legacy" | "modern";
 }
 
 // --- 12a. stdio ---
@@ -11271,7 +11273,7 @@ function readFirstLine(
 async function daemonConnection(
   hello: { session?: string; attach?: boolean },
   options: { start?: boolean; env?: Record<string, string | undefined>; json?: boolean } = {},
-): Promise<{ socket: LocalSocket; rest: Uint8Array }> {
+): Promise<{ socket: LocalSocket; rest: Uint8Array; reply: JsonObject }> {
   const env = options.env ?? sys.env();
   const paths = daemonPaths(env);
   await privateDirectory(paths.dir);
@@ -11322,7 +11324,7 @@ async function daemonConnection(
       const message = typeof reply?.error === "string" ? reply.error : "the daemon refused the connection";
       throw reply?.code === 2 ? new UsageError(message) : new ServerError(message);
     }
-    return { socket, rest: first.rest };
+    return { socket, rest: first.rest, reply };
   }
 }
 
@@ -11370,6 +11372,8 @@ function parseJsonObject(line: string): JsonObject | undefined {
 class SessionTransport implements ClientTransport {
   readonly kind = "stdio";
   readonly stderr = "";
+  /** The era the session's server speaks (from the daemon's hello). */
+  era: "legacy" | "modern" | undefined;
   #name: string;
   #maxLineBytes: number;
   #socket: LocalSocket | undefined;
@@ -11383,11 +11387,12 @@ class SessionTransport implements ClientTransport {
   }
 
   async start(events: TransportEvents): Promise<void> {
-    const { socket, rest } = await daemonConnection({ session: this.#name }).catch((error) => {
+    const { socket, rest, reply } = await daemonConnection({ session: this.#name }).catch((error) => {
       if (!(error instanceof NoDaemonError)) throw error;
       throw new UsageError(`no session "@${this.#name}" (no daemon is running); see: mcp.ts sessions`);
     });
     this.#socket = socket;
+    this.era = reply.era === "legacy" || reply.era === "modern" ? reply.era : undefined;
     const reader = new FrameReader({
       message: (text) => events.message(text),
       oversize: (limit, head) =>
@@ -12682,7 +12687,8 @@ export class McpClient {
   /** Connects, then finds the era: server/discover first (unless told otherwise), else initialize. */
   async start(): Promise<void> {
     await this.#open();
-    const protocol = this.#options.protocol ?? "auto";
+    // A daemon's session says its server's era: no probe, and the answers in the shape the server gives them.
+    const protocol = this.#options.protocol ?? (this.#transport.era === "legacy" ? "legacy" : "auto");
     const modern = (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(protocol);
     if ((protocol === "auto" || modern) && await this.#discover(protocol === "auto" ? undefined : protocol)) {
       this.#started = true;
@@ -15226,7 +15232,9 @@ class SessionDaemon {
     if (hello.session === undefined) return this.#control(socket, rest);
     const session = this.#sessions.get(String(hello.session));
     if (!session) return refuse(`no session "@${hello.session}"; see: mcp.ts sessions`, 2);
-    socket.write(JSON.stringify({ ok: true }) + "\n");
+    // The era its server speaks: a command speaks it too, and sees what it would see without the daemon.
+    const era = session.gateway.upstreams()[0]?.client?.era;
+    socket.write(JSON.stringify({ ok: true, era }) + "\n");
     this.#serve(session, socket, rest, hello.attach === true);
   }
 
@@ -15301,7 +15309,7 @@ class SessionDaemon {
         return { pid: sys.pid(), socket: this.socketPath, sessions: this.#sessions.size };
       case "stop":
         setTimeout(() => void this.stop(), 0);
-        return { stopping: true };
+        return { stopping: true, pid: sys.pid() };
       default:
         throw new UsageError(`the daemon has no request "${method}"`);
     }
@@ -15337,7 +15345,8 @@ class SessionDaemon {
       cwd: request.cwd,
       config: request.config,
       headers: request.headers,
-      protocol: request.protocol,
+      // The era a command alone would find (not the gateway's handshake default): @NAME answers as the server does.
+      protocol: request.protocol ?? "auto",
       oauth: { ...request.oauth, interactive: () => false, serverName: request.target },
       timeout: request.timeout,
       maxTime: request.maxTime,
@@ -17431,10 +17440,14 @@ async function withClient(
 ): Promise<number> {
   const [target, ...rest] = positionals;
   checkSessionFlags(target, values);
+  // Through a session, a task is a SEP-2663 one whatever the server's era (the daemon makes them of a 2025-11-25
+  // server's): `call --detach` and `task` speak 2026-07-28 with the daemon.
+  const tasksThroughSession = target?.startsWith("@") &&
+    (command === "task" || (values as { detach?: boolean }).detach);
   const verbose = values.verbose === true;
   const json = values.json === true;
   const { env, headers } = connectionFlags(values);
-  const protocol = values.protocol;
+  const protocol = tasksThroughSession ? "auto" : values.protocol;
   const versions = [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS] as string[];
   if (protocol !== undefined && protocol !== "auto" && protocol !== "legacy" && !versions.includes(protocol)) {
     throw new UsageError(
@@ -18938,7 +18951,7 @@ its own requests, ids, cancellations, subscriptions and questions.
 /** `attach NAME`: stdin and stdout joined to session NAME's socket. */
 async function runAttach({ positionals }: Parsed<Record<never, never>>, io: CliIo): Promise<number> {
   const name = positionals[0].replace(/^@/, "");
-  let connection: { socket: LocalSocket; rest: Uint8Array };
+  let connection: { socket: LocalSocket; rest: Uint8Array; reply: JsonObject };
   try {
     connection = await daemonConnection({ session: name, attach: true }, { start: true, json: "entry" in io.stderr });
   } catch (error) {
@@ -18997,8 +19010,13 @@ async function runDaemonCommand({ values, positionals }: Parsed<typeof DAEMON_FL
     }
     case "stop":
       try {
-        await daemonRequest("stop", {});
-        logLine(io.stderr, "the daemon is stopping");
+        const { pid } = await daemonRequest("stop", {});
+        // Returns once it is gone (its servers stopped, its files removed): the next command starts afresh.
+        const deadline = Date.now() + DAEMON_START_WAIT_MS;
+        while (typeof pid === "number" && processAlive(pid) && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        logLine(io.stderr, "the daemon stopped");
       } catch (error) {
         if (!(error instanceof NoDaemonError)) throw error;
         logLine(io.stderr, "no daemon is running");

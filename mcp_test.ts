@@ -8276,11 +8276,20 @@ describe("15d. Sessions: the per-user daemon", () => {
     await withDaemon(async (env) => {
       const opened = await runCli(["connect", "tools", SERVE], { env });
       assert.equal(opened.code, 0, opened.stderr);
-      assert.match(opened.stdout, /^session "@tools" is open: .* \(legacy 2025-11-25\)\n$/);
+      // The era a command alone finds (serve speaks 2026-07-28): @NAME answers as the server does.
+      assert.match(opened.stdout, /^session "@tools" is open: .* \(modern 2026-07-28\)\n$/);
       const { pid } = await status(env);
       assert.ok(pid > 0);
       const called = await runCli(["call", "@tools", "add", "a=2", "b=3"], { env });
       assert.equal(called.stdout, "5\n", called.stderr);
+      // Exactly what the server itself answers, in either era (a 2025-11-25 server's answer has no envelope).
+      for (const [server, name] of [[SERVE, "@tools"], [FAKE, "@fake"]]) {
+        if (name === "@fake") assert.equal((await runCli(["connect", "fake", FAKE], { env })).code, 0);
+        const through = await runCli(["call", name, "add", "a=2", "b=3", "--json"], { env });
+        const direct = await runCli(["call", server, "add", "a=2", "b=3", "--json"], { env });
+        assert.equal(through.stdout, direct.stdout, name);
+      }
+      assert.equal((await runCli(["disconnect", "fake"], { env })).code, 0);
       const listed = await runCli(["list", "@tools"], { env });
       assert.match(
         listed.stdout,
@@ -8301,7 +8310,7 @@ describe("15d. Sessions: the per-user daemon", () => {
       const sessions = JSON.parse((await runCli(["sessions", "--json"], { env })).stdout).sessions;
       assert.deepEqual(
         sessions.map((s: Message) => [s.name, s.era, s.protocolVersion, s.calls, s.lastError]),
-        [["tools", "legacy", "2025-11-25", 3, null]], // a call and a batch of two (calls count tools/call)
+        [["tools", "modern", "2026-07-28", 4, null]], // two calls and a batch of two (calls count tools/call)
       );
       const closed = await runCli(["disconnect", "tools"], { env });
       assert.equal(closed.code, 0, closed.stderr);
@@ -8370,7 +8379,7 @@ describe("15d. Sessions: the per-user daemon", () => {
       );
       assert.match(await hello("not json"), /"ok":false/);
       assert.match(await hello(JSON.stringify({ token, session: "other" })), /"ok":false.*no session \\"@other\\"/);
-      assert.match(await hello(JSON.stringify({ token, session: "tools" })), /^\{"ok":true\}\n/);
+      assert.match(await hello(JSON.stringify({ token, session: "tools" })), /^\{"ok":true,"era":"modern"\}\n/);
     });
   });
 
