@@ -15330,7 +15330,7 @@ class SessionDaemon {
       this.#sessions.set(name, session);
       clearTimeout(this.#linger);
       this.#touch(session);
-      this.#log(`session "${name}" opened: ${request.target}`);
+      this.#log(`session "${name}" opened: ${redact(request.target)}`); // a URL's query or credentials stay out
       return this.#describe(session);
     } finally {
       this.#opening.delete(name);
@@ -15435,7 +15435,7 @@ class SessionDaemon {
     const client = upstream?.client;
     return {
       name: session.request.name,
-      server: session.request.target,
+      server: redact(session.request.target), // what `sessions` prints and a CI log keeps: no URL query, no userinfo
       era: client?.era ?? null,
       protocolVersion: client?.protocolVersion ?? null,
       uptimeMs: Date.now() - session.started,

@@ -8344,6 +8344,20 @@ describe("15d. Sessions: the per-user daemon", () => {
     });
   });
 
+  test("a session to a URL: sessions and the daemon's log show it without its query (a token there stays unprinted)", async () => {
+    await withDaemon(async (env) => {
+      await withFakeHttp("dual", async (fake) => {
+        const opened = await runCli(["connect", "web", `${fake.url}?key=s3cret`], { env });
+        assert.equal(opened.code, 0, opened.stderr);
+        assert.equal((await runCli(["call", "@web", "echo", "text=hi"], { env })).code, 0);
+        const listed = await runCli(["sessions", "--json"], { env });
+        assert.equal(JSON.parse(listed.stdout).sessions[0].server, fake.url);
+        assert.doesNotMatch((await runCli(["sessions"], { env })).stdout, /s3cret/);
+        assert.doesNotMatch((await runCli(["daemon", "log"], { env })).stdout, /s3cret/);
+      });
+    });
+  });
+
   test("the state directory must be the user's own with mode 0700, else exit 2 saying why", async () => {
     await withTempDir("mcp-state-", async (dir) => {
       chmodSync(dir, 0o755);
