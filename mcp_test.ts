@@ -94,8 +94,11 @@ import {
 // --- Helpers every section's tests use -----------------------------------------------------------
 
 const HERE = new URL(".", import.meta.url).pathname;
-/** Each runtime's suite its own login callback port (see runCli). */
-const CALLBACK_PORT = "Deno" in globalThis ? "33431" : process.versions.bun ? "33432" : "33433";
+/**
+ * Each runtime's suite its own login callback port (see runCli), below Linux's ephemeral range (32768-60999): a port
+ * in it can be a moment's local end of any test's outgoing connection (CI once found 33432 taken so).
+ */
+const CALLBACK_PORT = "Deno" in globalThis ? "23431" : process.versions.bun ? "23432" : "23433";
 /** The file itself, for the tests that read it. */
 const MCP_SOURCE = HERE + "mcp.ts";
 /**
