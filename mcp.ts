@@ -9362,10 +9362,19 @@ export function claudeDesktopConfigPath(
   platform: string = sys.platform(),
   home: string = env.HOME ?? env.USERPROFILE ?? ".",
 ): string {
-  // Plain string joins: node:path costs start-up time on every client command.
-  if (platform === "darwin") return `${home}/Library/Application Support/Claude/claude_desktop_config.json`;
-  if (platform === "win32") return `${env.APPDATA ?? `${home}\\AppData\\Roaming`}\\Claude\\claude_desktop_config.json`;
-  return `${env.XDG_CONFIG_HOME || `${home}/.config`}/Claude/claude_desktop_config.json`;
+  return appSettingsFile({ env, platform, home }, "Claude", "claude_desktop_config.json");
+}
+
+// A file in a per-user settings folder: ~/Library/Application Support on macOS, %APPDATA% on Windows, XDG elsewhere.
+// Plain string joins: node:path costs start-up time on every client command.
+function appSettingsFile(
+  where: { env: Record<string, string | undefined>; platform: string; home: string },
+  ...parts: string[]
+): string {
+  const { env, platform, home } = where;
+  if (platform === "darwin") return [`${home}/Library/Application Support`, ...parts].join("/");
+  if (platform === "win32") return [env.APPDATA ?? `${home}\\AppData\\Roaming`, ...parts].join("\\");
+  return [env.XDG_CONFIG_HOME || `${home}/.config`, ...parts].join("/");
 }
 
 /** The servers one config file defines (or one scope of it, for ~/.claude.json). */
@@ -9394,15 +9403,24 @@ async function readJsonConfig(file: string, required: boolean): Promise<unknown>
 }
 
 // `{"mcpServers": …}` (Claude, Cursor, Cline, Windsurf, Gemini) or `{"servers": …}` (VS Code).
-async function readConfig(file: string, required: boolean): Promise<ConfigFile | undefined> {
+function standardServers(parsed: JsonObject): unknown {
+  return isObject(parsed.mcpServers) ? parsed.mcpServers : parsed.servers;
+}
+
+// A JSON config's servers, where `pick` finds them (a host's own key, its own entry forms).
+async function readConfig(
+  file: string,
+  required: boolean,
+  pick: (parsed: JsonObject) => unknown = standardServers,
+): Promise<ConfigFile | undefined> {
   const parsed = await readJsonConfig(file, required);
   if (parsed === undefined) return undefined;
-  const servers = isObject(parsed) && isObject(parsed.mcpServers)
-    ? parsed.mcpServers
-    : isObject(parsed) && isObject(parsed.servers)
-    ? parsed.servers
-    : {};
-  return { file, servers, gemini: /[\\/]\.gemini[\\/]settings\.json$/.test(file) };
+  const servers = isObject(parsed) ? pick(parsed) : undefined;
+  return {
+    file,
+    servers: isObject(servers) ? servers : {},
+    gemini: /[\\/]\.gemini[\\/]settings\.json$/.test(file),
+  };
 }
 
 // Claude Code's ~/.claude.json: the current project's servers (`claude mcp add`'s local scope), then the user's.
@@ -10114,13 +10132,6 @@ interface Host {
   stdioOnly?: boolean;
 }
 
-// A per-user settings folder: ~/Library/Application Support on macOS, %APPDATA% on Windows, XDG elsewhere.
-function appSettings(env: Record<string, string | undefined>, platform: string, home: string, name: string): string {
-  if (platform === "darwin") return `${home}/Library/Application Support/${name}`;
-  if (platform === "win32") return `${env.APPDATA ?? `${home}\\AppData\\Roaming`}\\${name}`;
-  return `${env.XDG_CONFIG_HOME || `${home}/.config`}/${name}`;
-}
-
 /** The hosts `install` writes and `<server>` names are read from (CONTRACT: Packages and hosts). @internal */
 export const HOSTS: Record<string, Host> = {
   "claude-desktop": {
@@ -10144,7 +10155,7 @@ export const HOSTS: Record<string, Host> = {
   },
   vscode: {
     project: ".vscode/mcp.json",
-    user: (env, platform, home) => `${appSettings(env, platform, home, "Code")}/User/mcp.json`,
+    user: (env, platform, home) => appSettingsFile({ env, platform, home }, "Code", "User", "mcp.json"),
     key: "servers",
     urlKey: "url",
     typed: true,
@@ -10171,7 +10182,7 @@ export const HOSTS: Record<string, Host> = {
     project: ".zed/settings.json",
     user: (env, platform, home) =>
       platform === "win32"
-        ? `${appSettings(env, platform, home, "Zed")}\\settings.json`
+        ? appSettingsFile({ env, platform, home }, "Zed", "settings.json")
         : `${env.XDG_CONFIG_HOME || `${home}/.config`}/zed/settings.json`,
     key: "context_servers",
     urlKey: "url",
@@ -10345,26 +10356,18 @@ async function otherHostConfigs(
     if (parent === dir || dir === home) break;
     dir = parent;
   }
-  const json = (file: string, key: string, normalize = (table: unknown) => (isObject(table) ? table : {})) =>
-    readJsonConfig(file, false).then(
-      (parsed) =>
-        parsed === undefined ? undefined : {
-          file,
-          servers: normalize(isObject(parsed) ? parsed[key] : {}),
-          gemini: /[\\/]\.gemini[\\/]settings\.json$/.test(file),
-        },
-      () => undefined,
-    );
+  const json = (file: string, pick: (parsed: JsonObject) => unknown = standardServers) =>
+    readConfig(file, false, pick).catch(() => undefined);
   const found = await Promise.all([
-    json(HOSTS.windsurf.user(env, platform, home), "mcpServers"),
-    json(HOSTS.gemini.user(env, platform, home), "mcpServers"),
-    json(HOSTS.zed.user(env, platform, home), "context_servers", zedServers),
-    json(`${env.COPILOT_HOME || `${home}/.copilot`}/mcp-config.json`, "mcpServers"),
-    json(HOSTS.vscode.user(env, platform, home), "servers"),
-    json(HOSTS.cursor.user(env, platform, home), "mcpServers"), // read already when the walk up passed HOME
+    json(HOSTS.windsurf.user(env, platform, home)),
+    json(HOSTS.gemini.user(env, platform, home)),
+    json(HOSTS.zed.user(env, platform, home), (parsed) => zedServers(parsed.context_servers)),
+    json(`${env.COPILOT_HOME || `${home}/.copilot`}/mcp-config.json`),
+    json(HOSTS.vscode.user(env, platform, home)),
+    json(HOSTS.cursor.user(env, platform, home)), // read already when the walk up passed HOME
     // What `install gemini|zed --scope project` writes here.
-    json(joinPath(cwd, ".gemini/settings.json"), "mcpServers"),
-    json(joinPath(cwd, ".zed/settings.json"), "context_servers", zedServers),
+    json(joinPath(cwd, ".gemini/settings.json")),
+    json(joinPath(cwd, ".zed/settings.json"), (parsed) => zedServers(parsed.context_servers)),
   ]);
   const codexConfig: ConfigFile[] = codex
     ? [{ file: codexFile, servers: codexServers(codex.mcp_servers), gemini: false }]
@@ -16923,6 +16926,14 @@ async function readCallArgs(words: string[], io: CliIo): Promise<CallArgs> {
   return { kind: "pairs", pairs, json };
 }
 
+// --root DIR (repeatable) as the roots a client offers: file:// URIs, each named by its folder.
+function rootsOf(values: { root?: string[] }): { uri: string; name: string }[] {
+  return (values.root ?? []).map((dir) => {
+    const path = resolvePath(dir);
+    return { uri: fileUrl(path), name: basenameOf(trimEnd(path, "\\/")) || path };
+  });
+}
+
 /**
  * What the client offers the server, from --root, --elicit/--elicit-json,
  * --sample-command (and a person at a terminal): the capabilities to declare
@@ -16933,10 +16944,7 @@ async function clientAnswers(
   io: CliIo,
 ): Promise<{ capabilities: JsonObject; onRequest: (method: string, params: JsonObject) => unknown }> {
   const capabilities: JsonObject = {};
-  const roots = ((values.root ?? []) as string[]).map((dir) => {
-    const path = resolvePath(dir);
-    return { uri: fileUrl(path), name: basenameOf(trimEnd(path, "\\/")) || path };
-  });
+  const roots = rootsOf(values);
   if (roots.length > 0) capabilities.roots = {};
   const elicit = values.elicit;
   if (elicit !== undefined && !["accept", "decline", "cancel"].includes(elicit)) {
@@ -18834,10 +18842,7 @@ async function runConnect({ values, positionals }: Parsed<typeof CONNECT_FLAGS>,
   }
   if (target.startsWith("@")) throw new UsageError("connect takes a <server>, not another session");
   const { env: extra, headers } = connectionFlags(values);
-  const roots = ((values.root ?? []) as string[]).map((dir) => {
-    const path = resolvePath(dir);
-    return { uri: fileUrl(path), name: basenameOf(trimEnd(path, "\\/")) || path };
-  });
+  const roots = rootsOf(values);
   const oauth = await oauthOptions("connect", target, values, io);
   const request: SessionRequest = {
     name,
@@ -18908,12 +18913,7 @@ async function runSessions({ values }: Parsed<typeof SESSIONS_FLAGS>, io: CliIo)
       session.lastError === null ? "" : String(session.lastError),
     ]);
   }
-  const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
-  for (const row of rows) {
-    io.stdout.write(
-      row.map((cell, i) => i < row.length - 1 ? cell.padEnd(widths[i]) : cell).join("  ").trimEnd() + "\n",
-    );
-  }
+  io.stdout.write(renderRows(rows, {}));
   return 0;
 }
 
