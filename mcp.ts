@@ -6040,8 +6040,9 @@ function runtimeVersions(): { deno?: string; bun?: string; node?: string } {
  * The runtime's own TypeScript stripper, which blanks the types and leaves the rest of the text as it was: Node's
  * and Deno's node:module stripTypeScriptTypes (Node >= 22.13). Bun has none that leaves the text (Bun.Transpiler
  * rewrites it, import.meta.main among the rest). Node warns that it is experimental: not on our stderr.
+ * @internal
  */
-async function typeStripper(): Promise<((code: string) => string) | undefined> {
+export async function typeStripper(): Promise<((code: string) => string) | undefined> {
   if (bun) return undefined;
   const { stripTypeScriptTypes } = await import("node:module") as { stripTypeScriptTypes?: (code: string) => string };
   if (!stripTypeScriptTypes) return undefined;
@@ -6867,7 +6868,7 @@ function localSocket(socket: import("node:net").Socket): LocalSocket {
   return {
     // A copy, as for Deno's and Bun's: node:net keeps the bytes it could not write yet, and a caller may fill its
     // buffer again meanwhile (attach's stdin on Deno does).
-    write: (chunk, callback) => socket.write(typeof chunk === "string" ? chunk : chunk.slice(), callback),
+    write: (chunk, callback) => socket.write(typeof chunk === "string" ? chunk : ownBytes(chunk), callback),
     end: () => void socket.end(),
     destroy: () => void socket.destroy(),
     onData: (listener) => {
@@ -6880,96 +6881,132 @@ function localSocket(socket: import("node:net").Socket): LocalSocket {
   };
 }
 
-// A Deno connection as a LocalSocket: its reads pumped to the listeners while resumed, its writes kept in order.
-function denoLocalSocket(conn: DenoConn): LocalSocket {
-  const listeners = new Set<(chunk: Uint8Array) => void>();
-  const closers: (() => void)[] = [];
-  const held: Uint8Array[] = []; // read while paused: delivered first on resume
-  let ended = false;
-  let paused = true;
-  let pumping = false;
-  let closed = false;
-  let writes: Promise<unknown> = Promise.resolve();
-  const close = () => {
-    if (closed) return;
-    closed = true;
-    for (const closer of closers.splice(0)) closer();
-  };
-  const pump = async () => {
-    if (pumping) return;
-    pumping = true;
-    try {
-      while (!paused && !closed) {
-        // conn.read, not conn.readable: Deno builds its web streams on first use (~4 ms of a `call @NAME`).
-        const buffer = new Uint8Array(64 * 1024);
-        const count = await conn.read(buffer);
-        if (count === null) {
-          ended = true;
-          break;
-        }
-        const value = buffer.subarray(0, count);
-        if (paused) held.push(value);
-        else for (const listener of [...listeners]) listener(value);
-      }
-      if (ended && !paused) close();
-    } catch {
-      close();
-    } finally {
-      pumping = false;
-    }
-  };
-  return {
-    write(chunk, callback) {
-      // A copy: the write happens later, and a caller may fill its buffer again meanwhile (Deno's stdin does).
-      const bytes = typeof chunk === "string" ? encoder.encode(chunk) : chunk.slice();
-      writes = writes.then(async () => {
-        for (let rest = bytes; rest.length > 0;) rest = rest.subarray(await conn.write(rest));
-      }).catch(noop).then(() => callback?.());
-      return true;
-    },
-    end: () => void (writes = writes.then(() => conn.closeWrite()).catch(noop)),
-    destroy() {
-      try {
-        conn.close();
-      } catch {
-        // closed already
-      }
-      close();
-    },
-    onData(listener) {
-      listeners.add(listener);
-      return () => void listeners.delete(listener);
-    },
-    onClose: (listener) => void (closed ? listener() : closers.push(listener)),
-    pause: () => void (paused = true),
-    resume() {
-      paused = false;
-      for (const chunk of held.splice(0)) for (const listener of [...listeners]) listener(chunk);
-      if (ended) close();
-      else void pump();
-    },
-  };
-}
-
-// A Bun socket as a LocalSocket: what it pushes is held while paused; a partial write keeps the rest for its drain.
-// Bun's handlers are one set for every socket (of a connect, or of a listener): they find theirs in bunSockets.
-class BunLocalSocket implements LocalSocket {
-  #socket: BunSocket;
+/**
+ * What a runtime's own socket shares as a LocalSocket: what comes is held while paused and delivered on resume; its
+ * close said once to every listener. A subclass pushes what it reads (`received`), says when it ended (`closed`),
+ * and writes.
+ */
+abstract class PushedSocket implements LocalSocket {
   #listeners = new Set<(chunk: Uint8Array) => void>();
   #closers: (() => void)[] = [];
-  #held: Uint8Array[] = [];
+  #held: Uint8Array[] = []; // read while paused: delivered first on resume
+  protected paused = true;
+  protected isClosed = false;
+
+  abstract write(chunk: string | Uint8Array, callback?: () => void): boolean;
+  abstract end(): void;
+  abstract destroy(): void;
+
+  /** A chunk read, the caller's to keep (a subclass passes its own copy). */
+  received(chunk: Uint8Array): void {
+    if (this.paused) this.#held.push(chunk);
+    else for (const listener of [...this.#listeners]) listener(chunk);
+  }
+
+  closed(): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    for (const closer of this.#closers.splice(0)) closer();
+  }
+
+  onData(listener: (chunk: Uint8Array) => void): () => void {
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
+  }
+
+  onClose(listener: () => void): void {
+    if (this.isClosed) listener();
+    else this.#closers.push(listener);
+  }
+
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    this.paused = false;
+    for (const chunk of this.#held.splice(0)) for (const listener of [...this.#listeners]) listener(chunk);
+  }
+}
+
+// A copy of what a caller writes: the write happens later, and a caller may fill its buffer again meanwhile
+// (attach's stdin on Deno does).
+function ownBytes(chunk: string | Uint8Array): Uint8Array {
+  return typeof chunk === "string" ? encoder.encode(chunk) : chunk.slice();
+}
+
+// A Deno connection as a LocalSocket: read (into one buffer, each chunk copied out) while resumed, written in order.
+class DenoLocalSocket extends PushedSocket {
+  #conn: DenoConn;
+  #buffer = new Uint8Array(64 * 1024);
+  #pumping = false;
+  #ended = false;
+  #writes: Promise<unknown> = Promise.resolve();
+
+  constructor(conn: DenoConn) {
+    super();
+    this.#conn = conn;
+  }
+
+  // conn.read, not conn.readable: Deno builds its web streams on first use (~4 ms of a `call @NAME`).
+  async #pump(): Promise<void> {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    try {
+      while (!this.paused && !this.isClosed) {
+        const count = await this.#conn.read(this.#buffer);
+        if (count === null) {
+          this.#ended = true;
+          break;
+        }
+        this.received(this.#buffer.slice(0, count));
+      }
+      if (this.#ended && !this.paused) this.closed();
+    } catch {
+      this.closed();
+    } finally {
+      this.#pumping = false;
+    }
+  }
+
+  override resume(): void {
+    super.resume();
+    if (this.#ended) this.closed();
+    else void this.#pump();
+  }
+
+  write(chunk: string | Uint8Array, callback?: () => void): boolean {
+    const bytes = ownBytes(chunk);
+    this.#writes = this.#writes.then(async () => {
+      for (let rest = bytes; rest.length > 0;) rest = rest.subarray(await this.#conn.write(rest));
+    }).catch(noop).then(() => callback?.());
+    return true;
+  }
+
+  end(): void {
+    this.#writes = this.#writes.then(() => this.#conn.closeWrite()).catch(noop);
+  }
+
+  destroy(): void {
+    try {
+      this.#conn.close();
+    } catch {
+      // closed already
+    }
+    this.closed();
+  }
+}
+
+// A Bun socket as a LocalSocket: Bun pushes what comes; a partial write keeps the rest for its drain.
+// Bun's handlers are one set for every socket (of a connect, or of a listener): they find theirs in bunSockets.
+class BunLocalSocket extends PushedSocket {
+  #socket: BunSocket;
   #queue: { bytes: Uint8Array; callback?: () => void }[] = [];
-  #paused = true;
-  #closed = false;
   #ending = false;
 
   constructor(socket: BunSocket) {
+    super();
     this.#socket = socket;
-  }
-
-  data(chunk: Uint8Array): void {
-    if (this.#paused) this.#held.push(new Uint8Array(chunk));
-    else for (const listener of [...this.#listeners]) listener(chunk);
   }
 
   flush(): void {
@@ -6977,8 +7014,7 @@ class BunLocalSocket implements LocalSocket {
       const next = this.#queue[0];
       const written = this.#socket.write(next.bytes);
       if (written < next.bytes.length) {
-        // What is left waits for the drain: a copy, as the caller may fill its buffer again meanwhile.
-        next.bytes = next.bytes.slice(Math.max(written, 0));
+        next.bytes = next.bytes.subarray(Math.max(written, 0)); // our own copy (ownBytes): kept as it is
         return;
       }
       this.#queue.shift();
@@ -6987,20 +7023,18 @@ class BunLocalSocket implements LocalSocket {
     if (this.#ending) this.#socket.end();
   }
 
-  closed(): void {
-    if (this.#closed) return;
-    this.#closed = true;
+  override closed(): void {
     // What was still to write never will be: whoever waits for it (a server's last answers) must not wait forever.
     for (const { callback } of this.#queue.splice(0)) callback?.();
-    for (const closer of this.#closers.splice(0)) closer();
+    super.closed();
   }
 
   write(chunk: string | Uint8Array, callback?: () => void): boolean {
-    if (this.#closed) {
+    if (this.isClosed) {
       callback?.();
       return true;
     }
-    this.#queue.push({ bytes: typeof chunk === "string" ? encoder.encode(chunk) : chunk, callback });
+    this.#queue.push({ bytes: ownBytes(chunk), callback });
     if (this.#queue.length === 1) this.flush();
     return true;
   }
@@ -7013,25 +7047,6 @@ class BunLocalSocket implements LocalSocket {
   destroy(): void {
     this.#socket.terminate();
     this.closed();
-  }
-
-  onData(listener: (chunk: Uint8Array) => void): () => void {
-    this.#listeners.add(listener);
-    return () => void this.#listeners.delete(listener);
-  }
-
-  onClose(listener: () => void): void {
-    if (this.#closed) listener();
-    else this.#closers.push(listener);
-  }
-
-  pause(): void {
-    this.#paused = true;
-  }
-
-  resume(): void {
-    this.#paused = false;
-    for (const chunk of this.#held.splice(0)) for (const listener of [...this.#listeners]) listener(chunk);
   }
 }
 
@@ -7048,7 +7063,7 @@ function bunHandlers(onOpen: (socket: BunLocalSocket) => void = noop): BunSocket
   };
   return {
     open: (socket) => onOpen(local(socket)),
-    data: (socket, chunk) => local(socket).data(chunk),
+    data: (socket, chunk) => local(socket).received(new Uint8Array(chunk)),
     drain: (socket) => local(socket).flush(),
     // The peer's end (a half-close, Bun's `end`, not `close`): no more comes, as node:net's close says.
     end: (socket) => local(socket).closed(),
@@ -7067,7 +7082,7 @@ async function connectLocal(path: string): Promise<LocalSocket> {
   if (deno) {
     // Deno's own: node:net and its streams cost a Deno start more than the whole round trip.
     try {
-      return denoLocalSocket(await deno.connect({ transport: "unix", path }));
+      return new DenoLocalSocket(await deno.connect({ transport: "unix", path }));
     } catch (error) {
       const name = (error as { name?: string }).name;
       const code = name === "NotFound" ? "ENOENT" : name === "ConnectionRefused" ? "ECONNREFUSED" : undefined;
@@ -7106,7 +7121,7 @@ async function listenLocal(
     await chmod(path, 0o600);
     void (async () => {
       try {
-        for await (const conn of listener) onConnection(denoLocalSocket(conn));
+        for await (const conn of listener) onConnection(new DenoLocalSocket(conn));
       } catch {
         // closed
       }
@@ -18835,6 +18850,19 @@ const CONNECT_FLAGS = { ...CLIENT_FLAGS, idle: { type: "string" }, force: { type
 /** `connect NAME <server>`: a session opened in the daemon. */
 async function runConnect({ values, positionals }: Parsed<typeof CONNECT_FLAGS>, io: CliIo): Promise<number> {
   const [name, target] = positionals;
+  const opened = await openSession(name, target, values, io);
+  if (values.json) io.stdout.write(JSON.stringify(opened) + "\n");
+  else io.stdout.write(`session "@${name}" is open: ${target} (${opened.era} ${opened.protocolVersion})\n`);
+  return 0;
+}
+
+// Session NAME opened in the daemon (started when none runs) with the connection's flags: what `sessions` says of it.
+async function openSession(
+  name: string,
+  target: string,
+  values: FlagValues<typeof CONNECT_FLAGS>,
+  io: CliIo,
+): Promise<JsonObject> {
   if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) {
     throw new UsageError(
       `a session name is letters, digits, "_", "." and "-" (64 at most), not ${JSON.stringify(name)}`,
@@ -18868,13 +18896,7 @@ async function runConnect({ values, positionals }: Parsed<typeof CONNECT_FLAGS>,
     },
     force: values.force === true,
   };
-  const opened = await daemonRequest("open", request as unknown as JsonObject, {
-    start: true,
-    json: "entry" in io.stderr,
-  });
-  if (values.json) io.stdout.write(JSON.stringify(opened) + "\n");
-  else io.stdout.write(`session "@${name}" is open: ${target} (${opened.era} ${opened.protocolVersion})\n`);
-  return 0;
+  return await daemonRequest("open", request as unknown as JsonObject, { start: true, json: "entry" in io.stderr });
 }
 
 const HELP_SESSIONS = `Usage: mcp.ts sessions [--json]
@@ -18957,10 +18979,7 @@ async function runAttach({ positionals }: Parsed<Record<never, never>>, io: CliI
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     // Not open: open it from the config name, as `connect NAME NAME` would.
-    await runConnect(
-      { values: {}, positionals: [name, name], args: [] } as unknown as Parsed<typeof CONNECT_FLAGS>,
-      { ...io, stdout: { write: (_chunk, callback) => (callback?.(), true) } },
-    );
+    await openSession(name, name, {}, io);
     connection = await daemonConnection({ session: name, attach: true });
   }
   const { socket, rest } = connection;

@@ -5,7 +5,6 @@
 // the package ships JavaScript, and runs on Node 18+, Bun and Deno.
 import { execFileSync } from "node:child_process";
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { stripTypeScriptTypes } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -21,18 +20,10 @@ if (fileVersion !== deno.version) throw new Error(`mcp.ts says ${fileVersion}, d
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 
-// The program, made as `mcp.ts pack` makes a bundle's (javaScriptOf: the types blanked, the shebang naming node).
-const { javaScriptOf } = await import("../mcp.ts");
-// Node calls its stripper experimental, once a process: that is not news here.
-const strip = (code) => {
-  const warn = process.emitWarning;
-  process.emitWarning = () => {};
-  try {
-    return stripTypeScriptTypes(code);
-  } finally {
-    process.emitWarning = warn;
-  }
-};
+// The program, made as `mcp.ts pack` makes a bundle's: the same stripper (Node's, its warning kept off stderr) and
+// javaScriptOf (the types blanked, the shebang naming node).
+const { javaScriptOf, typeStripper } = await import("../mcp.ts");
+const strip = await typeStripper();
 writeFileSync(join(out, "mcp.js"), javaScriptOf(source, strip));
 // The command: Node's compile cache first (Node >= 22.1; V8's code for mcp.js kept between starts, ~10 ms of
 // each start of a 0.8 MB file), then mcp.js's main. Importing mcp.js runs nothing: it is not the entry script.
