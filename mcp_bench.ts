@@ -243,9 +243,9 @@ function lineReader(child: ChildProcess) {
 
 // --- helpers for the sections ---------------------------------------------------------------
 
-function timeCommand(argv: string[]): number {
+function timeCommand(argv: string[], options: { env?: NodeJS.ProcessEnv; input?: string } = {}): number {
   const started = performance.now();
-  const result = spawnSync(argv[0], argv.slice(1), { cwd: HERE, stdio: ["ignore", "pipe", "pipe"] });
+  const result = spawnSync(argv[0], argv.slice(1), { cwd: HERE, env: options.env, input: options.input ?? "" });
   if (result.status !== 0) throw new Error(`${argv.join(" ")} failed: ${result.stderr}`);
   return performance.now() - started;
 }
@@ -1175,12 +1175,7 @@ function sessionBench(work: string): void {
   mkdirSync(echoDir, { recursive: true });
   writeFileSync(join(echoDir, "echo.ts"), readFileSync(join(HERE, "testdata/tools/echo.ts")));
   const server = [...RUNTIME, MCP, "serve", echoDir].join(" ");
-  const run = (args: string[], input?: string) => {
-    const started = performance.now();
-    const result = spawnSync(RUNTIME[0], [...RUNTIME.slice(1), MCP, ...args], { cwd: HERE, env, input });
-    if (result.status !== 0) throw new BenchError(`mcp.ts ${args[0]} failed: ${result.stderr}`);
-    return performance.now() - started;
-  };
+  const run = (args: string[], input?: string) => timeCommand([...RUNTIME, MCP, ...args], { env, input });
   run(["connect", "bench", server]);
   try {
     const rounds = QUICK ? 5 : 15;
