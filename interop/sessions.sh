@@ -80,20 +80,14 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-now() { local t=${EPOCHREALTIME/,/.}; echo "$t"; }
-since() { awk "BEGIN { printf \"%.1f\", $(now) - $1 }"; }
+SCRIPT=sessions.sh
+# shellcheck source=interop/lib/checks.sh
+. "$here/lib/checks.sh"
 
-# An argument as a shell would need it: as it is when plain, else in single quotes.
-shown() {
-  local quote="'\\''"
-  if [[ $1 =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then printf ' %s' "$1"; else printf " '%s'" "${1//\'/$quote}"; fi
-}
-# A command as it would be typed, shorter: mcp.ts for the runtime and ./mcp.ts, mcporter and mcpc without their
-# environment and folder, T for the scratch folder.
-command_line() {
-  local line
-  line=$(for arg; do shown "$arg"; done)
-  line=${line# }
+# The command line as shown: mcp.ts for the runtime and ./mcp.ts, mcporter and mcpc without their environment and
+# folder, T for the scratch folder.
+shorten() {
+  local line=$1
   line=${line//"${MCPORTER[*]}"/mcporter --config "$work/peers.json"}
   line=${line//"${MCPC[*]}"/mcpc}
   line=${line//"${MCP[*]}"/mcp.ts}
@@ -102,17 +96,6 @@ command_line() {
   printf '%s' "$line"
 }
 
-# run COMMAND...: runs it (stdin: $stdin) with its stdout in $work/out and stderr in $work/err; sets status, took
-# and ran (the command line).
-run() {
-  local began
-  ran=$(command_line "$@")
-  status=0
-  began=$(now)
-  "${guard[@]}" "$@" >"$work/out" 2>"$work/err" <"$stdin" || status=$?
-  took=$(since "$began")
-  [ "$status" != 130 ] || exit 130
-}
 
 # spawn NAME COMMAND...: runs it in the background (stdin: nothing), its stdout and stderr in $work/NAME.out and .err,
 # its exit code and end time in $work/NAME.done; collect NAME then makes it the last run.
@@ -138,50 +121,6 @@ collect() {
 # ended NAME: when the background command NAME ended (seconds).
 ended() { cut -d' ' -f2 "$work/$1.done"; }
 
-# expect EXIT [TEST...] [-- WHAT]: the last run must have exited EXIT and pass each TEST: out=ERE (a line of stdout
-# matches), err=ERE (a line of stderr), !out=ERE (no line of stdout), !err=ERE (no line of stderr). WHAT names the
-# check (default: the command).
-expect() {
-  local want=$1 test why=() what=$ran summary="exit $status"
-  shift
-  for test; do
-    shift
-    [ "$test" != -- ] || { what=$*; break; }
-    case $test in
-      out=*) grep -Eq -- "${test#out=}" "$work/out" || why+=("no line of stdout matches /${test#out=}/") ;;
-      err=*) grep -Eq -- "${test#err=}" "$work/err" || why+=("no line of stderr matches /${test#err=}/") ;;
-      '!out='*) ! grep -Eq -- "${test#!out=}" "$work/out" || why+=("stdout matches /${test#!out=}/") ;;
-      '!err='*) ! grep -Eq -- "${test#!err=}" "$work/err" || why+=("stderr matches /${test#!err=}/") ;;
-      *) echo "sessions.sh: bad test $test" >&2 && exit 2 ;;
-    esac
-    summary+=", ${test%%=*} ~ ${test#*=}"
-  done
-  [ "$status" = "$want" ] || why=("exit $status, expected $want" "${why[@]}")
-  if [ ${#why[@]} -eq 0 ]; then
-    echo "ok: $what: $summary ($took s)"
-    passed=$((passed + 1))
-  else
-    local reasons
-    reasons=$(printf '%s; ' "${why[@]}")
-    echo "FAIL: [$part] $what ($took s): ${reasons%; }"
-    [ ! -s "$work/out" ] || head -n 20 "$work/out" | sed 's/^/  stdout: /'
-    [ ! -s "$work/err" ] || tail -n 30 "$work/err" | sed 's/^/  stderr: /'
-    failed=$((failed + 1))
-  fi
-}
-
-# check WHAT CONDITION...: a check of no command (the condition run as a test).
-check() {
-  local what=$1
-  shift
-  if "$@"; then
-    echo "ok: $what"
-    passed=$((passed + 1))
-  else
-    echo "FAIL: [$part] $what"
-    failed=$((failed + 1))
-  fi
-}
 
 # gone PID: no process PID (and PID is one).
 gone() { [ -n "$1" ] && ! kill -0 "$1" 2>/dev/null; }
