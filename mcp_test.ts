@@ -5989,6 +5989,17 @@ describe("11c. Hosts: install and uninstall, each host's file written and read b
     });
   });
 
+  test("install --attach writes the entry that shares a session: npx -y @mcp-ts/mcp attach NAME", async () => {
+    await withTempDir("mcp-attach-install-", async (home) => {
+      const run = await runCli(["install", "cursor", "gh", "--attach", "--scope", "user"], { env: { HOME: home } });
+      assert.equal(run.code, 0, run.stderr);
+      assert.deepEqual(JSON.parse(readFileSync(join(home, ".cursor", "mcp.json"), "utf8")).mcpServers.gh, {
+        command: "npx",
+        args: ["-y", "@mcp-ts/mcp", "attach", "gh"],
+      });
+    });
+  });
+
   test("<server> names are read from Codex (a trusted project's, then the user's), Zed and Copilot CLI too", async () => {
     await withTempDir("mcp-hosts-", async (home) => {
       const project = join(home, "app");
@@ -8534,17 +8545,6 @@ describe("15d. Sessions: the per-user daemon", () => {
       assert.equal(called.stdout, "3\n", called.stderr);
       assert.equal((await runCli(["disconnect", "hung"], { env })).code, 0);
       assert.equal((await stuck).code, 3);
-    });
-  });
-
-  test("install --attach writes the entry that shares a session: npx -y @mcp-ts/mcp attach NAME", async () => {
-    await withTempDir("mcp-attach-install-", async (home) => {
-      const run = await runCli(["install", "cursor", "gh", "--attach", "--scope", "user"], { env: { HOME: home } });
-      assert.equal(run.code, 0, run.stderr);
-      assert.deepEqual(JSON.parse(readFileSync(join(home, ".cursor", "mcp.json"), "utf8")).mcpServers.gh, {
-        command: "npx",
-        args: ["-y", "@mcp-ts/mcp", "attach", "gh"],
-      });
     });
   });
 
