@@ -746,8 +746,17 @@ function findHeaderEnd(chunk: Uint8Array, start: number, parts: Uint8Array[]): n
   return -1;
 }
 
+// UTF-8 bytes of a string, counted without encoding it (a lone surrogate is U+FFFD: 3 bytes).
 function utf8Length(text: string): number {
-  return encoder.encode(text).length;
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x80) continue;
+    if (code < 0x800) bytes += 1;
+    else if (code <= 0xdbff && code >= 0xd800 && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) bytes += 2, i++;
+    else bytes += 2;
+  }
+  return bytes;
 }
 
 /**
@@ -1030,6 +1039,16 @@ export class JsonRpcPeer {
   /** The id of the request sent last (read right after `request` to know what its messages are about). */
   get lastId(): RequestId {
     return this.#nextId;
+  }
+
+  /** Whether a response with this id would answer a request of ours still waiting. */
+  awaits(id: RequestId): boolean {
+    return this.#pending.has(id);
+  }
+
+  /** Numbers our requests from `first` + 1 on (replicas of one session: their ids must not meet). */
+  startIdsAt(first: number): void {
+    this.#nextId = first;
   }
   #withContext: boolean;
 
@@ -1334,6 +1353,17 @@ function mcpNameOf(method: string, params: JsonObject): unknown {
 }
 
 /** What a request is served for: the client's protocol version, capabilities and log level. */
+/** A legacy session as replicas share it: what initialize, logging/setLevel and subscribe made of it. @internal */
+interface SessionState {
+  protocolVersion: string;
+  capabilities: JsonObject;
+  clientInfo?: JsonObject;
+  logLevel: number;
+  initialized: boolean;
+  /** The resources subscribed to (watched on the replica that was asked). */
+  subscriptions: string[];
+}
+
 interface ClientView {
   protocolVersion: string;
   capabilities: JsonObject;
@@ -2151,6 +2181,7 @@ interface TaskCall {
   asked: boolean; // its run called ctx.task()
   message: string | undefined; // the task's first statusMessage: ctx.task's, else the last progress message
   made: (() => void)[]; // ctx.task() promises waiting for the task
+  admitting?: boolean; // the store is being asked for room (replicas: 7f)
 }
 
 // The questions of one 2026-07-28 call to the client (basic/patterns/mrtr.mdx).
@@ -2630,6 +2661,10 @@ export class McpServer {
   #closed = false;
   /** Server→client requests are not possible here (HTTP --stateless): why, for the plugin's error. */
   noClientRequests: string | undefined;
+  /** Called when what `sessionState` returns has changed (a legacy session kept in a shared store). */
+  onStateChange: (() => void) | undefined;
+  #clientInfo: JsonObject | undefined;
+  #elsewhere: Set<string> | undefined; // resources this session subscribed to on another replica
   /** What the token of the request being received was verified to say (a protected HTTP server). */
   auth: AuthInfo | undefined;
 
@@ -2661,14 +2696,62 @@ export class McpServer {
     this.#core.sessionsMade++;
   }
 
-  /** The shared part: catalog, options, timer. */
   /** The legacy HTTP session this connection serves, for its spans. @internal */
   set sessionId(id: string) {
     this.#client.sessionId = id;
   }
 
+  /** The shared part: catalog, options, timer. */
   get core(): ServerCore {
     return this.#core;
+  }
+
+  /** What a legacy session is, to be served on another replica: the client as initialize described it. @internal */
+  sessionState(): SessionState {
+    const state: SessionState = {
+      protocolVersion: this.#client.protocolVersion,
+      capabilities: this.#client.capabilities,
+      logLevel: this.#client.logLevel,
+      initialized: this.#initialized,
+      subscriptions: [...new Set([...this.#subscriptions?.keys() ?? [], ...this.#elsewhere ?? []])],
+    };
+    if (this.#clientInfo) state.clientInfo = this.#clientInfo;
+    return state;
+  }
+
+  /**
+   * A legacy session made on another replica, served here: as if its initialize had come here. Its resource
+   * subscriptions stay where they were made (each replica watches its own files); one dropped there is
+   * dropped here too.
+   */
+  restoreSession(state: SessionState): void {
+    this.#pinned = true;
+    this.#client.protocolVersion = state.protocolVersion;
+    this.#client.capabilities = state.capabilities;
+    this.#client.logLevel = state.logLevel;
+    this.#clientInfo = state.clientInfo;
+    this.#initialized ||= state.initialized;
+    for (const [uri, stop] of this.#subscriptions ?? []) {
+      if (state.subscriptions.includes(uri)) continue;
+      stop();
+      this.#subscriptions!.delete(uri);
+    }
+    this.#elsewhere = new Set(state.subscriptions.filter((uri) => !this.#subscriptions?.has(uri)));
+  }
+
+  /** Whether a response with this id answers a question this session asked and waits for. @internal */
+  awaitsAnswer(id: RequestId): boolean {
+    return this.#peer.awaits(id);
+  }
+
+  /** Whether request `id` is running here. @internal */
+  serving(id: RequestId): boolean {
+    return this.#work.has(id);
+  }
+
+  /** Numbers this session's requests to the client from `first` on (see {@linkcode JsonRpcPeer.startIdsAt}). @internal */
+  startIdsAt(first: number): void {
+    this.#peer.startIdsAt(first);
   }
 
   /** Replaces the served tools, keeping resources and prompts. */
@@ -2869,6 +2952,7 @@ export class McpServer {
     switch (method) {
       case "notifications/initialized":
         this.#initialized = true;
+        this.onStateChange?.();
         return;
       case "notifications/cancelled":
         if (isRequestId(params.requestId)) {
@@ -2893,6 +2977,7 @@ export class McpServer {
     this.#pinned = true;
     this.#client.protocolVersion = version;
     this.#client.capabilities = isObject(params.capabilities) ? params.capabilities : {};
+    if (isObject(params.clientInfo)) this.#clientInfo = params.clientInfo;
     const { options } = this.#core;
     const result: JsonObject = {
       protocolVersion: version,
@@ -2919,6 +3004,7 @@ export class McpServer {
       throw new RpcError(ErrorCode.InvalidParams, `Invalid params: level must be one of ${LOG_LEVELS.join(", ")}`);
     }
     this.#client.logLevel = level;
+    this.onStateChange?.();
     return {};
   }
 
@@ -3008,6 +3094,7 @@ export class McpServer {
         }
       });
       subscriptions.set(resource.key, typeof stop === "function" ? stop : () => {});
+      this.onStateChange?.();
     }
     return {};
   }
@@ -3015,7 +3102,8 @@ export class McpServer {
   #unsubscribe(params: JsonObject): JsonObject {
     const uri = String(params.uri);
     this.#subscriptions?.get(uri)?.();
-    this.#subscriptions?.delete(uri);
+    const here = this.#subscriptions?.delete(uri) === true;
+    if ((this.#elsewhere?.delete(uri) ?? false) || here) this.onStateChange?.();
     return {};
   }
 
@@ -3676,6 +3764,7 @@ class TaskStore {
   #tasks = new Map<string, ServerTask>();
   #options: ServerOptions;
   #schedule: (deadline: number) => void;
+  #store: ReplicaStore | undefined;
 
   constructor(options: ServerOptions, schedule: (deadline: number) => void) {
     this.#options = options;
@@ -3684,6 +3773,117 @@ class TaskStore {
 
   get size(): number {
     return this.#tasks.size;
+  }
+
+  /** A task's ttlMs when its tool names none. */
+  get defaultTtl(): number {
+    return this.#options.taskTtl ?? DEFAULT_TASK_TTL_MS;
+  }
+
+  /** The store replicas share, when there is one (--state redis://…). */
+  get store(): ReplicaStore | undefined {
+    return this.#store;
+  }
+
+  /** Keeps every task's record in `store`, and answers the bus's updates and cancels of the tasks run here. */
+  share(store: ReplicaStore): void {
+    this.#store = store;
+    store.subscribe((message) => {
+      const task = message.t === "task" && typeof message.id === "string" ? this.#tasks.get(message.id) : undefined;
+      if (!task) return;
+      if (message.op === "cancel") task.cancel("cancelled by the client");
+      else if (message.op === "update" && isObject(message.responses)) task.update(message.responses);
+    });
+  }
+
+  /**
+   * Room for one more task in the store's counts (every replica's): `id` is counted at once, then taken back
+   * when the principal's share or the total is over; the principal's own oldest finished task makes room.
+   */
+  async admit(principal: string, id: string, expiresAt: number): Promise<boolean> {
+    const store = this.#store!;
+    const total = this.#options.maxTasks ?? DEFAULT_MAX_TASKS;
+    const now = Date.now();
+    const mine = `${TASK_IDS}:${principal}`;
+    const counts = await Promise.all([
+      store.call("ZREMRANGEBYSCORE", TASK_IDS, "-inf", now),
+      store.call("ZADD", TASK_IDS, expiresAt, id),
+      store.call("ZCARD", TASK_IDS),
+      store.call("ZREMRANGEBYSCORE", mine, "-inf", now),
+      store.call("ZADD", mine, expiresAt, id),
+      store.call("ZCARD", mine),
+    ]);
+    const all = Number(counts[2]);
+    const own = Number(counts[5]);
+    if (all <= total && own <= perPrincipal(total, principal)) return true;
+    const ids = (await store.call("ZRANGE", mine, 0, -1) as string[]).filter((other) => other !== id);
+    const records = ids.length > 0 ? await store.call("MGET", ...ids.map((other) => TASK_KEY + other)) : [];
+    const finished = ids.find((_, i) => {
+      const record = parseTaskRecord((records as StoreReply[])[i]);
+      return record === undefined || TERMINAL_TASK_STATUSES.has(String(record.d.status));
+    });
+    const dropped = all <= total || own > perPrincipal(total, principal) ? finished : undefined;
+    if (dropped) {
+      this.#tasks.delete(dropped);
+      this.#forget(dropped, principal);
+      return true;
+    }
+    this.#forget(id, principal);
+    return false;
+  }
+
+  /** A task of any replica from the store, if it is the principal's and there; a silent replica's fails. */
+  async findShared(id: unknown, principal: string): Promise<SharedTask | undefined> {
+    const store = this.#store;
+    if (!store || typeof id !== "string") return undefined;
+    const owner = id.slice(0, Math.max(0, id.indexOf(".")));
+    const [raw, alive] = await Promise.all([
+      store.call("GET", TASK_KEY + id),
+      store.call("EXISTS", HEARTBEAT_KEY + owner),
+    ]);
+    const record = parseTaskRecord(raw);
+    if (!record || record.p !== principal || record.x <= Date.now()) return undefined;
+    const task = new SharedTask(this, id, record);
+    if (!task.terminal && alive === 0 && owner !== store.replica) task.ownerGone();
+    return task;
+  }
+
+  /** The principal's tasks in the store, every replica's, oldest first (2025-11-25 tasks/list). */
+  async allShared(principal: string): Promise<SharedTask[]> {
+    const store = this.#store!;
+    const ids = await store.call("ZRANGEBYSCORE", `${TASK_IDS}:${principal}`, Date.now(), "+inf") as string[];
+    if (ids.length === 0) return [];
+    const records = await store.call("MGET", ...ids.map((id) => TASK_KEY + id)) as StoreReply[];
+    return ids.flatMap((id, i) => {
+      const record = parseTaskRecord(records[i]);
+      return record && record.p === principal ? [new SharedTask(this, id, record)] : [];
+    });
+  }
+
+  #forget(id: string, principal: string): void {
+    this.#store?.write("DEL", TASK_KEY + id);
+    this.#store?.write("ZREM", TASK_IDS, id);
+    this.#store?.write("ZREM", `${TASK_IDS}:${principal}`, id);
+  }
+
+  // The task's record, written now and at each change (one write per change).
+  #keep(task: ServerTask): void {
+    const store = this.#store!;
+    const save = () => {
+      const left = task.expiresAt - Date.now();
+      if (left <= 0) return;
+      const record: TaskRecord = { p: task.principal, x: task.expiresAt, d: task.detail() };
+      store.write("SET", TASK_KEY + task.id, JSON.stringify(record), "PX", left);
+    };
+    save();
+    task.listen(save);
+  }
+
+  /** A new task's id: this replica's name (or the instance's), a dot, 128 random bits. */
+  newId(): string {
+    const random = randomWord(16);
+    const instance = this.#store?.replica ?? this.#options.instanceId;
+    return instance ? `${instance}.${random}` : random;
   }
 
   /**
@@ -3696,6 +3896,7 @@ class TaskStore {
     ttlMs: number | undefined,
     controller: AbortController,
     counts: Record<string, number>,
+    id: string = this.newId(),
   ): ServerTask | undefined {
     const total = this.#options.maxTasks ?? DEFAULT_MAX_TASKS;
     let own = 0;
@@ -3711,19 +3912,19 @@ class TaskStore {
       const room = ownFinished ?? (own < perPrincipal(total, principal) ? readFinished : undefined);
       if (!room) return undefined;
       this.#tasks.delete(room.id);
+      this.#forget(room.id, room.principal);
     }
-    const random = randomWord(16);
-    const instance = this.#options.instanceId;
     const task = new ServerTask({
-      id: instance ? `${instance}.${random}` : random,
+      id,
       principal,
-      ttlMs: ttlMs ?? this.#options.taskTtl ?? DEFAULT_TASK_TTL_MS,
+      ttlMs: ttlMs ?? this.defaultTtl,
       pollIntervalMs: this.#options.taskPollInterval ?? DEFAULT_TASK_POLL_MS,
       controller,
       counts,
     });
     this.#tasks.set(task.id, task);
     this.#schedule(task.expiresAt);
+    if (this.#store) this.#keep(task);
     return task;
   }
 
@@ -3762,6 +3963,140 @@ class TaskStore {
   #expire(task: ServerTask): void {
     this.#tasks.delete(task.id);
     task.cancel("the task expired (its ttlMs ran out)");
+    this.#forget(task.id, task.principal);
+  }
+}
+
+// --- Tasks across replicas (--state redis://…, the store in 10f) ---
+// Each task's record is in the store under mcp:t:ID, written at each change and expiring with the task; its ids
+// are in mcp:tz and mcp:tz:PRINCIPAL (scored by expiry: the lists and the quotas of every replica). A task of
+// another replica is read from its record; its update and cancel go to that replica on the bus. The replica's
+// name starts the id, and its heartbeat key says it lives: a running task of a silent replica is failed.
+
+/** What replicas of one server share (`--state redis://…`); the store itself is in 10f. @internal */
+interface ReplicaStore {
+  /** This replica's name (task ids start with it). */
+  readonly replica: string;
+  /** The store as messages name it (no credentials). */
+  readonly name: string;
+  /** A replica whose heartbeat is older than this is gone. */
+  readonly heartbeatTtl: number;
+  /** Whether the store answers now: when not, a request that needs it is refused at once. */
+  readonly available: boolean;
+  /** A command's reply; an RpcError naming the store at once when it is unreachable. */
+  call(...args: (string | number)[]): Promise<StoreReply>;
+  /** A write not waited for, in order with the rest; kept (bounded) while the store is unreachable. */
+  write(...args: (string | number)[]): void;
+  /** A message to every replica, this one included. */
+  publish(message: JsonObject): void;
+  subscribe(listener: (message: JsonObject) => void): () => void;
+  /** The error of a request that needs the store while it is unreachable. */
+  unavailable(): RpcError;
+  close(): void;
+}
+
+/** A reply of the store: a string, an integer, nil, or an array of them. @internal */
+type StoreReply = string | number | null | StoreReply[];
+
+// A task's record in the store: its principal, when it expires, and the task as tasks/get shows it.
+interface TaskRecord {
+  p: string;
+  x: number;
+  d: JsonObject;
+}
+
+const TASK_KEY = "mcp:t:";
+const TASK_IDS = "mcp:tz";
+const HEARTBEAT_KEY = "mcp:hb:";
+const REPLICA_GONE = "the server instance running it stopped";
+
+function parseTaskRecord(raw: StoreReply): TaskRecord | undefined {
+  if (typeof raw !== "string") return undefined;
+  try {
+    const record = JSON.parse(raw);
+    return isObject(record) && typeof record.p === "string" && typeof record.x === "number" && isObject(record.d)
+      ? record as unknown as TaskRecord
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A task as its record in the store shows it: what a replica that does not run it answers with. @internal */
+class SharedTask {
+  readonly id: string;
+  read = false;
+  #tasks: TaskStore;
+  #store: ReplicaStore;
+  #record: TaskRecord;
+
+  constructor(tasks: TaskStore, id: string, record: TaskRecord) {
+    this.#tasks = tasks;
+    this.#store = tasks.store!;
+    this.id = id;
+    this.#record = record;
+  }
+
+  get status(): TaskStatus {
+    return this.#record.d.status as TaskStatus;
+  }
+
+  get terminal(): boolean {
+    return TERMINAL_TASK_STATUSES.has(this.status);
+  }
+
+  detail(): JsonObject {
+    return this.#record.d;
+  }
+
+  legacyDetail(): JsonObject {
+    const { taskId, status, createdAt, lastUpdatedAt, ttlMs, pollIntervalMs, statusMessage } = this.#record.d;
+    const task: JsonObject = { taskId, status, createdAt, lastUpdatedAt, ttl: ttlMs, pollInterval: pollIntervalMs };
+    if (statusMessage !== undefined) task.statusMessage = statusMessage;
+    return task;
+  }
+
+  outcome(): { result?: JsonObject; error?: JsonObject } {
+    const { result, error } = this.#record.d;
+    return { result: isObject(result) ? result : undefined, error: isObject(error) ? error : undefined };
+  }
+
+  /** tasks/update: to the replica running it. */
+  update(responses: JsonObject): void {
+    this.#store.publish({ t: "task", id: this.id, op: "update", responses });
+  }
+
+  /** tasks/cancel: to the replica running it; cancelled in the record at once, for whoever reads it next. */
+  cancel(reason: string): void {
+    if (this.terminal) return;
+    this.#store.publish({ t: "task", id: this.id, op: "cancel" });
+    this.#rewrite({ status: "cancelled", statusMessage: reason });
+  }
+
+  /** Its replica is gone: failed, in the record too. */
+  ownerGone(): void {
+    const message = REPLICA_GONE;
+    this.#rewrite({ status: "failed", statusMessage: message, error: { code: ErrorCode.InternalError, message } });
+  }
+
+  /** Calls `listener` when a poll of the record finds a change, until it is stopped (2025-11-25 tasks/result). */
+  listen(listener: (task: SharedTask) => void): () => void {
+    const interval = Number(this.#record.d.pollIntervalMs) || DEFAULT_TASK_POLL_MS;
+    let last = JSON.stringify(this.#record.d);
+    const timer = setInterval(async () => {
+      const fresh = await this.#tasks.findShared(this.id, this.#record.p).catch(() => undefined);
+      if (!fresh) return;
+      this.#record.d = fresh.detail();
+      const now = JSON.stringify(this.#record.d);
+      if (now !== last) (last = now, listener(this));
+    }, interval);
+    return () => clearInterval(timer);
+  }
+
+  #rewrite(change: JsonObject): void {
+    this.#record.d = { ...this.#record.d, ...change, lastUpdatedAt: new Date().toISOString() };
+    const left = this.#record.x - Date.now();
+    if (left > 0) this.#store.write("SET", TASK_KEY + this.id, JSON.stringify(this.#record), "PX", left, "XX");
   }
 }
 
@@ -3829,9 +4164,20 @@ function answerLegacyTaskRequest(core: ServerCore, method: string, call: Receive
   if (client.protocolVersion !== LEGACY_TASKS_VERSION || !isObject(client.capabilities.tasks)) {
     throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
   }
-  if (method === "tasks/list") return { tasks: core.tasks.all(principal).map((task) => task.legacyDetail()) };
   if (method === "tasks/update") throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${method}`);
-  const task = core.tasks.find(params.taskId, principal);
+  const { tasks } = core;
+  if (method === "tasks/list") {
+    const list = (found: (ServerTask | SharedTask)[]) => ({ tasks: found.map((task) => task.legacyDetail()) });
+    return tasks.store ? tasks.allShared(principal).then(list) : list(tasks.all(principal));
+  }
+  const task = tasks.find(params.taskId, principal);
+  if (!task && tasks.store) {
+    return tasks.findShared(params.taskId, principal).then((shared) => answerLegacyTask(method, params, shared));
+  }
+  return answerLegacyTask(method, params, task);
+}
+
+function answerLegacyTask(method: string, params: JsonObject, task: ServerTask | SharedTask | undefined): unknown {
   if (!task) {
     throw new RpcError(
       ErrorCode.InvalidParams,
@@ -3856,7 +4202,7 @@ function answerLegacyTaskRequest(core: ServerCore, method: string, call: Receive
   };
   if (task.terminal) return outcome();
   return new Promise<void>((resolve) => {
-    const stop = task.listen((changed) => changed.terminal && (stop(), resolve()));
+    const stop = task.listen((changed: ServerTask | SharedTask) => changed.terminal && (stop(), resolve()));
   }).then(outcome);
 }
 
@@ -3872,6 +4218,21 @@ function answerTaskRequest(core: ServerCore, method: string, call: Received, pri
   if (!declaresExtension(client.capabilities, EXTENSIONS.tasks)) throw tasksExtensionMissing();
   if (method === "tasks/result" || method === "tasks/list") throw notFound();
   const task = core.tasks.find(params.taskId, principal);
+  if (!task && core.tasks.store) {
+    return core.tasks.findShared(params.taskId, principal).then((shared) =>
+      answerTask(core, method, params, principal, shared)
+    );
+  }
+  return answerTask(core, method, params, principal, task);
+}
+
+function answerTask(
+  core: ServerCore,
+  method: string,
+  params: JsonObject,
+  principal: string,
+  task: ServerTask | SharedTask | undefined,
+): unknown {
   if (!task) {
     const forwarded = core.options.forwardTask?.(method, params, principal);
     if (forwarded) return forwarded;
@@ -3934,29 +4295,56 @@ function becomeTask(
   notify: (method: string, params: JsonObject) => void,
 ): void {
   const call = work.taskCall!;
+  if (work.done || call.task || call.admitting) return;
+  const principal = taskPrincipal(work.auth, work.client.sessionId);
+  const id = tasks.newId();
+  if (tasks.store) {
+    // Replicas count tasks together: room is asked of the store first (an unreachable store: no room).
+    const ttlMs = call.support.ttlMs ?? tasks.defaultTtl;
+    call.admitting = true;
+    void tasks.admit(principal, id, Date.now() + ttlMs).catch(() => false).then((room) => {
+      call.admitting = false;
+      if (room) return makeTask(work, tasks, principal, id, finish, notify);
+      if (work.done || call.task) return;
+      const why = tasks.store!.available ? "too many tasks" : `the state store ${tasks.store!.name} is unreachable`;
+      refuseTask(work, finish, why);
+    });
+    return;
+  }
+  makeTask(work, tasks, principal, id, finish, notify);
+}
+
+// No room for the task: an optional tool's call goes on as a plain call, a required one answers -32603.
+function refuseTask(work: Work, finish: (result: unknown) => void, why: string): void {
+  const call = work.taskCall!;
+  work.taskCall = undefined;
+  if (call.support.mode === "required") {
+    finish(new RpcError(ErrorCode.InternalError, `Internal error: ${why}`));
+    (work.controller ??= new AbortController()).abort(new Error(why));
+  }
+  for (const made of call.made.splice(0)) made();
+}
+
+function makeTask(
+  work: Work,
+  tasks: TaskStore,
+  principal: string,
+  id: string,
+  finish: (result: unknown) => void,
+  notify: (method: string, params: JsonObject) => void,
+): void {
+  const call = work.taskCall!;
   if (work.done || call.task) return;
   const controller = work.controller ??= new AbortController();
-  const task = tasks.create(
-    taskPrincipal(work.auth, work.client.sessionId),
-    call.support.ttlMs,
-    controller,
-    work.questions?.counts ?? {},
-  );
-  if (!task) {
-    work.taskCall = undefined;
-    if (call.support.mode === "required") {
-      finish(new RpcError(ErrorCode.InternalError, "Internal error: too many tasks"));
-      controller.abort(new Error("too many tasks"));
-    }
-  } else {
-    call.task = task;
-    task.statusMessage = call.message;
-    if (work.era.taskExtension) finish(task.created());
-    else {
-      // 2025-11-25: the task as `task`, and notifications/tasks/status on its connection as it changes.
-      finish({ task: task.legacyDetail() });
-      task.listen((changed) => notify("notifications/tasks/status", changed.legacyDetail()));
-    }
+  const task = tasks.create(principal, call.support.ttlMs, controller, work.questions?.counts ?? {}, id);
+  if (!task) return refuseTask(work, finish, "too many tasks");
+  call.task = task;
+  task.statusMessage = call.message;
+  if (work.era.taskExtension) finish(task.created());
+  else {
+    // 2025-11-25: the task as `task`, and notifications/tasks/status on its connection as it changes.
+    finish({ task: task.legacyDetail() });
+    task.listen((changed) => notify("notifications/tasks/status", changed.legacyDetail()));
   }
   for (const made of call.made.splice(0)) made();
 }
@@ -7904,6 +8292,16 @@ export interface HandlerOptions extends ServerOptions {
   metrics?: boolean;
   /** A bearer token good for GET /metrics alone (a scraper that must not call tools). */
   metricsToken?: string;
+  /**
+   * Where replicas keep what they share: "memory:" (the default: nothing is shared) or
+   * "redis://[user:pass@]host:port[/db]" ("rediss://" for TLS): legacy sessions, tasks, quotas, and the
+   * notifications for a stream another replica holds (contract: State across replicas).
+   */
+  state?: string;
+  /** With `state`: a replica silent this long (ms, default 10000) is gone, and its running tasks failed. */
+  heartbeatTtl?: number;
+  /** With `state`: where the lines "the state store … is lost" and "… is back" go (default stderr, "mcp: " first). */
+  onStateStore?: (line: string) => void;
 }
 
 /** A fetch handler serving MCP; also `.fetch` (the same function), its core, and `close()`. */
@@ -8138,10 +8536,47 @@ interface LegacySession {
   nextStream: number;
   principal: string; // whose token began it (a protected server): nobody else may use it
   subject: string | undefined; // that token's sub: the per-subject cap counts these
+  touched?: number; // replicas: when its key's life was last renewed in the store
 }
 
 const DEFAULT_MAX_SESSIONS = 1000;
 const MAX_SESSIONS_PER_SUBJECT = 100;
+const SESSION_KEY = "mcp:s:";
+const SESSION_IDS = "mcp:sz";
+
+// A legacy session as the store keeps it: whose it is, and what its client made of it.
+function sessionRecord(session: LegacySession): string {
+  return JSON.stringify({
+    principal: session.principal,
+    subject: session.subject,
+    state: session.server.sessionState(),
+  });
+}
+
+function parseSessionRecord(raw: StoreReply): { principal: string; state: SessionState } | undefined {
+  if (typeof raw !== "string") return undefined;
+  try {
+    const record = JSON.parse(raw);
+    const ok = isObject(record) && typeof record.principal === "string" && isObject(record.state) &&
+      typeof record.state.protocolVersion === "string" && isObject(record.state.capabilities) &&
+      typeof record.state.logLevel === "number" && Array.isArray(record.state.subscriptions);
+    return ok ? record as { principal: string; state: SessionState } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function sessionNotFound(): Response {
+  return new Response(
+    JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Session not found" } }),
+    { status: 404, headers: { "content-type": "application/json" } },
+  );
+}
+
+// A legacy request while the store replicas share is unreachable: 503 at once, naming the store.
+function storeUnavailable(store: ReplicaStore, id: unknown): Response {
+  return rpcErrorResponse(503, id, ErrorCode.InternalError, store.unavailable().message);
+}
 
 // --- 10c. The HTTP front: what every listener checks, written once ---
 // serve --http, createHandler, gateway --http, proxy --http and replay --http all stand behind
@@ -8455,20 +8890,36 @@ class LegacySessions {
   #trace: ((line: string) => void) | undefined;
   #sessions = new Map<string, LegacySession>();
   #sweep: ReturnType<typeof setInterval> | undefined;
+  #store: ReplicaStore | undefined; // replicas: the sessions are in the store, those used here cached (see below)
 
-  constructor(core: ServerCore, options: HandlerOptions) {
+  constructor(core: ServerCore, options: HandlerOptions, store: ReplicaStore | undefined) {
     this.#core = core;
     this.#ttl = options.sessionTtl ?? DEFAULT_SESSION_TTL_MS;
     this.#maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
     this.#trace = options.onTrace;
+    this.#store = store;
+    store?.subscribe((message) => this.#heard(message));
   }
 
-  /** DELETE: ends the session the request names. */
-  delete(arrival: Arrival): Response {
+  /** DELETE: ends the session the request names (on every replica). */
+  delete(arrival: Arrival): Response | Promise<Response> {
+    return this.#withSession(arrival, (found) => {
+      this.#end(found);
+      if (this.#store) this.#forget(found.id, found.subject);
+      return new Response(null, { status: 200 });
+    });
+  }
+
+  // The session a request names, then what to answer with it (the store may have to be read first).
+  #withSession(
+    arrival: { request: Request; auth: AuthInfo | undefined },
+    then: (session: LegacySession) => Response | Promise<Response>,
+  ): Response | Promise<Response> {
+    if (this.#store && !this.#store.available) return storeUnavailable(this.#store, null);
     const found = this.#findSession(arrival);
     if (found instanceof Response) return found;
-    this.#end(found);
-    return new Response(null, { status: 200 });
+    if (found instanceof Promise) return found.then((session) => session instanceof Response ? session : then(session));
+    return then(found);
   }
 
   /** Ends every session and its streams. */
@@ -8500,6 +8951,7 @@ class LegacySessions {
     const { request, message, auth } = incoming;
     const { id, method } = message;
     const isRequest = typeof method === "string" && isRequestId(id);
+    if (this.#store && !this.#store.available) return storeUnavailable(this.#store, id);
     if (method === "initialize") {
       if (request.headers.get("mcp-session-id")) {
         return rpcErrorResponse(
@@ -8512,6 +8964,7 @@ class LegacySessions {
       if (!isRequestId(id)) {
         return rpcErrorResponse(400, id, ErrorCode.InvalidRequest, "Invalid request: initialize needs an id");
       }
+      if (this.#store) return this.#initializeShared(incoming, id);
       if (!this.#makeRoom(auth?.sub)) {
         return rpcErrorResponse(
           503,
@@ -8520,15 +8973,25 @@ class LegacySessions {
           "Server busy: every legacy session is in use (--max-sessions); try again later",
         );
       }
-      const session = this.#openSession(auth);
-      const params = isObject(message.params) ? message.params : {};
-      session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
-        ? String(params.protocolVersion)
-        : LATEST_PROTOCOL_VERSION;
-      return this.#answer(session, incoming, id, { "mcp-session-id": session.id });
+      return this.#initialize(incoming, id);
     }
-    const found = this.#findSession(incoming);
-    if (found instanceof Response) return found;
+    return this.#withSession(incoming, (found) => this.#received(found, incoming, isRequest));
+  }
+
+  #initialize(incoming: Incoming, id: RequestId): Promise<Response> {
+    const session = this.#openSession(incoming.auth);
+    const params = isObject(incoming.message.params) ? incoming.message.params : {};
+    session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
+      ? String(params.protocolVersion)
+      : LATEST_PROTOCOL_VERSION;
+    return this.#answer(session, incoming, id, { "mcp-session-id": session.id });
+  }
+
+  // A request of a session found: served here; a notification or answer is taken here, or, when it is about
+  // a request or question of another replica's, sent to that replica on the bus.
+  #received(found: LegacySession, incoming: Incoming, isRequest: boolean): Response | Promise<Response> {
+    const { request, message, auth } = incoming;
+    const { id } = message;
     const version = request.headers.get("mcp-protocol-version")?.trim();
     if (version && !(SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(version)) {
       return rpcErrorResponse(
@@ -8542,20 +9005,151 @@ class LegacySessions {
     }
     if (!isRequest) {
       found.server.auth = auth;
-      found.server.receive(message); // a notification, or the answer to a question we asked
-      const cancelled = method === "notifications/cancelled" && isObject(message.params)
-        ? message.params.requestId
-        : undefined;
-      const stream = isRequestId(cancelled) ? found.byRequest.get(cancelled) : undefined;
-      if (stream) {
-        // cancellation.mdx: no response for it; its POST ends without one.
-        found.byRequest.delete(cancelled as RequestId);
-        found.streams.delete(stream.id);
-        stream.exchange?.abandon();
+      if (this.#store && !this.#isHere(found, message)) {
+        this.#store.publish({ t: "in", s: found.id, m: message });
+      } else {
+        this.#take(found, message);
       }
       return new Response(null, { status: 202 });
     }
     return this.#answer(found, incoming, id as RequestId, NO_HEADERS);
+  }
+
+  // A notification, or the answer to a question the session asked.
+  #take(found: LegacySession, message: JsonObject): void {
+    found.server.receive(message);
+    const cancelled = message.method === "notifications/cancelled" && isObject(message.params)
+      ? message.params.requestId
+      : undefined;
+    const stream = isRequestId(cancelled) ? found.byRequest.get(cancelled) : undefined;
+    if (stream) {
+      // cancellation.mdx: no response for it; its POST ends without one.
+      found.byRequest.delete(cancelled as RequestId);
+      found.streams.delete(stream.id);
+      stream.exchange?.abandon();
+    }
+  }
+
+  // Whether a message is about this replica's own: an answer to a question asked here, the cancel of a request
+  // served here; any other notification is the session's, taken wherever it comes.
+  #isHere(found: LegacySession, message: JsonObject): boolean {
+    if (message.method === undefined) return !isRequestId(message.id) || found.server.awaitsAnswer(message.id);
+    if (message.method !== "notifications/cancelled" || !isObject(message.params)) return true;
+    const { requestId } = message.params;
+    return !isRequestId(requestId) || found.server.serving(requestId) || found.byRequest.has(requestId);
+  }
+
+  // --- Replicas (--state redis://…): sessions in the store, each replica caching those it serves ---
+  // mcp:s:ID holds a session's state (what initialize, setLevel and subscribe made), expiring after --session-ttl
+  // without use; mcp:sz and mcp:sz:SUBJECT list the sessions by last use (the caps, across replicas). A replica
+  // serves a session from its cache, reading the store only for one it has not served yet; a change of state is
+  // one write and one message on the bus, so the other replicas' caches follow. Also on the bus: a session's end,
+  // a notification for the GET stream another replica holds, an answer to a question another replica asked.
+
+  async #initializeShared(incoming: Incoming, id: RequestId): Promise<Response> {
+    const store = this.#store!;
+    const subject = incoming.auth?.sub;
+    try {
+      await this.#makeSharedRoom(subject);
+    } catch {
+      return storeUnavailable(store, id);
+    }
+    const response = this.#initialize(incoming, id);
+    const session = [...this.#sessions.values()].at(-1)!;
+    try {
+      // Stored before the client hears of it: its next request may reach another replica.
+      await store.call("SET", SESSION_KEY + session.id, sessionRecord(session), "PX", this.#ttl);
+    } catch {
+      this.#end(session);
+      return storeUnavailable(store, id);
+    }
+    this.#touch(session, true);
+    return response;
+  }
+
+  // The caps across replicas: at the cap, the least recently used session ends (everywhere).
+  async #makeSharedRoom(subject: string | undefined): Promise<void> {
+    const store = this.#store!;
+    const since = Date.now() - this.#ttl;
+    const lists: [string, number][] = [[SESSION_IDS, this.#maxSessions]];
+    if (subject !== undefined) lists.push([`${SESSION_IDS}:${subject}`, MAX_SESSIONS_PER_SUBJECT]);
+    for (const [list, cap] of lists) {
+      const [, count] = await Promise.all([
+        store.call("ZREMRANGEBYSCORE", list, "-inf", since),
+        store.call("ZCARD", list),
+      ]);
+      if (Number(count) < cap) continue;
+      const [oldest] = await store.call("ZRANGE", list, 0, 0) as string[];
+      if (oldest === undefined) continue;
+      const session = this.#sessions.get(oldest);
+      if (session) this.#end(session);
+      this.#forget(oldest, undefined);
+      store.write("ZREM", list, oldest);
+    }
+  }
+
+  // A session used: its key's life renewed, its place in the lists, at most once per tenth of its TTL.
+  #touch(session: LegacySession, now = false): void {
+    const store = this.#store;
+    if (!store || (!now && session.lastSeen - (session.touched ?? 0) < this.#ttl / 10)) return;
+    session.touched = session.lastSeen;
+    store.write("PEXPIRE", SESSION_KEY + session.id, this.#ttl);
+    store.write("ZADD", SESSION_IDS, session.lastSeen, session.id);
+    if (session.subject !== undefined) {
+      store.write("ZADD", `${SESSION_IDS}:${session.subject}`, session.lastSeen, session.id);
+    }
+  }
+
+  // A session ended here (DELETE, or made room of): out of the store, and out of every replica's cache.
+  #forget(id: string, subject: string | undefined): void {
+    const store = this.#store!;
+    store.write("DEL", SESSION_KEY + id);
+    store.write("ZREM", SESSION_IDS, id);
+    if (subject !== undefined) store.write("ZREM", `${SESSION_IDS}:${subject}`, id);
+    store.publish({ t: "end", s: id });
+  }
+
+  // A session this replica has not served yet, from the store (undefined: not there, or another principal's).
+  async #load(id: string, auth: AuthInfo | undefined): Promise<LegacySession | Response> {
+    const store = this.#store!;
+    let raw: StoreReply;
+    try {
+      raw = await store.call("GET", SESSION_KEY + id);
+    } catch {
+      return storeUnavailable(store, null);
+    }
+    const record = parseSessionRecord(raw);
+    if (!record || record.principal !== principalOf(auth)) return sessionNotFound();
+    let session = this.#sessions.get(id); // loaded by another request meanwhile
+    if (!session) {
+      session = this.#openSession(auth, id);
+      session.server.restoreSession(record.state);
+      session.protocolVersion = record.state.protocolVersion;
+    }
+    session.lastSeen = Date.now();
+    this.#touch(session);
+    return session;
+  }
+
+  // What another replica said on the bus about a session cached here.
+  #heard(message: JsonObject): void {
+    const session = typeof message.s === "string" ? this.#sessions.get(message.s) : undefined;
+    if (!session || message.from === this.#store!.replica) return;
+    switch (message.t) {
+      case "end":
+        return this.#end(session);
+      case "state":
+        if (isObject(message.r)) session.server.restoreSession(message.r as unknown as SessionState);
+        return;
+      case "out": // for the GET stream, if it is open here
+        if (typeof message.text === "string" && session.standalone.live) {
+          this.#emit(session.standalone, message.text, false);
+        }
+        return;
+      case "in":
+        if (isObject(message.m) && this.#isHere(session, message.m)) this.#take(session, message.m);
+        return;
+    }
   }
 
   // At the cap (all sessions, or the subject's), the least recently used idle session is closed: no request
@@ -8578,18 +9172,18 @@ class LegacySessions {
     return oldest !== undefined;
   }
 
-  #openSession(auth: AuthInfo | undefined): LegacySession {
+  #openSession(auth: AuthInfo | undefined, id: string = crypto.randomUUID()): LegacySession {
     const standalone: SessionStream = { id: 0, events: [], live: undefined, exchange: undefined };
     const byRequest = new Map<RequestId, SessionStream>();
     const server = new McpServer(this.#core, (text, context) => {
       // A message goes where its request came from while that is open, else on the GET stream.
       const own = context?.requestId === undefined ? undefined : byRequest.get(context.requestId);
       const final = own !== undefined && context!.final === true;
-      this.#emit(own ?? standalone, text, final);
+      this.#emit(own ?? standalone, text, final, own === undefined ? session.id : undefined);
       if (final) byRequest.delete(context!.requestId!);
     });
     const session: LegacySession = {
-      id: crypto.randomUUID(),
+      id,
       server,
       protocolVersion: LATEST_PROTOCOL_VERSION,
       lastSeen: Date.now(),
@@ -8601,15 +9195,26 @@ class LegacySessions {
       subject: auth?.sub,
     };
     server.sessionId = session.id;
+    const store = this.#store;
+    if (store) {
+      // Each replica's copy numbers its questions apart (2^40 apart: the answers find the copy that asked).
+      server.startIdsAt(Math.floor(Math.random() * 2 ** 12) * 2 ** 40);
+      server.onStateChange = () => {
+        store.write("SET", SESSION_KEY + session.id, sessionRecord(session), "PX", this.#ttl);
+        store.publish({ t: "state", s: session.id, r: session.server.sessionState() as unknown as JsonObject });
+      };
+    }
     this.#sessions.set(session.id, session);
     this.#sweep ??= setInterval(() => this.#expire(), Math.min(this.#ttl, 60_000));
     (this.#sweep as { unref?: () => void }).unref?.();
     return session;
   }
 
-  // Numbers and keeps the event, then sends it on the stream's open connection, if any.
-  #emit(stream: SessionStream, text: string, final: boolean): void {
+  // Numbers and keeps the event, then sends it on the stream's open connection, if any. With replicas, what is
+  // for a session's GET stream (`unasked`: its id) goes on the bus when the stream is not open here.
+  #emit(stream: SessionStream, text: string, final: boolean, unasked?: string): void {
     this.#trace?.(`> ${text}`);
+    if (unasked !== undefined && this.#store && !stream.live) this.#store.publish({ t: "out", s: unasked, text });
     const last = stream.events.at(-1);
     const eventId = `${stream.id}-${last ? Number(last.id.split("-")[1]) + 1 : 1}`;
     stream.events.push({ id: eventId, text });
@@ -8658,7 +9263,9 @@ class LegacySessions {
   }
 
   // The session a request names, if it is there, alive and its sender's.
-  #findSession({ request, auth }: { request: Request; auth: AuthInfo | undefined }): LegacySession | Response {
+  #findSession(
+    { request, auth }: { request: Request; auth: AuthInfo | undefined },
+  ): LegacySession | Response | Promise<LegacySession | Response> {
     const id = request.headers.get("mcp-session-id");
     if (!id) {
       return rpcErrorResponse(
@@ -8671,25 +9278,26 @@ class LegacySessions {
     let session = this.#sessions.get(id);
     // A session is its starter's: another token's holder finds none (no hint that it exists).
     if (session && session.principal !== principalOf(auth)) session = undefined;
-    if (!session || Date.now() - session.lastSeen > this.#ttl) {
-      if (session) this.#end(session);
-      return new Response(
-        JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "Session not found" } }),
-        { status: 404, headers: { "content-type": "application/json" } },
-      );
+    if (session && Date.now() - session.lastSeen > this.#ttl) {
+      this.#end(session); // with replicas, only this replica's copy: the store says whether it lives
+      session = undefined;
     }
+    if (!session) return this.#store ? this.#load(id, auth) : sessionNotFound();
     session.lastSeen = Date.now();
+    this.#touch(session);
     return session;
   }
 
   // The GET stream of a legacy session: what the server sends unasked, or a stream resumed by Last-Event-ID.
-  get(arrival: Arrival): Response {
+  get(arrival: Arrival): Response | Promise<Response> {
     const { request } = arrival;
     if (!/text\/event-stream/i.test(request.headers.get("accept") ?? "")) {
       return new Response("Not Acceptable: GET takes Accept: text/event-stream\n", { status: 406 });
     }
-    const found = this.#findSession(arrival);
-    if (found instanceof Response) return found;
+    return this.#withSession(arrival, (found) => this.#stream(found, request));
+  }
+
+  #stream(found: LegacySession, request: Request): Response {
     const lastEventId = request.headers.get("last-event-id");
     let stream = found.standalone;
     let after = 0;
@@ -8928,15 +9536,23 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
   }
   const metrics = options.metrics ? measure : undefined;
   const tracing = tracer?.tracing === true;
+  const stateUrl = parseStateUrl(options.state);
+  const store = stateUrl && new RedisStore(stateUrl, {
+    replica: options.instanceId ?? randomWord(6),
+    heartbeatTtl: options.heartbeatTtl,
+    report: options.onStateStore,
+  });
   const core = new ServerCore({
     ...options,
+    instanceId: store?.replica ?? options.instanceId,
     tracer,
     measure,
     networkAttributes: { "network.transport": "tcp", "network.protocol.name": "http" },
     privateCache: options.privateCache ?? (options.token !== undefined || options.auth !== undefined),
   });
+  if (store) core.tasks.share(store);
   const trace = options.onTrace;
-  const sessions = new LegacySessions(core, options);
+  const sessions = new LegacySessions(core, options, store);
   const stateless = new StatelessRequests(core, trace);
 
   const handler = httpFront({
@@ -9032,6 +9648,7 @@ export function createHandler(options: HandlerOptions = {}): McpHandler {
       sessions.close();
       stateless.close();
       core.close();
+      store?.close();
       if (!options.tracer) void tracer?.flush(); // its own: what is pending goes out
     },
   });
@@ -9280,6 +9897,440 @@ function bearerChallenge(metadataUrl: string, scopes: string[] | undefined, refu
 function quotedString(text: string): string {
   // deno-lint-ignore no-control-regex
   return text.replace(/[\x00-\x1f\x7f]/g, "?").replace(/["\\]/g, "\\$&");
+}
+
+// --- 10f. State across replicas: a Redis client (RESP2) and the store replicas share ---
+// --state redis://… keeps legacy sessions, task records and quotas in Redis (or Valkey), and carries what one
+// replica must tell another (a session ended, a notification for a stream held elsewhere, an answer to a question
+// asked elsewhere, a task's update or cancel) over one pub/sub channel. Two connections: commands (pipelined: what
+// is written in one turn goes out in one write) and subscriptions. Lost, the store is said once on stderr; a
+// request that needs it is refused at once; writes wait in a bounded queue and go out when it is back.
+
+const STORE_PREFIX = "mcp:";
+const STORE_CHANNEL = "mcp:bus";
+// How long a command may wait for its reply before the connection is judged lost (a hung Redis).
+const STORE_REPLY_TIMEOUT_MS = 3_000;
+// Writes kept while the store is unreachable; beyond, the oldest are dropped (and counted in the "back" line).
+const STORE_QUEUE_MAX = 10_000;
+// Longest reply accepted (checked from its length header, before its bytes are read) and longest reply line.
+const STORE_MAX_REPLY_BYTES = 64 * 1024 * 1024;
+const STORE_MAX_LINE_BYTES = 64 * 1024;
+const STORE_RECONNECT_MAX_MS = 2_000;
+/** Default --heartbeat-ttl: a replica silent this long is taken for gone, with its tasks. */
+const DEFAULT_HEARTBEAT_TTL_MS = 10_000;
+
+/** A store URL as messages show it: scheme, host, port and database; never its credentials. @internal */
+export function storeName(url: URL): string {
+  return `${url.protocol}//${url.host}${url.pathname === "/" ? "" : url.pathname}`;
+}
+
+/** `--state` / MCP_TS_STATE checked: undefined for memory (the default), else the Redis URL. @internal */
+export function parseStateUrl(text: string | undefined): URL | undefined {
+  if (text === undefined || text === "" || text === "memory:") return undefined;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`--state takes memory: or redis://[user:pass@]host:port[/db], got "${redact(text)}"`);
+  }
+  const db = url.pathname.replace(/^\//, "");
+  if ((url.protocol !== "redis:" && url.protocol !== "rediss:") || !url.hostname || !/^(\d{1,2})?$/.test(db)) {
+    throw new UsageError(`--state takes memory: or redis://[user:pass@]host:port[/db], got "${storeName(url)}"`);
+  }
+  return url;
+}
+
+/** One command as RESP2 puts it: an array of bulk strings (lengths in bytes). @internal */
+export function respCommand(args: readonly (string | number)[]): string {
+  let out = `*${args.length}\r\n`;
+  for (const arg of args) {
+    const text = String(arg);
+    out += `$${utf8Length(text)}\r\n${text}\r\n`;
+  }
+  return out;
+}
+
+/** An error reply of the store (`-ERR …`, `-WRONGPASS …`). @internal */
+export class StoreReplyError extends Error {}
+
+const RESP_INCOMPLETE = Symbol("incomplete");
+
+/**
+ * RESP2 replies from a byte stream: `push` takes what came and returns the replies now whole. Linear in what
+ * came: the buffer grows by doubling, a bulk's length is checked before its bytes are awaited, and a reply still
+ * incomplete is parsed again only once more bytes than it needs have come. @internal
+ */
+export class RespReader {
+  #buffer = new Uint8Array(4096);
+  #start = 0;
+  #end = 0;
+  #need = 0; // bytes the incomplete reply needs at least before it is worth parsing again
+  #decoder = new TextDecoder();
+
+  push(chunk: Uint8Array): (StoreReply | StoreReplyError)[] {
+    this.#append(chunk);
+    const replies: (StoreReply | StoreReplyError)[] = [];
+    while (this.#end - this.#start >= this.#need && this.#start < this.#end) {
+      const at = { pos: this.#start };
+      const reply = this.#parse(at);
+      if (reply === RESP_INCOMPLETE) break;
+      this.#start = at.pos;
+      this.#need = 0;
+      replies.push(reply);
+    }
+    return replies;
+  }
+
+  #append(chunk: Uint8Array): void {
+    if (this.#end + chunk.length > this.#buffer.length) {
+      const kept = this.#end - this.#start;
+      const grown = new Uint8Array(Math.max(this.#buffer.length * 2, kept + chunk.length));
+      grown.set(this.#buffer.subarray(this.#start, this.#end));
+      this.#buffer = grown;
+      this.#start = 0;
+      this.#end = kept;
+    }
+    this.#buffer.set(chunk, this.#end);
+    this.#end += chunk.length;
+  }
+
+  #line(at: { pos: number }): string | typeof RESP_INCOMPLETE {
+    const buffer = this.#buffer;
+    const limit = Math.min(this.#end, at.pos + STORE_MAX_LINE_BYTES);
+    for (let i = at.pos; i < limit - 1; i++) {
+      if (buffer[i] === 13 && buffer[i + 1] === 10) {
+        const text = this.#decoder.decode(buffer.subarray(at.pos, i));
+        at.pos = i + 2;
+        return text;
+      }
+    }
+    if (limit - at.pos >= STORE_MAX_LINE_BYTES) throw new Error("the store sent a reply line over 64 KiB");
+    this.#need = this.#end - this.#start + 1;
+    return RESP_INCOMPLETE;
+  }
+
+  #parse(at: { pos: number }): StoreReply | StoreReplyError | typeof RESP_INCOMPLETE {
+    const line = this.#line(at);
+    if (line === RESP_INCOMPLETE) return line;
+    const kind = line[0];
+    const rest = line.slice(1);
+    switch (kind) {
+      case "+":
+        return rest;
+      case "-":
+        return new StoreReplyError(rest);
+      case ":":
+        return Number(rest);
+      case "$": {
+        const length = Number(rest);
+        if (length === -1) return null;
+        if (!Number.isInteger(length) || length < 0 || length > STORE_MAX_REPLY_BYTES) {
+          throw new Error(`the store sent a bulk reply of length "${brief(rest)}"`);
+        }
+        if (this.#end - at.pos < length + 2) {
+          this.#need = at.pos - this.#start + length + 2;
+          return RESP_INCOMPLETE;
+        }
+        const text = this.#decoder.decode(this.#buffer.subarray(at.pos, at.pos + length));
+        at.pos += length + 2;
+        return text;
+      }
+      case "*": {
+        const count = Number(rest);
+        if (count === -1) return null;
+        if (!Number.isInteger(count) || count < 0 || count > STORE_MAX_REPLY_BYTES / 4) {
+          throw new Error(`the store sent an array reply of length "${brief(rest)}"`);
+        }
+        const items: StoreReply[] = [];
+        for (let i = 0; i < count; i++) {
+          const item = this.#parse(at);
+          if (item === RESP_INCOMPLETE) return item;
+          items.push(item instanceof StoreReplyError ? item.message : item);
+        }
+        return items;
+      }
+    }
+    throw new Error(`the store sent something that is not RESP: "${brief(line)}"`);
+  }
+}
+
+interface StoreWaiter {
+  resolve: (reply: StoreReply) => void;
+  reject: (error: Error) => void;
+  sentAt: number;
+}
+
+/**
+ * One connection to the store: commands written in one turn go out in one write, their replies matched in order;
+ * AUTH and SELECT first on every (re)connect; reconnects with backoff. `pushes` turns it into a subscriber, whose
+ * every reply is a push. @internal
+ */
+class RespConnection {
+  ready = false;
+  onReady: (() => void) | undefined;
+  onLost: ((why: string) => void) | undefined;
+  #url: URL;
+  #pushes: ((reply: StoreReply) => void) | undefined;
+  #socket: import("node:net").Socket | undefined;
+  #reader = new RespReader();
+  #waiting: StoreWaiter[] = [];
+  #out: string[] = [];
+  #queued: string[] = []; // writes while not ready
+  #dropped = 0;
+  #attempt = 0;
+  #closed = false;
+  #watch: ReturnType<typeof setInterval> | undefined;
+  #setup: string[];
+
+  constructor(url: URL, pushes?: (reply: StoreReply) => void, setup: string[] = []) {
+    this.#url = url;
+    this.#pushes = pushes;
+    const user = decodeURIComponent(url.username);
+    const password = decodeURIComponent(url.password);
+    const db = url.pathname.replace(/^\//, "");
+    this.#setup = [
+      ...(password ? [respCommand(user ? ["AUTH", user, password] : ["AUTH", password])] : []),
+      ...(db && db !== "0" ? [respCommand(["SELECT", db])] : []),
+      ...setup,
+    ];
+    void this.#connect();
+  }
+
+  /** A command's reply; refused at once (a StoreUnavailable) while the connection is not ready. */
+  call(args: readonly (string | number)[]): Promise<StoreReply> {
+    if (!this.ready) return Promise.reject(new Error("not connected"));
+    return new Promise((resolve, reject) => {
+      this.#waiting.push({ resolve, reject, sentAt: Date.now() });
+      this.#send(respCommand(args));
+    });
+  }
+
+  /** A write whose reply is not waited for: kept (bounded) while the connection is down. */
+  write(args: readonly (string | number)[]): void {
+    const text = respCommand(args);
+    if (!this.ready) {
+      if (this.#queued.push(text) > STORE_QUEUE_MAX) (this.#queued.shift(), this.#dropped++);
+      return;
+    }
+    this.#waiting.push({ resolve: noop, reject: noop, sentAt: Date.now() });
+    this.#send(text);
+  }
+
+  close(): void {
+    this.#closed = true;
+    clearInterval(this.#watch);
+    this.#socket?.destroy();
+  }
+
+  #send(text: string): void {
+    if (this.#out.push(text) > 1) return;
+    queueMicrotask(() => {
+      const batch = this.#out.join("");
+      this.#out.length = 0;
+      this.#socket?.write(batch);
+    });
+  }
+
+  async #connect(): Promise<void> {
+    if (this.#closed) return;
+    const tls = this.#url.protocol === "rediss:";
+    const port = Number(this.#url.port || 6379);
+    const host = this.#url.hostname.replace(/^\[(.*)\]$/, "$1");
+    const socket = tls
+      ? (await import("node:tls")).connect({ host, port, servername: host })
+      : (await import("node:net")).connect({ host, port });
+    this.#socket = socket;
+    this.#reader = new RespReader();
+    let failed = false;
+    const lost = (why: string) => {
+      if (failed) return;
+      failed = true;
+      socket.destroy();
+      this.#lost(why);
+    };
+    socket.setNoDelay?.(true);
+    socket.on(tls ? "secureConnect" : "connect", () => this.#opened(socket, lost));
+    socket.on("data", (chunk: Uint8Array) => {
+      let replies;
+      try {
+        replies = this.#reader.push(chunk);
+      } catch (error) {
+        return lost(errorMessage(error));
+      }
+      for (const reply of replies) this.#reply(reply, lost);
+    });
+    socket.on("error", (error: Error) => lost(redact(error.message)));
+    socket.on("close", () => lost("the connection closed"));
+  }
+
+  // Connected: AUTH and SELECT (their replies checked), the subscriber's SUBSCRIBE, then what waited.
+  #opened(socket: import("node:net").Socket, lost: (why: string) => void): void {
+    const setup = this.#setup.length;
+    let answered = 0;
+    const check = (reply: StoreReply) => {
+      if (++answered < setup || this.ready) return;
+      this.ready = true;
+      this.#attempt = 0;
+      const queued = this.#queued.splice(0);
+      for (const text of queued) {
+        this.#waiting.push({ resolve: noop, reject: noop, sentAt: Date.now() });
+        this.#send(text);
+      }
+      this.onReady?.();
+      void reply;
+    };
+    for (let i = 0; i < setup; i++) {
+      this.#waiting.push({
+        resolve: check,
+        reject: (error) =>
+          lost(`the store refused ${i === 0 && this.#url.password ? "AUTH" : "setup"}: ${error.message}`),
+        sentAt: Date.now(),
+      });
+    }
+    if (setup === 0) check(null);
+    socket.write(this.#setup.join(""));
+    this.#watch ??= setInterval(() => {
+      const oldest = this.#waiting[0];
+      if (oldest && Date.now() - oldest.sentAt > STORE_REPLY_TIMEOUT_MS) {
+        this.#socket?.destroy(new Error(`no reply in ${STORE_REPLY_TIMEOUT_MS} ms`));
+      }
+    }, STORE_REPLY_TIMEOUT_MS / 3);
+    (this.#watch as { unref?: () => void }).unref?.();
+  }
+
+  #reply(reply: StoreReply | StoreReplyError, lost: (why: string) => void): void {
+    const waiter = this.#waiting.shift();
+    if (!waiter) {
+      if (this.#pushes && !(reply instanceof StoreReplyError)) return this.#pushes(reply);
+      return lost("the store sent a reply to nothing asked");
+    }
+    if (reply instanceof StoreReplyError) waiter.reject(reply);
+    else waiter.resolve(reply);
+    // A subscriber's later replies are pushes: its setup was all it waited for.
+  }
+
+  #lost(why: string): void {
+    const wasReady = this.ready;
+    this.ready = false;
+    for (const waiter of this.#waiting.splice(0)) waiter.reject(new Error(why));
+    this.#out.length = 0;
+    if (this.#closed) return;
+    this.onLost?.(why);
+    void wasReady;
+    const delay = Math.min(STORE_RECONNECT_MAX_MS, 50 * 2 ** this.#attempt++);
+    const timer = setTimeout(() => void this.#connect(), delay);
+    (timer as { unref?: () => void }).unref?.();
+  }
+
+  /** Writes dropped while the store was unreachable (the queue was full), since last asked. */
+  takeDropped(): number {
+    const dropped = this.#dropped;
+    this.#dropped = 0;
+    return dropped;
+  }
+}
+
+/**
+ * The store replicas share (`--state redis://…`): commands, writes, the bus, this replica's heartbeat, and one
+ * stderr line when the store is lost and one when it is back. @internal
+ */
+export class RedisStore implements ReplicaStore {
+  readonly replica: string;
+  readonly name: string;
+  readonly heartbeatTtl: number;
+  #commands: RespConnection;
+  #bus: RespConnection;
+  #listeners = new Set<(message: JsonObject) => void>();
+  #heartbeat: ReturnType<typeof setInterval>;
+  #report: (line: string) => void;
+  #lost: string | undefined = "connecting";
+
+  constructor(url: URL, options: { replica: string; heartbeatTtl?: number; report?: (line: string) => void }) {
+    this.replica = options.replica;
+    this.name = storeName(url);
+    this.heartbeatTtl = options.heartbeatTtl ?? DEFAULT_HEARTBEAT_TTL_MS;
+    this.#report = options.report ?? ((line) => console.error(`mcp: ${line}`));
+    this.#commands = new RespConnection(url);
+    this.#bus = new RespConnection(url, (push) => this.#pushed(push), [respCommand(["SUBSCRIBE", STORE_CHANNEL])]);
+    const said = () => {
+      if (!this.available || this.#lost === undefined) return;
+      const first = this.#lost === "connecting";
+      this.#lost = undefined;
+      const dropped = this.#commands.takeDropped();
+      this.#beat();
+      if (!first) {
+        this.#report(
+          `the state store ${this.name} is back${
+            dropped ? ` (${dropped} writes made while it was away were dropped)` : ""
+          }`,
+        );
+      }
+    };
+    const lost = (why: string) => {
+      if (this.#lost !== undefined && this.#lost !== "connecting") return;
+      const first = this.#lost === "connecting";
+      this.#lost = why;
+      this.#report(
+        `the state store ${this.name} is ${first ? "unreachable" : "lost"} (${redact(why)}): ` +
+          "requests that need it are refused until it is back",
+      );
+    };
+    this.#commands.onReady = this.#bus.onReady = said;
+    this.#commands.onLost = this.#bus.onLost = lost;
+    this.#heartbeat = setInterval(() => this.#beat(), Math.max(100, Math.floor(this.heartbeatTtl / 3)));
+    (this.#heartbeat as { unref?: () => void }).unref?.();
+  }
+
+  get available(): boolean {
+    return this.#commands.ready && this.#bus.ready;
+  }
+
+  call(...args: (string | number)[]): Promise<StoreReply> {
+    if (!this.#commands.ready) return Promise.reject(this.unavailable());
+    return this.#commands.call(args).catch((error) => {
+      throw error instanceof StoreReplyError ? error : this.unavailable();
+    });
+  }
+
+  write(...args: (string | number)[]): void {
+    this.#commands.write(args);
+  }
+
+  publish(message: JsonObject): void {
+    this.#commands.write(["PUBLISH", STORE_CHANNEL, JSON.stringify({ ...message, from: this.replica })]);
+  }
+
+  subscribe(listener: (message: JsonObject) => void): () => void {
+    this.#listeners.add(listener);
+    return () => void this.#listeners.delete(listener);
+  }
+
+  /** The error a request that needs the store gets while it is unreachable. */
+  unavailable(): RpcError {
+    return new RpcError(ErrorCode.InternalError, `Internal error: the state store ${this.name} is unreachable`);
+  }
+
+  close(): void {
+    clearInterval(this.#heartbeat);
+    if (this.#commands.ready) this.#commands.write(["DEL", `${STORE_PREFIX}hb:${this.replica}`]);
+    setTimeout(() => (this.#commands.close(), this.#bus.close()), 50);
+  }
+
+  #beat(): void {
+    if (this.#commands.ready) this.write("SET", `${STORE_PREFIX}hb:${this.replica}`, "1", "PX", this.heartbeatTtl);
+  }
+
+  #pushed(push: StoreReply): void {
+    if (!Array.isArray(push) || push[0] !== "message" || typeof push[2] !== "string") return;
+    let message: unknown;
+    try {
+      message = JSON.parse(push[2]);
+    } catch {
+      return;
+    }
+    if (!isObject(message)) return;
+    for (const listener of [...this.#listeners]) listener(message);
+  }
 }
 
 // === 11. Server configs ======================================================
@@ -10692,6 +11743,14 @@ export class HttpStatusError extends ServerError {
  * A response stream that ended before its answer, with no way to resume it. In
  * 2026-07-28 the request is then sent again with a new id (changelog, item 9).
  */
+// A legacy session the server forgets again right after making it (exit 3, at once: never a wait for --timeout).
+function sessionUnknown(): ServerError {
+  return new ServerError(
+    "the session is unknown to the server it reached: it answered 404 for a session just made " +
+      "(a load balancer without session affinity in front of servers that keep sessions apart, or a restarted server)",
+  );
+}
+
 class StreamBrokenError extends ServerError {
   constructor(message: string) {
     super(message);
@@ -10740,6 +11799,9 @@ class HttpTransport implements ClientTransport {
   #stream: AbortController | undefined; // the GET stream (HTTP+SSE, or a legacy session's)
   #postUrl: URL | undefined; // HTTP+SSE: where messages go
   #renewing: Promise<void> | undefined;
+  #renewed = false; // a 404 has made us start a new session once
+  #unknownSession: ServerError | undefined; // the new session was forgotten too: nothing more is sent
+  #sessionAnswered = false; // the current session has answered a request (it is kept where we reach)
   #notifying: Promise<void> | undefined; // a notification on its way (initialized): requests wait for it
   #sending = new Set<AbortController>(); // notifications and responses on their way
   #closed = false;
@@ -10828,6 +11890,12 @@ class HttpTransport implements ClientTransport {
     }
   }
 
+  // The server forgot a session it had just made: every request waiting and every later one fails at once.
+  #sessionUnknown(): void {
+    const error = this.#unknownSession ??= sessionUnknown();
+    for (const id of this.#inflight.keys()) this.#events.failed(id, error);
+  }
+
   // One message out. A request's failure fails that request; a notification's is only traced.
   async #deliver(text: string, message: JsonObject, extra: Record<string, string> = {}): Promise<void> {
     const method = typeof message.method === "string" ? message.method : undefined;
@@ -10848,14 +11916,27 @@ class HttpTransport implements ClientTransport {
         await this.#postToSse(text, controller.signal);
         return;
       }
+      if (this.#renewing && method !== "initialize") await this.#renewing; // its new session id, not none
+      if (this.#unknownSession) throw this.#unknownSession;
       let response = await this.#post(text, extra, controller.signal);
       if (response.status === 404 && this.sessionId !== undefined && method !== "initialize" && this.renewSession) {
-        // transports.mdx: a 404 for our session id: a new session, and the request again.
+        // transports.mdx: a 404 for our session id: a new session, and the request again — once. A session
+        // forgotten before it answered anything was never kept where our requests land: renewing it again
+        // would loop (each initialize reaching one replica, the next request another), so that ends the client.
         await response.body?.cancel().catch(noop);
+        if (this.#renewed && !this.#sessionAnswered) return this.#sessionUnknown();
+        if (id === undefined) throw httpStatusError(response, "", method ?? "a response"); // the next request renews
         this.sessionId = undefined;
         this.#renewing ??= this.renewSession().finally(() => this.#renewing = undefined);
+        this.#renewed = true;
+        this.#sessionAnswered = false;
         await this.#renewing;
+        if (this.#unknownSession) throw this.#unknownSession;
         response = await this.#post(text, extra, controller.signal);
+        if (response.status === 404) {
+          await response.body?.cancel().catch(noop);
+          return this.#sessionUnknown();
+        }
       }
       if (method === "initialize" && [400, 404, 405].includes(response.status)) {
         const body = await readBody(response, this.#maxBytes);
@@ -10902,7 +11983,10 @@ class HttpTransport implements ClientTransport {
       if (!response.ok) throw httpStatusError(response, body, method ?? "a response");
       return;
     }
-    if (response.ok && isEventStream(response)) return await this.#readAnswerStream(response, id, method!, signal);
+    if (response.ok && isEventStream(response)) {
+      if (method !== "initialize") this.#sessionAnswered = true;
+      return await this.#readAnswerStream(response, id, method!, signal);
+    }
     const body = await readBody(response, this.#maxBytes);
     let parsed: unknown;
     try {
@@ -10913,6 +11997,7 @@ class HttpTransport implements ClientTransport {
       throw new ServerError(`the server answered ${method} with a body that is not JSON (${type}): ${brief(body)}`);
     }
     if (isObject(parsed) && parsed.id === id && ("result" in parsed || "error" in parsed)) {
+      if (response.ok && method !== "initialize") this.#sessionAnswered = true;
       this.#events.message(body, parsed);
       return;
     }
@@ -16113,6 +17198,8 @@ const HTTP_FLAGS = {
   "max-sessions": { type: "string" },
   metrics: { type: "boolean" },
   "metrics-token": { type: "string" },
+  state: { type: "string" },
+  "heartbeat-ttl": { type: "string" },
 } as const;
 
 // How to run this file again: for hints that show a command to copy.
@@ -16175,6 +17262,9 @@ Over HTTP (Streamable HTTP; both protocol eras on one endpoint):
   --metrics                GET /metrics: each request's and legacy session's duration (histograms, the Prometheus
                            text format), behind the same checks as the endpoint
   --metrics-token TOKEN    a bearer token good for /metrics alone (or MCP_TS_METRICS_TOKEN)
+  --state URL              where replicas share legacy sessions, tasks and quotas: memory: (default) or
+                           redis://[user:pass@]host:port[/db] (rediss:// for TLS; or set MCP_TS_STATE)
+  --heartbeat-ttl MS       with --state: a replica silent MS is gone, its running tasks failed (default ${DEFAULT_HEARTBEAT_TTL_MS})
   MCP_TS_STATE_KEY         signs input-required requestState: instances sharing it continue
                            each other's calls (default: a random key per process)
 `;
@@ -16480,6 +17570,7 @@ async function serveHttp({ http, serverOptions, maxLineBytes, io, trace, watched
     ...http.handler,
     maxBodyBytes: maxLineBytes,
     onTrace: trace ? (line) => void io.stderr.write(line + "\n") : undefined,
+    onStateStore: (line) => log(line),
   });
   const listener = await listenFor(handler, http.listen);
   audienceFromListener(http.handler.auth, listener, http.handler.path);
@@ -16577,8 +17668,23 @@ function httpServeOptions(
       maxSessions: values["max-sessions"] === undefined
         ? undefined
         : positiveInteger("--max-sessions", values["max-sessions"], DEFAULT_MAX_SESSIONS),
+      ...stateOptions(values, env),
       ...metricsOptions(values, env),
     },
+  };
+}
+
+// --state URL (or MCP_TS_STATE) and --heartbeat-ttl, checked (the URL's credentials never shown).
+function stateOptions(values: FlagValues<typeof HTTP_FLAGS>, env: Record<string, string | undefined>): HandlerOptions {
+  const state = values.state ?? env.MCP_TS_STATE;
+  const url = parseStateUrl(state);
+  if (!url && values["heartbeat-ttl"] !== undefined) {
+    throw new UsageError("--heartbeat-ttl goes with --state redis://…");
+  }
+  if (!url) return {};
+  return {
+    state,
+    heartbeatTtl: positiveInteger("--heartbeat-ttl", values["heartbeat-ttl"], DEFAULT_HEARTBEAT_TTL_MS),
   };
 }
 
@@ -18376,6 +19482,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
         ...serverOptions,
         ...http.handler,
         onTrace: values.trace ? (line) => void io.stderr.write(line + "\n") : undefined,
+        onStateStore: (line) => log(line),
       });
       gateway.onCatalog = (catalog) => handler.core.setCatalog(catalog);
       const listener = await listenFor(handler, http.listen);
