@@ -2182,6 +2182,7 @@ interface TaskCall {
   message: string | undefined; // the task's first statusMessage: ctx.task's, else the last progress message
   made: (() => void)[]; // ctx.task() promises waiting for the task
   admitting?: boolean; // the store is being asked for room (replicas: 7f)
+  held?: { result: unknown }; // how the run ended while the store was asked: given once it has answered
 }
 
 // The questions of one 2026-07-28 call to the client (basic/patterns/mrtr.mdx).
@@ -3290,8 +3291,9 @@ export class McpServer {
       this.#core.scheduleSweep(work.deadline);
       // A call that became a task ends its task instead of its request.
       const end = (result: unknown) => {
-        const task = work.taskCall?.task;
-        if (task) task.end(result);
+        const call = work.taskCall;
+        if (call?.admitting) call.held = { result };
+        else if (call?.task) call.task.end(result);
         else this.#finish(work, result);
       };
       value.then((settled) => end(settle(settled)), (error) => end(this.#failed(work, error, job.coded)));
@@ -4304,10 +4306,15 @@ function becomeTask(
     call.admitting = true;
     void tasks.admit(principal, id, Date.now() + ttlMs).catch(() => false).then((room) => {
       call.admitting = false;
-      if (room) return makeTask(work, tasks, principal, id, finish, notify);
+      const held = call.held;
+      call.held = undefined;
       if (work.done || call.task) return;
-      const why = tasks.store!.available ? "too many tasks" : `the state store ${tasks.store!.name} is unreachable`;
-      refuseTask(work, finish, why);
+      if (room) makeTask(work, tasks, principal, id, finish, notify);
+      else refuseTask(work, finish, tasks.store!.available ? "too many tasks" : `${tasks.store!.name} is unreachable`);
+      const task = (call as TaskCall).task; // made just now, or not
+      if (!held || work.done && !task) return;
+      if (task) task.end(held.result);
+      else finish(held.result);
     });
     return;
   }

@@ -61,6 +61,7 @@ import {
   Metrics,
   NotFoundError,
   parseJsonText,
+  parseStateUrl,
   parseTomlText,
   parseYamlSubset,
   randomWord,
@@ -70,12 +71,15 @@ import {
   renderToolDetail,
   renderToolList,
   resolveServer,
+  respCommand,
+  RespReader,
   RpcError,
   serve,
   ServerError,
   skillFrontmatter,
   splitCommand,
   SseReader,
+  StoreReplyError,
   Telemetry,
   telemetryFromEnv,
   TimeoutError,
@@ -692,6 +696,7 @@ async function mintToken(asUrl: string, claims: Message): Promise<string> {
 
 interface Started {
   url: string;
+  pid: number;
   log(): Promise<Message[]>;
   close(): void;
   /** Resolves once its stdout and stderr so far match `pattern` (its text then). */
@@ -742,6 +747,7 @@ async function startListening(args: string[], pattern: RegExp, env: Record<strin
   const url = pattern.exec(await printed(pattern))![1];
   return {
     url,
+    pid: child.pid!,
     log: async () => await (await fetch(new URL("/_log", url))).json(),
     close: () => void child.kill("SIGTERM"),
     printed,
@@ -5510,6 +5516,326 @@ describe("10e. Bearer tokens: tokens signed with RS256 and EdDSA", () => {
   });
 });
 
+describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
+  /** The fake Redis in `mode`; its URL and its log (one JSON line per command). */
+  const fakeRedis = async (mode = "ok", env: Record<string, string> = {}) =>
+    await startListening([HERE + "testdata/fake_redis.ts", mode], /listening (redis:\S+)/, env);
+  /** Sends one command to the fake as a client would (DEBUG DOWN, for an outage on every runtime). */
+  const command = (url: string, ...args: string[]) =>
+    new Promise<void>((resolve, reject) => {
+      const socket = createConnection({ host: "127.0.0.1", port: Number(new URL(url).port) }, () => {
+        socket.end(args.reduce((out, arg) => out + `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`, `*${args.length}\r\n`));
+      });
+      socket.on("data", () => resolve()).on("error", reject).on("close", () => resolve());
+    });
+  /** A legacy session of `handler`: its id, and `ask` (a request, its answer) and `tell` (a notification). */
+  const legacySession = async (handler: McpHandler, capabilities: Message = {}) => {
+    const init = await handler(legacyPost({
+      jsonrpc: "2.0",
+      id: 0,
+      method: "initialize",
+      params: { protocolVersion: "2025-11-25", capabilities, clientInfo: { name: "t", version: "1" } },
+    }));
+    assert.equal(init.status, 200, await init.clone().text());
+    const id = init.headers.get("mcp-session-id")!;
+    await init.body?.cancel();
+    const headers = { "mcp-session-id": id, "mcp-protocol-version": "2025-11-25" };
+    let next = 0;
+    return {
+      id,
+      headers,
+      ask: async (to: McpHandler, method: string, params: Message = {}) =>
+        await rpcAnswer(await to(legacyPost({ jsonrpc: "2.0", id: ++next, method, params }, headers))),
+      tell: async (to: McpHandler, message: Message) => await to(legacyPost({ jsonrpc: "2.0", ...message }, headers)),
+    };
+  };
+  /** A 2026-07-28 request declaring the tasks extension, with Mcp-Name as the method wants it. */
+  const modernTask = (to: McpHandler, method: string, params: Message, name: string) =>
+    to(
+      new Request(URL_MCP, {
+        method: "POST",
+        headers: { ...JSON_HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": method, "mcp-name": name },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method,
+          params: {
+            ...params,
+            _meta: {
+              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientCapabilities": {
+                elicitation: {},
+                extensions: { "io.modelcontextprotocol/tasks": {} },
+              },
+            },
+          },
+        }),
+      }),
+    ).then((response) => response.json());
+  /** Polls `read` until `done` says so (15 s at most: a deadline for a failure only). */
+  const until = async <T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> => {
+    for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(10)) {
+      const value = await read();
+      if (done(value)) return value;
+    }
+    throw new Error("never got there");
+  };
+  /** A handler whose store is up (its first line of "back" is none: it waits for the connection). */
+  const replica = async (url: string, options: Parameters<typeof createHandler>[0] = {}) => {
+    const lines: string[] = [];
+    const handler = createHandler({
+      tools: HTTP_TOOLS,
+      state: url,
+      onStateStore: (line) => lines.push(line),
+      ...options,
+    });
+    const ping = () => handler(legacyPost({ jsonrpc: "2.0", id: 0, method: "ping" }, { "mcp-session-id": "none" }));
+    await until(ping, (answer) => answer.status !== 503);
+    return Object.assign(handler, { lines });
+  };
+
+  test("RESP replies come out whole however the bytes are split, and the same; a bulk over the cap and a line that is not RESP are errors", () => {
+    const replies =
+      "+OK\r\n:42\r\n$-1\r\n$6\r\nh\xc3\xa9llo\r\n*3\r\n$7\r\nmessage\r\n$3\r\nbus\r\n$2\r\n{}\r\n*0\r\n-ERR wrong\r\n";
+    const bytes = Buffer.from(replies, "latin1");
+    const whole = new RespReader().push(bytes);
+    assert.deepEqual(whole.slice(0, 5), ["OK", 42, null, "héllo", ["message", "bus", "{}"]]);
+    assert.deepEqual(whole[5], []);
+    assert.ok(whole[6] instanceof StoreReplyError && whole[6].message === "ERR wrong");
+    for (let size = 1; size <= 7; size++) {
+      const reader = new RespReader();
+      const got = [];
+      for (let at = 0; at < bytes.length; at += size) got.push(...reader.push(bytes.subarray(at, at + size)));
+      assert.deepEqual(got, whole, `split every ${size} bytes`);
+    }
+    assert.throws(() => new RespReader().push(Buffer.from("$999999999999\r\n")), /bulk reply of length/);
+    assert.throws(() => new RespReader().push(Buffer.from("HTTP/1.1 200 OK\r\n")), /not RESP/);
+    assert.equal(respCommand(["SET", "k", "é€😀"]), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$9\r\né€😀\r\n", "lengths in bytes");
+  });
+
+  test("--state: memory: is the default and redis:// the other; a bad URL is a usage error that never shows its password", () => {
+    assert.equal(parseStateUrl(undefined), undefined);
+    assert.equal(parseStateUrl("memory:"), undefined);
+    assert.equal(parseStateUrl("redis://u:s3cret@cache:6380/2")!.port, "6380");
+    for (const bad of ["http://u:s3cret@cache:6380/", "redis://u:s3cret@cache:6380/x", "redis://u:s3cret@/"]) {
+      assert.throws(() => parseStateUrl(bad), (error: Error) => {
+        assert.ok(error instanceof UsageError, bad);
+        assert.doesNotMatch(error.message, /s3cret/);
+        return true;
+      });
+    }
+  });
+
+  test("two replicas, one store: a legacy session made on one is served by the other, its log level follows, DELETE ends it on both", async () => {
+    const redis = await fakeRedis();
+    const [a, b] = [await replica(redis.url), await replica(redis.url)];
+    try {
+      const session = await legacySession(a);
+      await session.tell(b, { method: "notifications/initialized" });
+      assert.equal(
+        (await session.ask(b, "tools/call", { name: "add", arguments: { a: 2, b: 3 } })).result.content[0].text,
+        "5",
+      );
+      assert.equal(
+        (await session.ask(a, "tools/call", { name: "add", arguments: { a: 1, b: 1 } })).result.content[0].text,
+        "2",
+      );
+      assert.deepEqual((await session.ask(b, "logging/setLevel", { level: "error" })).result, {});
+      const other = await legacySession(b); // a session of its own: not the first one's
+      assert.notEqual(other.id, session.id);
+      const ended = await b(new Request(URL_MCP, { method: "DELETE", headers: session.headers }));
+      assert.equal(ended.status, 200);
+      for (const handler of [a, b]) {
+        const gone = await until(
+          () => handler(legacyPost({ jsonrpc: "2.0", id: 9, method: "ping" }, session.headers)),
+          (r) => r.status === 404,
+        );
+        assert.equal((await gone.json()).error.message, "Session not found");
+      }
+      assert.equal((await other.ask(a, "ping")).result !== undefined, true, "the other session lives on");
+      await redis.printed(/logLevel\\":4/); // "error", set through b, is in the store
+    } finally {
+      a.close();
+      b.close();
+      redis.close();
+    }
+  });
+
+  test("a task made on one replica is read, answered (tasks/update) and cancelled through the other; tasks/list lists it on both", async () => {
+    const redis = await fakeRedis();
+    const asking = {
+      name: "deploy",
+      execution: { taskSupport: "required" as const },
+      run: async (_: unknown, ctx: ToolContext) => {
+        await ctx.task();
+        const answer = await ctx.elicit({
+          message: "Region?",
+          requestedSchema: { type: "object", properties: { region: { type: "string" } } },
+        }, { key: "region" });
+        return `deployed to ${(answer.content as Message).region}`;
+      },
+    };
+    const waiting = { name: "wait", execution: { taskSupport: "required" as const }, run: () => new Promise(() => {}) };
+    const job = { name: "job", execution: { taskSupport: "required" as const }, run: () => "done" };
+    const tools = [asking, waiting, job];
+    const [a, b] = [
+      await replica(redis.url, { tools, instanceId: "a" }),
+      await replica(redis.url, { tools, instanceId: "b" }),
+    ];
+    try {
+      const created = await modernTask(a, "tools/call", { name: "deploy" }, "deploy");
+      const { taskId } = created.result;
+      assert.match(taskId, /^a\./);
+      const get = () => modernTask(b, "tasks/get", { taskId }, taskId).then((answer) => answer.result);
+      const asked = await until(get, (task) => task.status === "input_required");
+      assert.equal(asked.inputRequests.region.method, "elicitation/create");
+      const update = { taskId, inputResponses: { region: { action: "accept", content: { region: "eu" } } } };
+      assert.equal((await modernTask(b, "tasks/update", update, taskId)).error, undefined);
+      const done = await until(get, (task) => task.status === "completed");
+      assert.equal(done.result.content[0].text, "deployed to eu");
+
+      const running = (await modernTask(b, "tools/call", { name: "wait" }, "wait")).result.taskId;
+      assert.match(running, /^b\./);
+      assert.equal((await modernTask(a, "tasks/cancel", { taskId: running }, running)).error, undefined);
+      const read = () => modernTask(b, "tasks/get", { taskId: running }, running).then((answer) => answer.result);
+      assert.equal((await until(read, (task) => task.status === "cancelled")).statusMessage, "cancelled by the client");
+
+      // 2025-11-25: a session's tasks/list answers from the store, whichever replica it asks.
+      const session = await legacySession(a, { tasks: {} });
+      const call = await session.ask(a, "tools/call", { name: "job", arguments: {}, task: {} });
+      const made = call.result?.task?.taskId ?? assert.fail(JSON.stringify(call));
+      for (const handler of [a, b]) {
+        const listed = await until(
+          () => session.ask(handler, "tasks/list"),
+          (answer) => answer.result.tasks.length > 0,
+        );
+        assert.deepEqual(listed.result.tasks.map((task: Message) => task.taskId), [made]);
+      }
+      assert.equal((await session.ask(b, "tasks/result", { taskId: made })).result.content[0].text, "done");
+      const stranger = await legacySession(b, { tasks: {} });
+      assert.equal((await stranger.ask(b, "tasks/get", { taskId: made })).error.code, -32602, "another principal's");
+    } finally {
+      a.close();
+      b.close();
+      redis.close();
+    }
+  });
+
+  test("a replica killed mid-task: once its heartbeat has expired, its running task reads failed on the others", async () => {
+    const redis = await fakeRedis();
+    const server = await startListening(
+      [
+        MCP,
+        "serve",
+        "testdata/conformance/tools_tasks.ts",
+        "--http",
+        "127.0.0.1:0",
+        "--state",
+        redis.url,
+        "--instance-id",
+        "doomed",
+        "--heartbeat-ttl",
+        "300",
+      ],
+      /serving (http:\S+)/,
+    );
+    const survivor = await replica(redis.url, { instanceId: "survivor", heartbeatTtl: 300 });
+    try {
+      const created = await (await fetch(server.url, {
+        method: "POST",
+        headers: {
+          ...JSON_HEADERS,
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": "tools/call",
+          "mcp-name": "slow_compute",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "tools/call",
+          params: {
+            name: "slow_compute",
+            arguments: { seconds: 60 },
+            _meta: {
+              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
+            },
+          },
+        }),
+      })).json();
+      const { taskId } = created.result;
+      const get = () => modernTask(survivor, "tasks/get", { taskId }, taskId).then((answer) => answer.result);
+      assert.equal((await get()).status, "working", "alive: working");
+      process.kill(server.pid, "SIGKILL");
+      const failed = await until(get, (task) => task.status === "failed");
+      assert.equal(failed.statusMessage, "the server instance running it stopped");
+    } finally {
+      survivor.close();
+      server.close();
+      redis.close();
+    }
+  });
+
+  test("the store lost: stateless requests are served, legacy ones get 503 at once naming the store, one line lost and one back; sessions then go on", async () => {
+    const redis = await fakeRedis("ok", { FAKE_REDIS_DOWN_MS: "800" });
+    const handler = await replica(redis.url);
+    try {
+      const session = await legacySession(handler);
+      await command(redis.url, "DEBUG", "DOWN", "800");
+      const refused = await until(
+        () => session.ask(handler, "tools/call", { name: "add", arguments: { a: 1, b: 1 } }),
+        (answer) => answer.error !== undefined,
+      );
+      assert.match(refused.error.message, new RegExp(`the state store redis://127\\.0\\.0\\.1:\\d+ is unreachable`));
+      const down = await handler(legacyPost({ jsonrpc: "2.0", id: 1, method: "ping" }, session.headers));
+      assert.equal(down.status, 503);
+      const modern = await rpcAnswer(
+        await handler(modernPost("tools/call", { name: "add", arguments: { a: 2, b: 2 } })),
+      );
+      assert.equal(modern.result.content[0].text, "4", "a stateless request needs no store");
+      const back = await until(() => session.ask(handler, "ping"), (answer) => answer.result !== undefined);
+      assert.deepEqual(back.result, {}, "the session made before the outage goes on");
+      assert.equal(handler.lines.length, 2, handler.lines.join("\n"));
+      assert.match(
+        handler.lines[0],
+        /^the state store redis:\/\/127\.0\.0\.1:\d+ is lost \(.*\): requests that need it are refused/,
+      );
+      assert.match(handler.lines[1], /^the state store redis:\/\/127\.0\.0\.1:\d+ is back$/);
+    } finally {
+      handler.close();
+      redis.close();
+    }
+  });
+
+  test("AUTH and SELECT come from the URL, replies split byte by byte are read whole; a wrong password is said without the password", async () => {
+    const redis = await fakeRedis("split", { FAKE_REDIS_PASSWORD: "s3cret" });
+    const url = redis.url.replace("redis://", "redis://default:s3cret@") + "/3";
+    const handler = await replica(url);
+    try {
+      const session = await legacySession(handler);
+      assert.equal(
+        (await session.ask(handler, "tools/call", { name: "add", arguments: { a: 1, b: 2 } })).result.content[0].text,
+        "3",
+      );
+      const log = await redis.printed(/"SELECT","3"/);
+      assert.doesNotMatch(log, /s3cret/);
+      const lines: string[] = [];
+      const wrong = createHandler({
+        tools: HTTP_TOOLS,
+        state: redis.url.replace("redis://", "redis://default:wrong-s3cret@"),
+        onStateStore: (line) => lines.push(line),
+      });
+      await until(() => Promise.resolve(lines.length), (count) => count > 0);
+      wrong.close();
+      assert.match(lines[0], /is unreachable \(the store refused AUTH: WRONGPASS/);
+      assert.doesNotMatch(lines.join("\n"), /s3cret/);
+    } finally {
+      handler.close();
+      redis.close();
+    }
+  });
+});
+
 describe("11. Server configs", () => {
   test("expandVariables() takes ${VAR}, ${VAR:-default}, ${env:VAR}; an unset one is a usage error naming it", () => {
     const env = { TOKEN: "t0k", EMPTY: "" };
@@ -6199,6 +6525,34 @@ function escape(text: string): string {
 }
 
 describe("12. Client transports", () => {
+  test("behind a load balancer without affinity: one new initialize after the 404, then exit 3 at once naming the cause", async () => {
+    const servers = await Promise.all(
+      [0, 1].map(() => startListening([MCP, "serve", "testdata/tools", "--http", "127.0.0.1:0"], /serving (http:\S+)/)),
+    );
+    const balancer = await startListening(
+      [HERE + "testdata/round_robin_proxy.ts", ...servers.map((server) => server.url)],
+      /listening (http:\S+)/,
+    );
+    try {
+      // --timeout 60 s: a client that waited for it would end this test by the test's own timeout instead.
+      const run = await runCli(["call", `${balancer.url}/mcp`, "add", "a=1", "b=2", "--protocol", "legacy"], {
+        ms: 60_000,
+      });
+      assert.equal(run.code, 3, run.stderr);
+      assert.match(
+        run.stderr,
+        /the session is unknown to the server it reached: .*a load balancer without session affinity/,
+      );
+      const initializes = (await balancer.printed(/DELETE|POST/)).split("\n").filter((line) =>
+        / -> \d 200$/.test(line)
+      );
+      assert.ok(initializes.length <= 3, `${initializes.length} answered POSTs: the new session was made once`);
+    } finally {
+      balancer.close();
+      for (const server of servers) server.close();
+    }
+  });
+
   test("SseReader splits events at blank lines, over any chunking, and skips comments", () => {
     const body = ': keep-alive\r\n\r\nid: 7\r\nretry: 500\r\ndata: \r\n\r\nevent: message\ndata: {"a":\ndata: 1}\n\n' +
       "event: endpoint\rdata: /messages?x=1\r\r";
