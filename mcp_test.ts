@@ -5661,6 +5661,50 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
     }
   });
 
+  test("the bus: a question asked on one replica is answered through the other; a notification reaches the GET stream another replica holds", async () => {
+    const redis = await fakeRedis();
+    const asking = {
+      name: "who",
+      run: async (_: unknown, ctx: ToolContext) =>
+        `hi ${((await ctx.elicit({ message: "Name?", requestedSchema: { type: "object" } })).content as Message).name}`,
+    };
+    const options = { tools: [asking], listChanged: true };
+    const [a, b] = [await replica(redis.url, options), await replica(redis.url, options)];
+    try {
+      const session = await legacySession(a, { elicitation: {} });
+      await session.tell(a, { method: "notifications/initialized" });
+      // The call on a: its question comes on a's response stream; the answer is POSTed to b.
+      const calling = await a(
+        legacyPost({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "who" } }, session.headers),
+      );
+      const reader = calling.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      while (!/elicitation\/create/.test(text)) text += (await reader.read()).value ?? "";
+      const question = JSON.parse(/data: (\{.*"elicitation\/create".*\})/.exec(text)![1]);
+      const answered = await session.tell(b, {
+        id: question.id,
+        result: { action: "accept", content: { name: "ada" } },
+      });
+      assert.equal(answered.status, 202);
+      while (!/"id":7/.test(text)) text += (await reader.read()).value ?? "";
+      assert.match(text, /hi ada/);
+      void reader.cancel().catch(() => {});
+
+      // The GET stream on b; the tools change on a (whose copy of the session has no stream): b's stream hears it.
+      const stream = await b(
+        new Request(URL_MCP, { method: "GET", headers: { ...session.headers, accept: "text/event-stream" } }),
+      );
+      assert.equal(stream.status, 200);
+      a.core.setCatalog({ ...a.core.catalog, tools: [] });
+      const [notification] = await sseMessages(stream, 1);
+      assert.equal(notification.method, "notifications/tools/list_changed");
+    } finally {
+      a.close();
+      b.close();
+      redis.close();
+    }
+  });
+
   test("a task made on one replica is read, answered (tasks/update) and cancelled through the other; tasks/list lists it on both", async () => {
     const redis = await fakeRedis();
     const asking = {

@@ -1,7 +1,8 @@
-// The SDK v1 client's experimental task API (2025-11-25 tasks) against a stdio server that takes task-augmented
+// The SDK v1 client's experimental task API (2025-11-25 tasks) against a server that takes task-augmented
 // calls, run as one scripted session; prints one line per thing the client received, `STEP KIND detail`:
-//   node sdk-tasks-client.mjs [--no-tasks-capability] "<server command>"
-// e.g. "deno run -A mcp.ts serve testdata/conformance/tools_tasks.ts". The client declares
+//   node sdk-tasks-client.mjs [--no-tasks-capability] "<server command>"|URL
+// e.g. "deno run -A mcp.ts serve testdata/conformance/tools_tasks.ts" (StdioClientTransport), or the URL of a
+// Streamable HTTP server (StreamableHTTPClientTransport: a 2025-11-25 session, DELETEd at the end). The client declares
 // `{ tasks: {}, elicitation: {} }`, lists the tools (the SDK learns each one's execution.taskSupport from the list),
 // then:
 //   slow_compute    callToolStream {seconds: 1}: taskCreated, taskStatus..., result; then getTask and listTasks
@@ -19,6 +20,7 @@ import { fromCache, stdioServer } from "./cache.mjs";
 
 const { Client } = fromCache("@modelcontextprotocol/sdk/client/index.js");
 const { StdioClientTransport } = fromCache("@modelcontextprotocol/sdk/client/stdio.js");
+const { StreamableHTTPClientTransport } = fromCache("@modelcontextprotocol/sdk/client/streamableHttp.js");
 const { ElicitRequestSchema, TaskStatusNotificationSchema, RELATED_TASK_META_KEY } = fromCache(
   "@modelcontextprotocol/sdk/types.js",
 );
@@ -27,7 +29,7 @@ const args = process.argv.slice(2);
 const noTasks = args[0] === "--no-tasks-capability";
 const [server, ...extra] = noTasks ? args.slice(1) : args;
 if (!server || extra.length > 0) {
-  console.error('usage: sdk-tasks-client.mjs [--no-tasks-capability] "<server command>"');
+  console.error('usage: sdk-tasks-client.mjs [--no-tasks-capability] "<server command>"|URL');
   process.exit(2);
 }
 
@@ -49,7 +51,10 @@ client.setRequestHandler(ElicitRequestSchema, (request) => {
   say(step, "elicitation", JSON.stringify(request.params.message), `related-task=${related ?? "none"}`);
   return { action: "accept", content: { confirm: true } };
 });
-const transport = new StdioClientTransport({ ...stdioServer(server), stderr: "inherit" });
+const overHttp = /^https?:\/\//.test(server);
+const transport = overHttp
+  ? new StreamableHTTPClientTransport(new URL(server))
+  : new StdioClientTransport({ ...stdioServer(server), stderr: "inherit" });
 
 // stream NAME ARGS [onCreated]: one callToolStream, each message it yields printed as a line; returns the task id.
 async function stream(name, args, onCreated) {
@@ -113,5 +118,6 @@ try {
   say(step, "failed", error?.message ?? String(error));
   process.exitCode = 1;
 } finally {
+  if (overHttp && transport.sessionId) await transport.terminateSession().catch(() => {}); // DELETE
   await client.close().catch(() => {});
 }
