@@ -8,6 +8,7 @@
 //   MCP_BENCH_LOADGEN=fetch deno task bench  HTTP load from fetch loops on the runtime even when wrk is on PATH
 //   MCP_BENCH_ONLY=package node mcp_bench.ts   only the npm package's start-up on Node (8)
 //   MCP_BENCH_ONLY=session deno task bench   only the daemon's sessions (9)
+//   MCP_BENCH_ONLY=state deno task bench     only replicas' state in Redis (10)
 //
 // 1. Server throughput: a driver pipelines N tools/call of `echo` (256 in flight, after a warm-up) over
 //    stdio and checks every response; the same driver runs against a raw NDJSON echo loop (the floor).
@@ -27,6 +28,9 @@
 // 9. Sessions (MCP_BENCH_ONLY=session; part of every full run): a session opened in the per-user daemon (a state
 //    directory of the run's own), `call @NAME echo` against `mcp.ts --version` on the same runtime (what is left is
 //    the client's own start-up), and `batch @NAME` of 1,000 calls against the same batch spawning the server.
+// 10. Replicas (MCP_BENCH_ONLY=state; part of every full run when redis-server is on PATH): part 6's stateless
+//    and legacy-session loads against `serve --http --state redis://…` (a redis-server of the run's own) and
+//    against the same server on memory:, alternating.
 // 7. Telemetry (MCP_BENCH_ONLY=telemetry): part 1's driver against `mcp.ts serve` with telemetry off, and with
 //    OTLP traces and metrics on (always_on sampler; a 10% sampler) to a collector in this process that answers 200,
 //    to a closed port, and to one that never answers (then also the peak RSS after the calls).
@@ -853,14 +857,8 @@ function installSdk(): string | undefined {
   return undefined;
 }
 
-async function httpBench(work: string, withHeader: boolean): Promise<void> {
-  const echoDir = join(work, "http-echo");
-  mkdirSync(echoDir, { recursive: true });
-  writeFileSync(join(echoDir, "echo.ts"), readFileSync(join(HERE, "testdata/tools/echo.ts")));
-  const floorFile = join(work, "http-floor.mjs");
-  writeFileSync(floorFile, HTTP_FLOOR_SOURCE);
-
-  const notes: string[] = [];
+/** wrk when it is on PATH (or MCP_BENCH_LOADGEN says so), else fetch loops on this runtime (said in `notes`). */
+function loadGenerator(work: string, notes: string[]): { wrk: boolean; script: string } {
   const want = process.env.MCP_BENCH_LOADGEN ?? "";
   if (want !== "" && want !== "wrk" && want !== "fetch") {
     throw new BenchError(`MCP_BENCH_LOADGEN must be wrk or fetch, not "${want}"`);
@@ -870,13 +868,25 @@ async function httpBench(work: string, withHeader: boolean): Promise<void> {
   const useWrk = want === "wrk" || (want === "" && hasWrk);
   const script = join(work, useWrk ? "load.lua" : "load.mjs");
   writeFileSync(script, useWrk ? wrkScript(MODERN_WIRE) : FETCH_LOAD_SOURCE);
-  const generator = { wrk: useWrk, script };
   if (!useWrk) {
     notes.push(
       `The load came from fetch loops on ${RUNTIME_NAME}${hasWrk ? "" : " (no wrk on PATH: apt-get install wrk)"}: ` +
         "they cost more CPU per call than the floor, so calls/s and the ratios to the floor read high.",
     );
   }
+  return { wrk: useWrk, script };
+}
+
+async function httpBench(work: string, withHeader: boolean): Promise<void> {
+  const echoDir = join(work, "http-echo");
+  mkdirSync(echoDir, { recursive: true });
+  writeFileSync(join(echoDir, "echo.ts"), readFileSync(join(HERE, "testdata/tools/echo.ts")));
+  const floorFile = join(work, "http-floor.mjs");
+  writeFileSync(floorFile, HTTP_FLOOR_SOURCE);
+
+  const notes: string[] = [];
+  const generator = loadGenerator(work, notes);
+  const useWrk = generator.wrk;
 
   const ready = /listening (\d+)/;
   const targets: HttpTarget[] = [
@@ -1217,14 +1227,82 @@ function sessionBench(work: string): void {
   }
 }
 
+// --- 10: replicas' state in Redis ------------------------------------------------------------------
+
+/**
+ * `serve --http --state redis://…` against the same server on memory (its default), to a real redis-server on
+ * this machine (a port of its own, nothing saved): stateless calls touch no state, a legacy session's calls read
+ * their session from the replica's cache.
+ */
+async function stateBench(work: string): Promise<void> {
+  if (spawnSync("redis-server", ["--version"], { stdio: "ignore" }).error !== undefined) {
+    console.log("\n## Replicas: not measured: no redis-server on PATH (apt-get install redis-server)");
+    return;
+  }
+  const notes: string[] = [];
+  const generator = loadGenerator(work, notes);
+  const echoDir = join(work, "state-echo");
+  mkdirSync(echoDir, { recursive: true });
+  writeFileSync(join(echoDir, "echo.ts"), readFileSync(join(HERE, "testdata/tools/echo.ts")));
+  const port = await freePort();
+  const redis = spawn("redis-server", ["--port", String(port), "--save", "", "--appendonly", "no"], {
+    stdio: "ignore",
+  });
+  try {
+    await sleep(300);
+    const serve = [...RUNTIME, MCP, "serve", echoDir, "--http", "127.0.0.1:0"];
+    const ready = /mcp: serving http:\/\/127\.0\.0\.1:(\d+)\//;
+    const state = ["--state", `redis://127.0.0.1:${port}`];
+    const targets: HttpTarget[] = [
+      { name: "stateless, memory", argv: serve, ready },
+      { name: "stateless, redis", argv: [...serve, ...state], ready },
+      { name: "legacy session, memory", argv: serve, ready, legacy: true },
+      { name: "legacy session, redis", argv: [...serve, ...state], ready, legacy: true },
+    ];
+    const runs = new Map<HttpTarget, HttpRun[]>(targets.map((target) => [target, []]));
+    for (let round = 0; round < HTTP_ROUNDS; round++) {
+      for (const target of targets) {
+        const run = await driveHttp(target, generator);
+        runs.get(target)!.push(run);
+        console.error(
+          `bench: replicas round ${round + 1}/${HTTP_ROUNDS}, ${target.name}: ${fmt(run.callsPerSecond)} calls/s`,
+        );
+        await sleep(200);
+      }
+    }
+    const [statelessMemory, statelessRedis, legacyMemory, legacyRedis] = targets.map((target) => runs.get(target)!);
+    const calls = (list: HttpRun[]) => list.map((run) => run.callsPerSecond);
+    const cpu = (list: HttpRun[]) => list.map((run) => run.cpuMicrosPerCall);
+    console.log(
+      `\n## Replicas: --state redis:// (redis-server on this machine) against memory:, ${HTTP_ROUNDS} rounds\n`,
+    );
+    console.log("| measure | with redis | memory | ratio | target |");
+    console.log("|---|---|---|---|---|");
+    const row = (measure: string, a: number[], b: number[], target: string, digits = 0) =>
+      console.log(
+        `| ${measure} | ${fmt(median(a), digits)} | ${fmt(median(b), digits)} | ${
+          ratio(median(a), median(b))
+        } | ${target} |`,
+      );
+    row("stateless calls/s", calls(statelessRedis), calls(statelessMemory), "≥ 0.95x");
+    row("legacy session calls/s", calls(legacyRedis), calls(legacyMemory), "≥ 0.6x");
+    row("stateless server CPU µs/call", cpu(statelessRedis), cpu(statelessMemory), "", 1);
+    row("legacy session server CPU µs/call", cpu(legacyRedis), cpu(legacyMemory), "", 1);
+    for (const note of notes) console.log(`\n${note}`);
+  } finally {
+    redis.kill("SIGKILL");
+  }
+}
+
 // --- main ---------------------------------------------------------------------------------------
 
 const work = mkdtempSync(join(tmpdir(), "mcp-bench-"));
 try {
-  if (!["", "stdio", "http", "telemetry", "package", "session"].includes(ONLY)) {
-    throw new BenchError(`MCP_BENCH_ONLY must be stdio, http, telemetry, package or session, not "${ONLY}"`);
+  if (!["", "stdio", "http", "telemetry", "package", "session", "state"].includes(ONLY)) {
+    throw new BenchError(`MCP_BENCH_ONLY must be stdio, http, telemetry, package, session or state, not "${ONLY}"`);
   }
   if (ONLY === "telemetry") await telemetryBench(work);
+  else if (ONLY === "state") await stateBench(work);
   else if (ONLY === "package") packageBench(work);
   else if (ONLY === "session") sessionBench(work);
   else {
@@ -1232,6 +1310,7 @@ try {
     if (ONLY !== "stdio") await httpBench(work, ONLY === "http");
     if (ONLY === "" && RUNTIME_NAME === "node") packageBench(work);
     if (ONLY === "") sessionBench(work);
+    if (ONLY === "") await stateBench(work);
   }
 } catch (error) {
   if (!(error instanceof BenchError)) throw error;
