@@ -3985,6 +3985,10 @@ interface ReplicaStore {
   readonly heartbeatTtl: number;
   /** Whether the store answers now: when not, a request that needs it is refused at once. */
   readonly available: boolean;
+  /** Settles once the first connection has been made or has failed (a request that comes before waits). */
+  readonly firstAttempt: Promise<void>;
+  /** Whether `firstAttempt` has settled. */
+  readonly attempted: boolean;
   /** A command's reply; an RpcError naming the store at once when it is unreachable. */
   call(...args: (string | number)[]): Promise<StoreReply>;
   /** A write not waited for, in order with the rest; kept (bounded) while the store is unreachable. */
@@ -8922,7 +8926,9 @@ class LegacySessions {
     arrival: { request: Request; auth: AuthInfo | undefined },
     then: (session: LegacySession) => Response | Promise<Response>,
   ): Response | Promise<Response> {
-    if (this.#store && !this.#store.available) return storeUnavailable(this.#store, null);
+    if (this.#store && !this.#store.available) {
+      return this.#afterFirstAttempt(() => this.#withSession(arrival, then), null);
+    }
     const found = this.#findSession(arrival);
     if (found instanceof Response) return found;
     if (found instanceof Promise) return found.then((session) => session instanceof Response ? session : then(session));
@@ -8946,7 +8952,18 @@ class LegacySessions {
 
   #expire(): void {
     const now = Date.now();
-    for (const session of this.#sessions.values()) if (now - session.lastSeen > this.#ttl) this.#end(session);
+    for (const session of this.#sessions.values()) {
+      if (now - session.lastSeen <= this.#ttl) continue;
+      // With replicas, a GET stream held here for a session used elsewhere lasts as long as the session's record.
+      if (this.#store && session.standalone.live) {
+        void this.#store.call("EXISTS", SESSION_KEY + session.id).then(
+          (found) => found === 0 && this.#end(session),
+          noop,
+        );
+      } else {
+        this.#end(session);
+      }
+    }
     if (this.#sessions.size === 0) {
       clearInterval(this.#sweep);
       this.#sweep = undefined;
@@ -8958,7 +8975,7 @@ class LegacySessions {
     const { request, message, auth } = incoming;
     const { id, method } = message;
     const isRequest = typeof method === "string" && isRequestId(id);
-    if (this.#store && !this.#store.available) return storeUnavailable(this.#store, id);
+    if (this.#store && !this.#store.available) return this.#afterFirstAttempt(() => this.post(incoming), id);
     if (method === "initialize") {
       if (request.headers.get("mcp-session-id")) {
         return rpcErrorResponse(
@@ -8985,12 +9002,13 @@ class LegacySessions {
     return this.#withSession(incoming, (found) => this.#received(found, incoming, isRequest));
   }
 
-  #initialize(incoming: Incoming, id: RequestId): Promise<Response> {
+  #initialize(incoming: Incoming, id: RequestId, opened?: (session: LegacySession) => void): Promise<Response> {
     const session = this.#openSession(incoming.auth);
     const params = isObject(incoming.message.params) ? incoming.message.params : {};
     session.protocolVersion = (SUPPORTED_PROTOCOL_VERSIONS as readonly unknown[]).includes(params.protocolVersion)
       ? String(params.protocolVersion)
       : LATEST_PROTOCOL_VERSION;
+    opened?.(session);
     return this.#answer(session, incoming, id, { "mcp-session-id": session.id });
   }
 
@@ -9046,6 +9064,15 @@ class LegacySessions {
     return !isRequestId(requestId) || found.server.serving(requestId) || found.byRequest.has(requestId);
   }
 
+  // The store is not answering: a request that comes before its first connection has been tried waits for that
+  // (a replica just started); after, it is refused at once.
+  async #afterFirstAttempt(again: () => Response | Promise<Response>, id: unknown): Promise<Response> {
+    const store = this.#store!;
+    if (store.attempted) return storeUnavailable(store, id);
+    await store.firstAttempt;
+    return store.available ? await again() : storeUnavailable(store, id);
+  }
+
   // --- Replicas (--state redis://…): sessions in the store, each replica caching those it serves ---
   // mcp:s:ID holds a session's state (what initialize, setLevel and subscribe made), expiring after --session-ttl
   // without use; mcp:sz and mcp:sz:SUBJECT list the sessions by last use (the caps, across replicas). A replica
@@ -9061,8 +9088,8 @@ class LegacySessions {
     } catch {
       return storeUnavailable(store, id);
     }
-    const response = this.#initialize(incoming, id);
-    const session = [...this.#sessions.values()].at(-1)!;
+    let session!: LegacySession;
+    const response = this.#initialize(incoming, id, (opened) => session = opened);
     try {
       // Stored before the client hears of it: its next request may reach another replica.
       await store.call("SET", SESSION_KEY + session.id, sessionRecord(session), "PX", this.#ttl);
@@ -9204,8 +9231,9 @@ class LegacySessions {
     server.sessionId = session.id;
     const store = this.#store;
     if (store) {
-      // Each replica's copy numbers its questions apart (2^40 apart: the answers find the copy that asked).
-      server.startIdsAt(Math.floor(Math.random() * 2 ** 12) * 2 ** 40);
+      // Each replica's copy numbers its questions from its own random start (one of 2^21, 2^31 apart): an
+      // answer finds the copy that asked.
+      server.startIdsAt(Math.floor(Math.random() * 2 ** 21) * 2 ** 31);
       server.onStateChange = () => {
         store.write("SET", SESSION_KEY + session.id, sessionRecord(session), "PX", this.#ttl);
         store.publish({ t: "state", s: session.id, r: session.server.sessionState() as unknown as JsonObject });
@@ -10251,6 +10279,10 @@ export class RedisStore implements ReplicaStore {
   #heartbeat: ReturnType<typeof setInterval>;
   #report: (line: string) => void;
   #lost: string | undefined = "connecting";
+  #settled!: () => void;
+  /** Settles once the first connection has been made or has failed: until then a request may wait for it. */
+  readonly firstAttempt: Promise<void> = new Promise((resolve) => this.#settled = resolve);
+  attempted = false;
 
   constructor(url: URL, options: { replica: string; heartbeatTtl?: number; report?: (line: string) => void }) {
     this.replica = options.replica;
@@ -10263,6 +10295,7 @@ export class RedisStore implements ReplicaStore {
       if (!this.available || this.#lost === undefined) return;
       const first = this.#lost === "connecting";
       this.#lost = undefined;
+      this.#settle();
       const dropped = this.#commands.takeDropped();
       this.#beat();
       if (!first) {
@@ -10277,6 +10310,7 @@ export class RedisStore implements ReplicaStore {
       if (this.#lost !== undefined && this.#lost !== "connecting") return;
       const first = this.#lost === "connecting";
       this.#lost = why;
+      this.#settle();
       this.#report(
         `the state store ${this.name} is ${first ? "unreachable" : "lost"} (${redact(why)}): ` +
           "requests that need it are refused until it is back",
@@ -10292,8 +10326,16 @@ export class RedisStore implements ReplicaStore {
     return this.#commands.ready && this.#bus.ready;
   }
 
+  #settle(): void {
+    this.attempted = true;
+    this.#settled();
+  }
+
   call(...args: (string | number)[]): Promise<StoreReply> {
-    if (!this.#commands.ready) return Promise.reject(this.unavailable());
+    if (!this.#commands.ready) {
+      // Before the first connection was tried (a replica just started) a command waits for it; after, it fails.
+      return this.attempted ? Promise.reject(this.unavailable()) : this.firstAttempt.then(() => this.call(...args));
+    }
     return this.#commands.call(args).catch((error) => {
       throw error instanceof StoreReplyError ? error : this.unavailable();
     });

@@ -5580,8 +5580,8 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
     }
     throw new Error("never got there");
   };
-  /** A handler whose store is up (its first line of "back" is none: it waits for the connection). */
-  const replica = async (url: string, options: Parameters<typeof createHandler>[0] = {}) => {
+  /** A handler on the store at `url`, used at once: a request before its first connection waits for it. */
+  const replica = (url: string, options: Parameters<typeof createHandler>[0] = {}) => {
     const lines: string[] = [];
     const handler = createHandler({
       tools: HTTP_TOOLS,
@@ -5589,8 +5589,6 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
       onStateStore: (line) => lines.push(line),
       ...options,
     });
-    const ping = () => handler(legacyPost({ jsonrpc: "2.0", id: 0, method: "ping" }, { "mcp-session-id": "none" }));
-    await until(ping, (answer) => answer.status !== 503);
     return Object.assign(handler, { lines });
   };
 
@@ -5628,7 +5626,7 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
 
   test("two replicas, one store: a legacy session made on one is served by the other, its log level follows, DELETE ends it on both", async () => {
     const redis = await fakeRedis();
-    const [a, b] = [await replica(redis.url), await replica(redis.url)];
+    const [a, b] = [replica(redis.url), replica(redis.url)];
     try {
       const session = await legacySession(a);
       await session.tell(b, { method: "notifications/initialized" });
@@ -5669,7 +5667,7 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
         `hi ${((await ctx.elicit({ message: "Name?", requestedSchema: { type: "object" } })).content as Message).name}`,
     };
     const options = { tools: [asking], listChanged: true };
-    const [a, b] = [await replica(redis.url, options), await replica(redis.url, options)];
+    const [a, b] = [replica(redis.url, options), replica(redis.url, options)];
     try {
       const session = await legacySession(a, { elicitation: {} });
       await session.tell(a, { method: "notifications/initialized" });
@@ -5723,8 +5721,8 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
     const job = { name: "job", execution: { taskSupport: "required" as const }, run: () => "done" };
     const tools = [asking, waiting, job];
     const [a, b] = [
-      await replica(redis.url, { tools, instanceId: "a" }),
-      await replica(redis.url, { tools, instanceId: "b" }),
+      replica(redis.url, { tools, instanceId: "a" }),
+      replica(redis.url, { tools, instanceId: "b" }),
     ];
     try {
       const created = await modernTask(a, "tools/call", { name: "deploy" }, "deploy");
@@ -5783,7 +5781,7 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
       ],
       /serving (http:\S+)/,
     );
-    const survivor = await replica(redis.url, { instanceId: "survivor", heartbeatTtl: 300 });
+    const survivor = replica(redis.url, { instanceId: "survivor", heartbeatTtl: 300 });
     try {
       const created = await (await fetch(server.url, {
         method: "POST",
@@ -5822,7 +5820,7 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
 
   test("the store lost: stateless requests are served, legacy ones get 503 at once naming the store, one line lost and one back; sessions then go on", async () => {
     const redis = await fakeRedis("ok", { FAKE_REDIS_DOWN_MS: "800" });
-    const handler = await replica(redis.url);
+    const handler = replica(redis.url);
     try {
       const session = await legacySession(handler);
       await command(redis.url, "DEBUG", "DOWN", "800");
@@ -5854,7 +5852,7 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
   test("AUTH and SELECT come from the URL, replies split byte by byte are read whole; a wrong password is said without the password", async () => {
     const redis = await fakeRedis("split", { FAKE_REDIS_PASSWORD: "s3cret" });
     const url = redis.url.replace("redis://", "redis://default:s3cret@") + "/3";
-    const handler = await replica(url);
+    const handler = replica(url);
     try {
       const session = await legacySession(handler);
       assert.equal(

@@ -19,7 +19,8 @@
 // (P)UNSUBSCRIBE, with Redis's errors (unknown command, arity, WRONGTYPE, NOAUTH, subscribed context). Known
 // differences: KEYS/SCAN/HGETALL list in insertion order (SCAN returns everything at cursor 0, COUNT ignored); INFO
 // is short; HELLO 3 is refused (-NOPROTO: this fake speaks RESP2 only); no BYLEX, EVAL, MULTI, lists or sets;
-// CLIENT SETINFO is +OK (as 7.2); a bulk not followed by CRLF is a protocol error (Redis skips two bytes unchecked).
+// CLIENT SETINFO is +OK (as 7.2); a line or bulk not ended by CRLF is a protocol error (Redis skips two bytes
+// unchecked); HELLO says version 7.0.0.
 //
 // FAKE_REDIS_PASSWORD (and FAKE_REDIS_USER, default "default") require AUTH [user] pass: until then every command
 // but AUTH, HELLO, QUIT and RESET answers -NOAUTH, a wrong pair -WRONGPASS.
@@ -285,9 +286,9 @@ function pumpSplit(conn: Conn): void {
       endSocket(conn);
       return;
     }
-    conn.socket.write(head.subarray(conn.splitAt, conn.splitAt + 1));
+    const byte = head.subarray(conn.splitAt, conn.splitAt + 1);
     if (++conn.splitAt >= head.length) conn.splitQueue.shift(), conn.splitAt = 0;
-    setImmediate(step);
+    conn.socket.write(byte, () => setImmediate(step)); // the next byte once this one is out, a turn later
   };
   step();
 }
@@ -357,8 +358,8 @@ function parseFrame(conn: Conn): string[] | null {
   for (let i = 0; i < count; i++) {
     if (pos >= buf.length) return null;
     const lineEnd = line(pos, "too big bulk count string");
-    if (buf[pos] !== 36 /* '$' */) throw new ProtocolError(`expected '$', got '${String.fromCharCode(buf[pos])}'`);
     if (lineEnd === null) return null;
+    if (buf[pos] !== 36 /* '$' */) throw new ProtocolError(`expected '$', got '${String.fromCharCode(buf[pos])}'`);
     const length = parseInteger(buf.toString("latin1", pos + 1, lineEnd));
     if (length === null || length < 0n || length > BigInt(BULK_MAX)) throw new ProtocolError("invalid bulk length");
     if (password !== undefined && !conn.authed && length > 16384n) {
