@@ -10172,7 +10172,8 @@ class RespConnection {
     const port = Number(this.#url.port || 6379);
     const host = this.#url.hostname.replace(/^\[(.*)\]$/, "$1");
     const socket = tls
-      ? (await import("node:tls")).connect({ host, port, servername: host })
+      // SNI names a host, never an address (RFC 6066; Node warns on one).
+      ? (await import("node:tls")).connect({ host, port, servername: /^[\d.]+$|:/.test(host) ? undefined : host })
       : (await import("node:net")).connect({ host, port });
     this.#socket = socket;
     this.#reader = new RespReader();
