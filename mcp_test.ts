@@ -354,6 +354,37 @@ function legacyPost(message: Message, headers: Record<string, string> = {}) {
   });
 }
 
+/**
+ * A 2026-07-28 POST from a client that declares the tasks extension (and `capabilities` besides), with Mcp-Name
+ * when given: a tools/call (the tool's name) or a tasks/* request (the task id).
+ */
+function taskPost(method: string, params: Message, name?: string, url = URL_MCP, capabilities: Message = {}) {
+  return new Request(url, {
+    method: "POST",
+    headers: {
+      ...JSON_HEADERS,
+      "mcp-protocol-version": "2026-07-28",
+      "mcp-method": method,
+      ...(name === undefined ? {} : { "mcp-name": name }),
+    },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method,
+      params: {
+        ...params,
+        _meta: {
+          "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+          "io.modelcontextprotocol/clientCapabilities": {
+            ...capabilities,
+            extensions: { "io.modelcontextprotocol/tasks": {} },
+          },
+        },
+      },
+    }),
+  });
+}
+
 /** The JSON-RPC messages of an SSE body, read until it ends or `count` arrived. */
 async function sseMessages(response: Response, count = Infinity): Promise<Message[]> {
   const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
@@ -4426,30 +4457,7 @@ describe("10. Server transports: Streamable HTTP", () => {
       },
     };
     const handler = createHandler({ tools: [tool], instanceId: "eu-1" });
-    const post = (method: string, params: Message, name?: string) =>
-      handler(
-        new Request(URL_MCP, {
-          method: "POST",
-          headers: {
-            ...JSON_HEADERS,
-            "mcp-protocol-version": "2026-07-28",
-            "mcp-method": method,
-            ...(name === undefined ? {} : { "mcp-name": name }),
-          },
-          body: JSON.stringify({
-            jsonrpc: "2.0",
-            id: 1,
-            method,
-            params: {
-              ...params,
-              _meta: {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
-              },
-            },
-          }),
-        }),
-      );
+    const post = (method: string, params: Message, name?: string) => handler(taskPost(method, params, name));
     try {
       const created = await (await post("tools/call", { name: "build" }, "build")).json();
       assert.equal(created.result.resultType, "task");
@@ -5551,27 +5559,7 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
   };
   /** A 2026-07-28 request declaring the tasks extension, with Mcp-Name as the method wants it. */
   const modernTask = (to: McpHandler, method: string, params: Message, name: string) =>
-    to(
-      new Request(URL_MCP, {
-        method: "POST",
-        headers: { ...JSON_HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": method, "mcp-name": name },
-        body: JSON.stringify({
-          jsonrpc: "2.0",
-          id: 1,
-          method,
-          params: {
-            ...params,
-            _meta: {
-              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-              "io.modelcontextprotocol/clientCapabilities": {
-                elicitation: {},
-                extensions: { "io.modelcontextprotocol/tasks": {} },
-              },
-            },
-          },
-        }),
-      }),
-    ).then((response) => response.json());
+    to(taskPost(method, params, name, URL_MCP, { elicitation: {} })).then((response) => response.json());
   /** Polls `read` until `done` says so (15 s at most: a deadline for a failure only). */
   const until = async <T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> => {
     for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(10)) {
@@ -5590,6 +5578,25 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
       ...options,
     });
     return Object.assign(handler, { lines });
+  };
+
+  /** Two replicas, "a" and "b", on one fresh fake Redis; all three closed after `body`. */
+  const withReplicas = async (
+    options: Parameters<typeof createHandler>[0],
+    body: (a: ReturnType<typeof replica>, b: ReturnType<typeof replica>, redis: Started) => Promise<void>,
+  ) => {
+    const redis = await fakeRedis();
+    const [a, b] = [
+      replica(redis.url, { ...options, instanceId: "a" }),
+      replica(redis.url, { ...options, instanceId: "b" }),
+    ];
+    try {
+      await body(a, b, redis);
+    } finally {
+      a.close();
+      b.close();
+      redis.close();
+    }
   };
 
   test("RESP replies come out whole however the bytes are split, and the same; a bulk over the cap and a line that is not RESP are errors", () => {
@@ -5625,9 +5632,7 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
   });
 
   test("two replicas, one store: a legacy session made on one is served by the other, its log level follows, DELETE ends it on both", async () => {
-    const redis = await fakeRedis();
-    const [a, b] = [replica(redis.url), replica(redis.url)];
-    try {
+    await withReplicas({}, async (a, b, redis) => {
       const session = await legacySession(a);
       await session.tell(b, { method: "notifications/initialized" });
       assert.equal(
@@ -5652,23 +5657,16 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
       }
       assert.equal((await other.ask(a, "ping")).result !== undefined, true, "the other session lives on");
       await redis.printed(/logLevel\\":4/); // "error", set through b, is in the store
-    } finally {
-      a.close();
-      b.close();
-      redis.close();
-    }
+    });
   });
 
   test("the bus: a question asked on one replica is answered through the other; a notification reaches the GET stream another replica holds", async () => {
-    const redis = await fakeRedis();
     const asking = {
       name: "who",
       run: async (_: unknown, ctx: ToolContext) =>
         `hi ${((await ctx.elicit({ message: "Name?", requestedSchema: { type: "object" } })).content as Message).name}`,
     };
-    const options = { tools: [asking], listChanged: true };
-    const [a, b] = [replica(redis.url, options), replica(redis.url, options)];
-    try {
+    await withReplicas({ tools: [asking], listChanged: true }, async (a, b) => {
       const session = await legacySession(a, { elicitation: {} });
       await session.tell(a, { method: "notifications/initialized" });
       // The call on a: its question comes on a's response stream; the answer is POSTed to b.
@@ -5696,15 +5694,10 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
       a.core.setCatalog({ ...a.core.catalog, tools: [] });
       const [notification] = await sseMessages(stream, 1);
       assert.equal(notification.method, "notifications/tools/list_changed");
-    } finally {
-      a.close();
-      b.close();
-      redis.close();
-    }
+    });
   });
 
   test("a task made on one replica is read, answered (tasks/update) and cancelled through the other; tasks/list lists it on both", async () => {
-    const redis = await fakeRedis();
     const asking = {
       name: "deploy",
       execution: { taskSupport: "required" as const },
@@ -5720,11 +5713,7 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
     const waiting = { name: "wait", execution: { taskSupport: "required" as const }, run: () => new Promise(() => {}) };
     const job = { name: "job", execution: { taskSupport: "required" as const }, run: () => "done" };
     const tools = [asking, waiting, job];
-    const [a, b] = [
-      replica(redis.url, { tools, instanceId: "a" }),
-      replica(redis.url, { tools, instanceId: "b" }),
-    ];
-    try {
+    await withReplicas({ tools }, async (a, b) => {
       const created = await modernTask(a, "tools/call", { name: "deploy" }, "deploy");
       const { taskId } = created.result;
       assert.match(taskId, /^a\./);
@@ -5756,11 +5745,7 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
       assert.equal((await session.ask(b, "tasks/result", { taskId: made })).result.content[0].text, "done");
       const stranger = await legacySession(b, { tasks: {} });
       assert.equal((await stranger.ask(b, "tasks/get", { taskId: made })).error.code, -32602, "another principal's");
-    } finally {
-      a.close();
-      b.close();
-      redis.close();
-    }
+    });
   });
 
   test("a replica killed mid-task: once its heartbeat has expired, its running task reads failed on the others", async () => {
@@ -5783,28 +5768,13 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
     );
     const survivor = replica(redis.url, { instanceId: "survivor", heartbeatTtl: 300 });
     try {
-      const created = await (await fetch(server.url, {
-        method: "POST",
-        headers: {
-          ...JSON_HEADERS,
-          "mcp-protocol-version": "2026-07-28",
-          "mcp-method": "tools/call",
-          "mcp-name": "slow_compute",
-        },
-        body: JSON.stringify({
-          jsonrpc: "2.0",
-          id: 1,
-          method: "tools/call",
-          params: {
-            name: "slow_compute",
-            arguments: { seconds: 60 },
-            _meta: {
-              "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-              "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
-            },
-          },
-        }),
-      })).json();
+      const call = taskPost(
+        "tools/call",
+        { name: "slow_compute", arguments: { seconds: 60 } },
+        "slow_compute",
+        server.url,
+      );
+      const created = await (await fetch(call)).json();
       const { taskId } = created.result;
       const get = () => modernTask(survivor, "tasks/get", { taskId }, taskId).then((answer) => answer.result);
       assert.equal((await get()).status, "working", "alive: working");
