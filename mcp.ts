@@ -29,12 +29,13 @@
 //      ── above: the protocol alone, no process, no Deno or Bun, no node: import (a test checks) ──
 //   8. Runtime             what Deno, Bun and Node do differently, each native path with its measured
 //                          reason: 8a their APIs, the process, files and paths, 8b streams (stdout,
-//                          stderr, stdin), 8c child processes, 8d listenHttp and the watchdog, 8e the
+//                          stderr, stdin), 8c child processes, 8d listenHttp, TCP out and the watchdog, 8e the
 //                          daemon's ground: its private directory, a Unix socket, a process of its own
 //   9. Plugins             module and executable plugins, --watch: the server's only plugin I/O
 //  10. Server transports   stdio; 10b the Streamable HTTP wire, 10c the HTTP front every listener
 //                          stands behind, 10d createHandler (legacy sessions, stateless requests),
-//                          10e bearer tokens (a protected resource)
+//                          10e bearer tokens (a protected resource), 10f state across replicas (a Redis
+//                          client of our own: sessions, tasks and quotas in the store, a bus between replicas)
 //  11. Server configs      what a <server> names: a URL, a command line, a name in a host's config; 11b
 //                          host files as text (JSON with comments, a TOML subset), edited in place; 11c the
 //                          hosts, install and uninstall; 11d bundles (pack): the program as JavaScript, a zip
@@ -3592,6 +3593,8 @@ class ServerTask {
   lastUpdatedAt: string;
   /** Its end was told to its principal (or there is none to tell: cancelled): room may be made of it. */
   read = false;
+  /** With replicas: settles once its first record is in the store. */
+  stored: Promise<unknown> | undefined;
   #result: JsonObject | undefined;
   #error: JsonObject | undefined;
   #open = new Map<string, OpenQuestion>();
@@ -3869,16 +3872,16 @@ class TaskStore {
   }
 
   // The task's record, written now and at each change (one write per change).
-  #keep(task: ServerTask): void {
+  // The task's record, written now (settles once stored: the task is told to its client then, as any replica may
+  // be asked of it next) and at each change (one write per change).
+  #keep(task: ServerTask): Promise<unknown> {
     const store = this.#store!;
-    const save = () => {
+    const record = () => JSON.stringify({ p: task.principal, x: task.expiresAt, d: task.detail() } as TaskRecord);
+    task.listen(() => {
       const left = task.expiresAt - Date.now();
-      if (left <= 0) return;
-      const record: TaskRecord = { p: task.principal, x: task.expiresAt, d: task.detail() };
-      store.write("SET", TASK_KEY + task.id, JSON.stringify(record), "PX", left);
-    };
-    save();
-    task.listen(save);
+      if (left > 0) store.write("SET", TASK_KEY + task.id, record(), "PX", left);
+    });
+    return store.call("SET", TASK_KEY + task.id, record(), "PX", Math.max(1, task.expiresAt - Date.now())).catch(noop);
   }
 
   /** A new task's id: this replica's name (or the instance's), a dot, 128 random bits. */
@@ -3893,13 +3896,14 @@ class TaskStore {
    * --max-tasks at most; room is made of its own oldest finished task, and, when the whole store is full, of a
    * finished task whose end its principal has read — never of another principal's unread result.
    */
-  create(
-    principal: string,
-    ttlMs: number | undefined,
-    controller: AbortController,
-    counts: Record<string, number>,
-    id: string = this.newId(),
-  ): ServerTask | undefined {
+  create({ principal, ttlMs, controller, counts, id = this.newId(), statusMessage }: {
+    principal: string;
+    ttlMs: number | undefined;
+    controller: AbortController;
+    counts: Record<string, number>;
+    id?: string;
+    statusMessage?: string;
+  }): ServerTask | undefined {
     const total = this.#options.maxTasks ?? DEFAULT_MAX_TASKS;
     let own = 0;
     let ownFinished: ServerTask | undefined;
@@ -3924,9 +3928,10 @@ class TaskStore {
       controller,
       counts,
     });
+    task.statusMessage = statusMessage;
     this.#tasks.set(task.id, task);
     this.#schedule(task.expiresAt);
-    if (this.#store) this.#keep(task);
+    if (this.#store) task.stored = this.#keep(task);
     return task;
   }
 
@@ -4313,7 +4318,7 @@ function becomeTask(
       const held = call.held;
       call.held = undefined;
       if (work.done || call.task) return;
-      if (room) makeTask(work, tasks, principal, id, finish, notify);
+      if (room) makeTask(work, tasks, { principal, id, finish, notify });
       else refuseTask(work, finish, tasks.store!.available ? "too many tasks" : `${tasks.store!.name} is unreachable`);
       const task = (call as TaskCall).task; // made just now, or not
       if (!held || work.done && !task) return;
@@ -4322,7 +4327,7 @@ function becomeTask(
     });
     return;
   }
-  makeTask(work, tasks, principal, id, finish, notify);
+  makeTask(work, tasks, { principal, id, finish, notify });
 }
 
 // No room for the task: an optional tool's call goes on as a plain call, a required one answers -32603.
@@ -4336,28 +4341,37 @@ function refuseTask(work: Work, finish: (result: unknown) => void, why: string):
   for (const made of call.made.splice(0)) made();
 }
 
-function makeTask(
-  work: Work,
-  tasks: TaskStore,
-  principal: string,
-  id: string,
-  finish: (result: unknown) => void,
-  notify: (method: string, params: JsonObject) => void,
-): void {
+function makeTask(work: Work, tasks: TaskStore, { principal, id, finish, notify }: {
+  principal: string;
+  id: string;
+  finish: (result: unknown) => void;
+  notify: (method: string, params: JsonObject) => void;
+}): void {
   const call = work.taskCall!;
   if (work.done || call.task) return;
   const controller = work.controller ??= new AbortController();
-  const task = tasks.create(principal, call.support.ttlMs, controller, work.questions?.counts ?? {}, id);
+  const counts = work.questions?.counts ?? {};
+  const task = tasks.create({
+    principal,
+    ttlMs: call.support.ttlMs,
+    controller,
+    counts,
+    id,
+    statusMessage: call.message,
+  });
   if (!task) return refuseTask(work, finish, "too many tasks");
   call.task = task;
-  task.statusMessage = call.message;
-  if (work.era.taskExtension) finish(task.created());
-  else {
-    // 2025-11-25: the task as `task`, and notifications/tasks/status on its connection as it changes.
-    finish({ task: task.legacyDetail() });
-    task.listen((changed) => notify("notifications/tasks/status", changed.legacyDetail()));
-  }
-  for (const made of call.made.splice(0)) made();
+  const answer = () => {
+    if (work.era.taskExtension) finish(task.created());
+    else {
+      // 2025-11-25: the task as `task`, and notifications/tasks/status on its connection as it changes.
+      finish({ task: task.legacyDetail() });
+      task.listen((changed) => notify("notifications/tasks/status", changed.legacyDetail()));
+    }
+    for (const made of call.made.splice(0)) made();
+  };
+  if (task.stored) void task.stored.then(answer);
+  else answer();
 }
 
 // --- 7g. Skills: folders of instructions as skill:// resources (SEP-2640) ---
@@ -6902,7 +6916,19 @@ async function spawnChild(
   };
 }
 
-// --- 8d. Listening for HTTP; the watchdog ---
+// --- 8d. Listening for HTTP; a TCP connection out; the watchdog ---
+
+/** A TCP connection as node:net gives it, on every runtime (the state store's: 10f). @internal */
+type TcpSocket = import("node:net").Socket;
+
+/**
+ * A TCP connection to host:port, with TLS when asked (the runtime's CA list, SNI for a name only: RFC 6066, and
+ * Node warns on an address). node:net and node:tls, on Deno and Bun too: one code path for a long-lived connection.
+ */
+async function connectTcp(host: string, port: number, tls: boolean): Promise<TcpSocket> {
+  if (!tls) return (await import("node:net")).connect({ host, port });
+  return (await import("node:tls")).connect({ host, port, servername: /^[\d.]+$|:/.test(host) ? undefined : host });
+}
 
 /**
  * What tells a fetch handler that its client went away before an answer: the
@@ -10106,7 +10132,7 @@ class RespConnection {
   onLost: ((why: string) => void) | undefined;
   #url: URL;
   #pushes: ((reply: StoreReply) => void) | undefined;
-  #socket: import("node:net").Socket | undefined;
+  #socket: TcpSocket | undefined;
   #reader = new RespReader();
   #waiting: StoreWaiter[] = [];
   #out: string[] = [];
@@ -10171,10 +10197,7 @@ class RespConnection {
     const tls = this.#url.protocol === "rediss:";
     const port = Number(this.#url.port || 6379);
     const host = this.#url.hostname.replace(/^\[(.*)\]$/, "$1");
-    const socket = tls
-      // SNI names a host, never an address (RFC 6066; Node warns on one).
-      ? (await import("node:tls")).connect({ host, port, servername: /^[\d.]+$|:/.test(host) ? undefined : host })
-      : (await import("node:net")).connect({ host, port });
+    const socket = await connectTcp(host, port, tls);
     this.#socket = socket;
     this.#reader = new RespReader();
     let failed = false;
@@ -10200,7 +10223,7 @@ class RespConnection {
   }
 
   // Connected: AUTH and SELECT (their replies checked), the subscriber's SUBSCRIBE, then what waited.
-  #opened(socket: import("node:net").Socket, lost: (why: string) => void): void {
+  #opened(socket: TcpSocket, lost: (why: string) => void): void {
     const setup = this.#setup.length;
     let answered = 0;
     const check = (reply: StoreReply) => {
@@ -10289,6 +10312,7 @@ export class RedisStore implements ReplicaStore {
     this.replica = options.replica;
     this.name = storeName(url);
     this.heartbeatTtl = options.heartbeatTtl ?? DEFAULT_HEARTBEAT_TTL_MS;
+    // own-line-ok: a library's default (the CLI passes its log); our own words and the store's redacted reason.
     this.#report = options.report ?? ((line) => console.error(`mcp: ${line}`));
     this.#commands = new RespConnection(url);
     this.#bus = new RespConnection(url, (push) => this.#pushed(push), [respCommand(["SUBSCRIBE", STORE_CHANNEL])]);
