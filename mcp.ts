@@ -4001,6 +4001,13 @@ interface ReplicaStore {
   /** A message to every replica, this one included. */
   publish(message: JsonObject): void;
   subscribe(listener: (message: JsonObject) => void): () => void;
+  /**
+   * A question to one replica over the bus, answered by what that replica gave `answer` for its `kind`: rejected
+   * with the answering side's RpcError, or with "the server instance running it stopped" when none answers in time.
+   */
+  ask(replica: string, kind: string, message: JsonObject): Promise<unknown>;
+  /** How this replica answers other replicas' questions of `kind`. */
+  answer(kind: string, handler: (message: JsonObject) => unknown): void;
   /** The error of a request that needs the store while it is unreachable. */
   unavailable(): RpcError;
   close(): void;
@@ -4017,6 +4024,7 @@ interface TaskRecord {
 }
 
 const TASK_KEY = "mcp:t:";
+const GATEWAY_TASK_KEY = "mcp:gt:";
 const TASK_IDS = "mcp:tz";
 const HEARTBEAT_KEY = "mcp:hb:";
 const REPLICA_GONE = "the server instance running it stopped";
@@ -4237,6 +4245,14 @@ function answerTaskRequest(core: ServerCore, method: string, call: Received, pri
   return answerTask(core, method, params, principal, task);
 }
 
+/** The -32602 of a task id unknown, expired or another principal's (all alike: no hint that it exists). */
+function unknownTask(taskId: unknown): RpcError {
+  return new RpcError(
+    ErrorCode.InvalidParams,
+    `Invalid params: unknown or expired task ${JSON.stringify(taskId ?? null)}`,
+  );
+}
+
 function answerTask(
   core: ServerCore,
   method: string,
@@ -4247,10 +4263,7 @@ function answerTask(
   if (!task) {
     const forwarded = core.options.forwardTask?.(method, params, principal);
     if (forwarded) return forwarded;
-    throw new RpcError(
-      ErrorCode.InvalidParams,
-      `Invalid params: unknown or expired task ${JSON.stringify(params.taskId ?? null)}`,
-    );
+    throw unknownTask(params.taskId);
   }
   switch (method) {
     case "tasks/get":
@@ -10379,6 +10392,39 @@ export class RedisStore implements ReplicaStore {
     return () => void this.#listeners.delete(listener);
   }
 
+  ask(replica: string, kind: string, message: JsonObject): Promise<unknown> {
+    const asked = randomWord(9);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        stop();
+        reject(new RpcError(ErrorCode.InternalError, `Internal error: ${REPLICA_GONE} (${replica} did not answer)`));
+      }, this.heartbeatTtl);
+      const stop = this.subscribe((reply) => {
+        if (reply.t !== "re" || reply.asked !== asked || reply.to !== this.replica) return;
+        stop();
+        clearTimeout(timer);
+        const error = isObject(reply.error) ? reply.error : undefined;
+        if (error) reject(new RpcError(Number(error.code), String(error.message), error.data));
+        else resolve(reply.result);
+      });
+      this.publish({ ...message, t: "ask", kind, to: replica, asked });
+    });
+  }
+
+  answer(kind: string, handler: (message: JsonObject) => unknown): void {
+    this.subscribe(async (message) => {
+      if (message.t !== "ask" || message.kind !== kind || message.to !== this.replica) return;
+      const reply: JsonObject = { t: "re", to: message.from as string, asked: message.asked as string };
+      try {
+        reply.result = await handler(message) as JsonObject;
+      } catch (error) {
+        const rpc = error instanceof RpcError ? error : new RpcError(ErrorCode.InternalError, errorMessage(error));
+        reply.error = { code: rpc.code, message: rpc.message, ...(rpc.data === undefined ? {} : { data: rpc.data }) };
+      }
+      this.publish(reply);
+    });
+  }
+
   /** The error a request that needs the store gets while it is unreachable. */
   unavailable(): RpcError {
     return new RpcError(ErrorCode.InternalError, `Internal error: the state store ${this.name} is unreachable`);
@@ -15292,6 +15338,7 @@ export class Gateway {
   #warned = new Set<string>(); // URIs two upstreams serve, said once
   #listened = new Map<string, UpstreamTask>(); // upstream tasks a client listens to, by <upstream>__<id>
   #issued = new IssuedIds(DEFAULT_MAX_TASKS); // the <upstream>__<id> given out, each bound to its caller's principal
+  #store: ReplicaStore | undefined; // replicas: where those ids are recorded (share)
   #closed = false;
   #stop = new AbortController(); // ends connections still being made when we close
   #connecting = new Set<Promise<unknown>>();
@@ -15620,20 +15667,11 @@ export class Gateway {
         return extensions;
       },
       forwardTask: (method, params, principal) => {
-        if (!this.#issued.owns(params.taskId, principal)) return undefined; // unknown to this caller: -32602
-        const [name, ...rest] = String(params.taskId ?? "").split("__");
-        const upstream = this.#upstreams.find((candidate) => candidate.name === name);
-        if (!upstream?.client || rest.length === 0) return undefined;
-        const own: JsonObject = { ...params, taskId: rest.join("__") };
-        delete own._meta;
-        const client = upstream.client;
-        return client.request(method, own, { extensions: TASKS_DECLARED }).then(async (result) => {
-          // A 2025-11-25 upstream's finished task holds no result: its tasks/result has it (the CallToolResult).
-          if (client.era === "legacy" && method === "tasks/get" && result.status === "completed") {
-            result = { ...result, result: await client.request("tasks/result", { taskId: own.taskId }) };
-          }
-          return typeof result.taskId === "string" ? { ...result, taskId: `${name}__${result.taskId}` } : result;
-        });
+        if (!this.#issued.owns(params.taskId, principal)) {
+          // Another replica's (--state): asked of the one that gave it out; else unknown to this caller: -32602.
+          return this.#store ? this.#askOwner(method, params, principal) : undefined;
+        }
+        return this.#forwardTask(method, params);
       },
       forwardSkills: (method, params) => skillful().length === 0 ? undefined : this.#skills(skillful(), method, params),
       // A client's subscriptions/listen for an upstream's task: listened for upstream, per id, while it listens.
@@ -15645,6 +15683,51 @@ export class Gateway {
         return new UpstreamTask(taskId, rest.join("__"), client, this.#listened);
       },
     };
+  }
+
+  /**
+   * With replicas (--state redis://…): each task id this gateway gives out is recorded in the store with its
+   * principal and this replica's name, and another replica's tasks/* for it is asked of this one over the bus.
+   * @internal
+   */
+  share(store: ReplicaStore): void {
+    this.#store = store;
+    store.answer("gateway-task", (message) => {
+      const params = isObject(message.params) ? message.params : {};
+      if (!this.#issued.owns(params.taskId, String(message.principal))) throw unknownTask(params.taskId);
+      return this.#forwardTask(String(message.method), params) ?? rethrow(unknownTask(params.taskId));
+    });
+  }
+
+  async #askOwner(method: string, params: JsonObject, principal: string): Promise<unknown> {
+    const store = this.#store!;
+    let record: unknown;
+    try {
+      record = JSON.parse(String(await store.call("GET", GATEWAY_TASK_KEY + String(params.taskId))));
+    } catch (error) {
+      if (error instanceof RpcError) throw error; // the store is away
+    }
+    if (!isObject(record) || record.p !== principal || typeof record.o !== "string") throw unknownTask(params.taskId);
+    const own: JsonObject = { ...params };
+    delete own._meta;
+    return await store.ask(record.o, "gateway-task", { method, params: own, principal });
+  }
+
+  // tasks/* to the upstream a task's id names (<upstream>__<id>); undefined: no such upstream.
+  #forwardTask(method: string, params: JsonObject): Promise<unknown> | undefined {
+    const [name, ...rest] = String(params.taskId ?? "").split("__");
+    const upstream = this.#upstreams.find((candidate) => candidate.name === name);
+    if (!upstream?.client || rest.length === 0) return undefined;
+    const own: JsonObject = { ...params, taskId: rest.join("__") };
+    delete own._meta;
+    const client = upstream.client;
+    return client.request(method, own, { extensions: TASKS_DECLARED }).then(async (result) => {
+      // A 2025-11-25 upstream's finished task holds no result: its tasks/result has it (the CallToolResult).
+      if (client.era === "legacy" && method === "tasks/get" && result.status === "completed") {
+        result = { ...result, result: await client.request("tasks/result", { taskId: own.taskId }) };
+      }
+      return typeof result.taskId === "string" ? { ...result, taskId: `${name}__${result.taskId}` } : result;
+    });
   }
 
   // skills/list: every upstream's entries in config order (a URI two serve: the first's, said once); the rest
@@ -15735,7 +15818,11 @@ export class Gateway {
       };
       const taskId = `${upstream.name}__${created.taskId}`;
       const ttlMs = typeof task.ttlMs === "number" && task.ttlMs > 0 ? task.ttlMs : DEFAULT_TASK_TTL_MS;
-      this.#issued.issue(taskId, taskPrincipal(ctx.auth, view?.sessionId), ttlMs);
+      const principal = taskPrincipal(ctx.auth, view?.sessionId);
+      this.#issued.issue(taskId, principal, ttlMs);
+      // Recorded before the client hears of it: its next tasks/get may reach another replica.
+      const record = JSON.stringify({ o: this.#store?.replica, p: principal });
+      await this.#store?.call("SET", GATEWAY_TASK_KEY + taskId, record, "PX", ttlMs).catch(noop);
       return { ...task, taskId };
     } catch (error) {
       if (ctx.signal.aborted) throw error;
@@ -17364,10 +17451,7 @@ const SERVE_FLAGS = {
 
 // --task-* and --instance-id, checked. Over HTTP task ids name their instance, random per process by default.
 function taskOptions(values: FlagValues<typeof SERVE_FLAGS>, overHttp: boolean): ServerOptions {
-  const instanceId = values["instance-id"] ?? (overHttp ? randomWord(6) : undefined);
-  if (instanceId !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(instanceId)) {
-    throw new UsageError(`--instance-id takes 1-64 of A-Z a-z 0-9 _ -, got "${instanceId}"`);
-  }
+  const instanceId = instanceIdOf(values["instance-id"], overHttp);
   return {
     taskGrace: positiveInteger("--task-grace", values["task-grace"], DEFAULT_TASK_GRACE_MS, { allowZero: true }),
     taskTtl: positiveInteger("--task-ttl", values["task-ttl"], DEFAULT_TASK_TTL_MS),
@@ -17375,6 +17459,15 @@ function taskOptions(values: FlagValues<typeof SERVE_FLAGS>, overHttp: boolean):
     maxTasks: positiveInteger("--max-tasks", values["max-tasks"], DEFAULT_MAX_TASKS),
     instanceId,
   };
+}
+
+// --instance-id NAME, checked; over HTTP a random one per process when not given.
+function instanceIdOf(given: string | undefined, overHttp: boolean): string | undefined {
+  const instanceId = given ?? (overHttp ? randomWord(6) : undefined);
+  if (instanceId !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(instanceId)) {
+    throw new UsageError(`--instance-id takes 1-64 of A-Z a-z 0-9 _ -, got "${instanceId}"`);
+  }
+  return instanceId;
 }
 
 /**
@@ -19456,6 +19549,9 @@ declare those extensions.
   --tools PATTERN              expose only names matching these globs (repeatable; !PATTERN excludes)
   --cache-ttl MS               keep resources/read answers MS (default 0: not kept)
   --cache-size N               at most N kept (default 256)
+  --state redis://…            with --http: replicas share sessions, task ids and quotas (see serve --help);
+                               a task is asked of the replica whose upstream runs it
+  --instance-id NAME           this replica's name in the store (default a random one per process)
 ${CLIENT_OPTIONS_HELP}`;
 
 const GATEWAY_FLAGS = {
@@ -19468,6 +19564,7 @@ const GATEWAY_FLAGS = {
   tools: { type: "string", multiple: true },
   "cache-ttl": { type: "string" },
   "cache-size": { type: "string" },
+  "instance-id": { type: "string" },
 } as const;
 
 /** `gateway [<upstream>...]`: one MCP server in front of many (config names, NAME=<server>, or every configured one). */
@@ -19548,6 +19645,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     tracer,
     serviceName: values.name ?? "mcp.ts",
     accessLog: jsonLog && accessLine(jsonLog),
+    instanceId: instanceIdOf(values["instance-id"], http !== undefined),
     ...gateway.serverHooks(),
   };
   try {
@@ -19558,6 +19656,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
         onTrace: values.trace ? (line) => void io.stderr.write(line + "\n") : undefined,
         onStateStore: (line) => log(line),
       });
+      if (handler.core.tasks.store) gateway.share(handler.core.tasks.store);
       gateway.onCatalog = (catalog) => handler.core.setCatalog(catalog);
       const listener = await listenFor(handler, http.listen);
       audienceFromListener(http.handler.auth, listener, http.handler.path);

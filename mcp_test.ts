@@ -7990,6 +7990,43 @@ describe("15a. Gateway", () => {
 });
 
 describe("15a. Gateway: tasks and skills", () => {
+  test("two gateway replicas on one store: an upstream task given out by one is read and cancelled through the other", async () => {
+    const redis = await startListening([HERE + "testdata/fake_redis.ts"], /listening (redis:\S+)/);
+    const gateways: Started[] = [];
+    try {
+      for (const name of ["g1", "g2"]) {
+        const upstream = `j=${
+          [...RUNTIME, MCP, "serve", HERE + "testdata/conformance/tools_tasks.ts"].map(quote).join(" ")
+        }`;
+        const args = ["gateway", upstream, "--protocol", "auto", "--http", "0", "--state", redis.url];
+        gateways.push(await startListening([MCP, ...args, "--instance-id", name], /serving (\S+)/));
+      }
+      for (const gateway of gateways) await gateway.printed(/upstream "j" is up/);
+      const [g1, g2] = gateways;
+      const ask = async (url: string, method: string, params: Message, name: string) =>
+        await rpcAnswer(await fetch(taskPost(method, params, name, url)));
+      const created = await ask(
+        g1.url,
+        "tools/call",
+        { name: "j__slow_compute", arguments: { seconds: 60 } },
+        "j__slow_compute",
+      );
+      const { taskId } = created.result;
+      assert.match(taskId, /^j__/);
+      assert.equal((await ask(g2.url, "tasks/get", { taskId }, taskId)).result.status, "working", "read through g2");
+      assert.deepEqual(Object.keys((await ask(g2.url, "tasks/cancel", { taskId }, taskId)).result).sort(), [
+        "_meta",
+        "resultType",
+      ]);
+      assert.equal((await ask(g1.url, "tasks/get", { taskId }, taskId)).result.status, "cancelled");
+      const made = (await ask(g2.url, "tasks/get", { taskId: "j__made-up" }, "j__made-up")).error;
+      assert.equal(made.code, -32602, "an id no gateway gave out is unknown, at once");
+    } finally {
+      for (const gateway of gateways) gateway.close();
+      redis.close();
+    }
+  });
+
   test("two principals: an upstream task's <upstream>__<id> is its caller's alone, and a listen of made-up ids asks nothing upstream", async () => {
     const jobs = await startListening(
       [MCP, "serve", HERE + "testdata/conformance/tools_tasks.ts", "--http", "0", "--trace"],
