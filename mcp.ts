@@ -8811,6 +8811,7 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
   const origins = new Set(policy.allowOrigins ?? []);
   const maxBodyBytes = policy.maxBodyBytes ?? DEFAULT_MAX_LINE_BYTES;
   const verifier = policy.auth ? new TokenVerifier(policy.auth) : undefined;
+  const dpop = policy.auth ? new DpopVerifier(policy.auth) : undefined;
   const wellKnown = "/.well-known/oauth-protected-resource";
   // The protected resource: a configured audience (the one the request came in by, when several are),
   // never the Host header's own word.
@@ -8844,18 +8845,31 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
     cors: Record<string, string>,
     then?: () => Response,
   ): Promise<Response> => {
-    const token = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "")?.[1];
-    const checked = token === undefined ? undefined : await verifier!.verify(token);
+    const given = /^(Bearer|DPoP)\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "");
+    const token = given?.[2];
+    let checked = token === undefined ? undefined : await verifier!.verify(token);
+    const resource = resourceOf(verifier!, url, pathStart);
+    if (checked !== undefined && "claims" in checked) {
+      // The proof names the URL the client used: the resource's, or this request's own (no query).
+      const urls = [proofUrl(resource), proofUrlOf(url)];
+      checked = await dpop!.check(request, given![1], token!, checked.claims, urls) ?? checked;
+    }
     if (checked === undefined || !("claims" in checked)) {
       const refusal = checked as TokenRefusal | undefined;
       // The metadata of that resource, as the document names it: a Host header does not choose where a
       // client is sent.
-      const { origin, pathname: at } = new URL(resourceOf(verifier!, url, pathStart));
+      const { origin, pathname: at } = new URL(resource);
       const metadata = `${origin}${wellKnown}${at === "/" ? "" : at}`;
-      const challenge = bearerChallenge(metadata, policy.auth!.scopes, refusal);
+      const headers: Record<string, string> = {
+        ...cors,
+        "www-authenticate": bearerChallenge(metadata, policy.auth!, refusal),
+        "access-control-expose-headers": "www-authenticate, dpop-nonce",
+      };
+      const nonce = refusal?.dpop ? dpop!.nonce() : undefined;
+      if (nonce !== undefined) headers["dpop-nonce"] = nonce;
       return new Response(refusal?.status === 403 ? "Forbidden\n" : "Unauthorized\n", {
         status: refusal?.status ?? 401,
-        headers: { ...cors, "www-authenticate": challenge, "access-control-expose-headers": "www-authenticate" },
+        headers,
       });
     }
     return tokenRefusal(request, cors) ?? (then ? then() : await routed(request, method, checked, cors));
@@ -9771,13 +9785,169 @@ export interface ResourceServerOptions {
   fetch?: typeof fetch;
   /** An unknown kid fetches the keys again at most this often, in ms (default 1000; a test of a rotation: 0). */
   jwksRefetchMs?: number;
+  /**
+   * DPoP (RFC 9449): a token bound to a key (`cnf.jkt`) is always taken only with a valid proof of it; "required"
+   * also refuses tokens that are not bound (and says so in the metadata). Default "allowed".
+   */
+  dpop?: "allowed" | "required";
+  /** DPoP proofs must carry a nonce this server issued (`DPoP-Nonce`, a new one every 5 minutes). */
+  dpopNonce?: boolean;
 }
 
-/** A refusal of a token: the HTTP status and the challenge's error. */
+/** A refusal of a token: the HTTP status and the challenge's error; `dpop`: a DPoP challenge (and nonce). */
 interface TokenRefusal {
   status: 401 | 403;
   error?: string;
   description: string;
+  dpop?: boolean;
+}
+
+// The proofs a DPoP server takes: iat within this of now, and each jti once within twice that.
+const DPOP_WINDOW_S = 300;
+// jtis remembered at most (the oldest go first when a flood fills it); nonces live this long.
+const DPOP_SEEN_MAX = 10_000;
+const DPOP_NONCE_MS = 300_000;
+const DPOP_ALGS = ["ES256", "RS256", "EdDSA"];
+
+/**
+ * The DPoP proofs of one resource server (RFC 9449 §4.3, §7): each checked against its request and its token's
+ * `cnf.jkt`, its jti remembered (bounded) so a replay is refused; with nonces, a fresh one every 5 minutes (the
+ * one before still taken). Compares are constant-time.
+ */
+class DpopVerifier {
+  #mode: "allowed" | "required";
+  #nonces: string[] | undefined; // the current nonce first, then the one before
+  #rotatedAt = 0;
+  #seen = new Map<string, number>(); // jti → when it may be forgotten (s)
+  #now: () => number;
+
+  constructor(options: ResourceServerOptions, now: () => number = Date.now) {
+    this.#mode = options.dpop ?? "allowed";
+    this.#now = now;
+    if (options.dpopNonce) this.#nonces = [];
+  }
+
+  /** The nonce proofs must carry now (a new one every 5 minutes), or none. */
+  nonce(): string | undefined {
+    if (!this.#nonces) return undefined;
+    const now = this.#now();
+    if (this.#nonces.length === 0 || now - this.#rotatedAt >= DPOP_NONCE_MS) {
+      this.#nonces = [randomToken(16), ...this.#nonces].slice(0, 2);
+      this.#rotatedAt = now;
+    }
+    return this.#nonces[0];
+  }
+
+  /** Whether a request with a verified token may go on: undefined, or why not. */
+  async check(
+    request: Request,
+    scheme: string,
+    token: string,
+    claims: JsonObject,
+    urls: string[],
+  ): Promise<TokenRefusal | undefined> {
+    const refuse = (description: string, error = "invalid_dpop_proof"): TokenRefusal => ({
+      status: 401,
+      error,
+      description,
+      dpop: true,
+    });
+    const jkt = isObject(claims.cnf) && typeof claims.cnf.jkt === "string" ? claims.cnf.jkt : undefined;
+    const dpopScheme = /^dpop$/i.test(scheme);
+    if (jkt === undefined) {
+      if (this.#mode === "required") return refuse("this server takes DPoP-bound tokens only", "invalid_token");
+      return dpopScheme ? refuse("the token is not DPoP-bound: send it as Bearer", "invalid_token") : undefined;
+    }
+    if (!dpopScheme) return refuse("the token is DPoP-bound: send it as Authorization: DPoP", "invalid_token");
+    const header = request.headers.get("dpop");
+    if (header === null || header.includes(",")) return refuse("one DPoP proof is needed");
+    const parts = header.split(".");
+    let head: unknown, proof: unknown;
+    try {
+      head = JSON.parse(new TextDecoder().decode(fromBase64Url(parts[0])));
+      proof = JSON.parse(new TextDecoder().decode(fromBase64Url(parts[1])));
+    } catch {
+      return refuse("the DPoP proof is not a JWT");
+    }
+    if (parts.length !== 3 || !isObject(head) || !isObject(proof)) return refuse("the DPoP proof is not a JWT");
+    if (head.typ !== "dpop+jwt") return refuse("the DPoP proof's typ is not dpop+jwt");
+    const alg = String(head.alg);
+    if (!DPOP_ALGS.includes(alg)) return refuse(`the DPoP proof's alg is not one of ${DPOP_ALGS.join(", ")}`);
+    const jwk = isObject(head.jwk) ? head.jwk : undefined;
+    const members = jwk && publicJwk(jwk);
+    if (!jwk || !members || ["d", "p", "q", "dp", "dq", "qi", "k"].some((name) => name in jwk)) {
+      return refuse("the DPoP proof's jwk is not a public key");
+    }
+    if (!(await verifyWithJwk(alg, members, parts))) return refuse("the DPoP proof's signature does not verify");
+    const now = this.#now() / 1000;
+    if (typeof proof.jti !== "string" || proof.jti.length === 0 || proof.jti.length > 256) {
+      return refuse("the DPoP proof has no jti");
+    }
+    if (proof.htm !== request.method) return refuse("the DPoP proof is for another method (htm)");
+    if (typeof proof.htu !== "string" || !urls.includes(proofUrlOf(proof.htu))) {
+      return refuse("the DPoP proof is for another URL (htu)");
+    }
+    if (typeof proof.iat !== "number" || Math.abs(proof.iat - now) > DPOP_WINDOW_S) {
+      return refuse("the DPoP proof is not fresh (iat)");
+    }
+    if (typeof proof.ath !== "string" || !constantTimeEqual(proof.ath, await sha256Base64Url(token))) {
+      return refuse("the DPoP proof is for another token (ath)");
+    }
+    if (!constantTimeEqual(await jwkThumbprint(members), jkt)) {
+      return refuse("the DPoP proof is signed by another key than the token is bound to");
+    }
+    if (this.#nonces) {
+      this.nonce(); // rotated when due
+      const given = typeof proof.nonce === "string" ? proof.nonce : "";
+      if (!this.#nonces.some((nonce) => constantTimeEqual(given, nonce))) {
+        return refuse("a DPoP nonce from this server is needed", "use_dpop_nonce");
+      }
+    }
+    if (this.#seen.has(proof.jti)) return refuse("the DPoP proof was used before (jti)");
+    this.#remember(proof.jti, proof.iat + 2 * DPOP_WINDOW_S, now);
+    return undefined;
+  }
+
+  // Bounded: what has expired goes first; a flood of fresh proofs pushes out the oldest.
+  #remember(jti: string, until: number, now: number): void {
+    if (this.#seen.size >= DPOP_SEEN_MAX) {
+      for (const [seen, expiry] of this.#seen) if (expiry <= now) this.#seen.delete(seen);
+      for (const seen of this.#seen.keys()) {
+        if (this.#seen.size < DPOP_SEEN_MAX) break;
+        this.#seen.delete(seen);
+      }
+    }
+    this.#seen.set(jti, until);
+  }
+}
+
+// A proof's htu as compared: without query and fragment (a proof's own may carry neither, but is not trusted to).
+function proofUrlOf(htu: string): string {
+  try {
+    return proofUrl(htu);
+  } catch {
+    return "";
+  }
+}
+
+// A JWS's signature checked with a public JWK of the given alg.
+async function verifyWithJwk(alg: string, jwk: JsonObject, parts: string[]): Promise<boolean> {
+  const [importAs, verifyAs] = alg === "ES256"
+    ? [{ name: "ECDSA", namedCurve: "P-256" }, { name: "ECDSA", hash: "SHA-256" }]
+    : alg === "RS256"
+    ? [{ name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }, { name: "RSASSA-PKCS1-v1_5" }]
+    : [{ name: "Ed25519" }, { name: "Ed25519" }];
+  try {
+    const key = await crypto.subtle.importKey("jwk", jwk as JsonWebKey, importAs, false, ["verify"]);
+    return await crypto.subtle.verify(
+      verifyAs,
+      key,
+      fromBase64Url(parts[2]),
+      encoder.encode(`${parts[0]}.${parts[1]}`),
+    );
+  } catch {
+    return false;
+  }
 }
 
 // typ values of an access token (RFC 9068 §2.1; "JWT" from issuers that predate it).
@@ -9951,18 +10121,26 @@ function protectedResourceMetadata(resource: string, auth: ResourceServerOptions
     resource,
     authorization_servers: [auth.issuer],
     bearer_methods_supported: ["header"],
+    dpop_signing_alg_values_supported: DPOP_ALGS,
   };
   if (auth.scopes?.length) metadata.scopes_supported = auth.scopes;
+  if (auth.dpop === "required") metadata.dpop_bound_access_tokens_required = true;
   return metadata;
 }
 
-// The challenge of a 401 or 403 (RFC 6750 §3, authorization/index.mdx): where the metadata is, what scope.
-function bearerChallenge(metadataUrl: string, scopes: string[] | undefined, refusal?: TokenRefusal): string {
+// The challenge of a 401 or 403 (RFC 6750 §3, authorization/index.mdx): where the metadata is, what scope; a DPoP
+// challenge (RFC 9449 §7.1, with the algs taken) for a refused proof, or where only DPoP-bound tokens are taken.
+function bearerChallenge(
+  metadataUrl: string,
+  auth: ResourceServerOptions,
+  refusal?: TokenRefusal,
+): string {
   const parts = [`resource_metadata="${quotedString(metadataUrl)}"`];
   if (refusal?.error) {
     parts.unshift(`error="${refusal.error}"`, `error_description="${quotedString(refusal.description)}"`);
   }
-  if (scopes?.length) parts.push(`scope="${scopes.join(" ")}"`);
+  if (auth.scopes?.length) parts.push(`scope="${auth.scopes.join(" ")}"`);
+  if (refusal?.dpop || auth.dpop === "required") return `DPoP ${parts.join(", ")}, algs="${DPOP_ALGS.join(" ")}"`;
   return `Bearer ${parts.join(", ")}`;
 }
 
@@ -10681,6 +10859,16 @@ function stringRecord(value: unknown, expand: (text: string) => string): Record<
   return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, expand(String(item))]));
 }
 
+// A config entry's oauth.grant: the headless grants a command line may name.
+function configGrant(grant: string | undefined, where: string): OAuthOptions["grant"] {
+  if (grant === undefined || ["client_credentials", "jwt-bearer", "token-exchange"].includes(grant)) {
+    return grant as OAuthOptions["grant"];
+  }
+  throw new UsageError(
+    `Cannot use ${where}: oauth.grant "${grant}" is not client_credentials, jwt-bearer or token-exchange`,
+  );
+}
+
 /** Turns one config entry into a spec, with ${VAR} expanded everywhere a string is read. */
 function specFromConfig(
   name: string,
@@ -10711,7 +10899,17 @@ function specFromConfig(
         clientMetadataUrl: oauth.clientMetadataUrl,
         scope: oauth.scope ?? oauth.scopes,
         callbackPort: oauth.callbackPort ? Number(oauth.callbackPort) : undefined,
+        grant: configGrant(oauth.grant, where),
+        assertion: oauth.assertion,
+        idToken: oauth.idToken,
+        idpTokenEndpoint: oauth.idpTokenEndpoint,
+        idpClientId: oauth.idpClientId,
+        idpClientSecret: oauth.idpClientSecret,
+        dpop: oauth.dpop === "required" || oauth.dpop === "off" ? oauth.dpop : undefined,
       };
+      for (const key of Object.keys(spec.oauth) as (keyof OAuthOptions)[]) {
+        if (spec.oauth[key] === undefined) delete spec.oauth[key];
+      }
     }
     return spec;
   }
@@ -12273,9 +12471,11 @@ class HttpTransport implements ClientTransport {
     for (const [name, value] of Object.entries(this.#headers)) headers[name.toLowerCase()] = value;
     for (let attempt = 0;; attempt++) {
       // The token goes only to this server's origin (the HTTP+SSE endpoint is checked to be on it).
-      const authorization = url.origin === this.#url.origin ? await this.#auth?.header() : undefined;
-      if (authorization) headers.authorization = authorization;
-      else if (this.#auth) delete headers.authorization;
+      if (this.#auth) {
+        delete headers.authorization;
+        delete headers.dpop;
+        if (url.origin === this.#url.origin) Object.assign(headers, await this.#auth.headers(method, url));
+      }
       this.#events.trace(`> ${method} ${url.pathname}${url.search ? "?…" : ""}`);
       let response: Response;
       try {
@@ -12287,6 +12487,8 @@ class HttpTransport implements ClientTransport {
       const type = response.headers.get("content-type")?.split(";")[0];
       this.#events.trace(`< ${response.status}${type ? ` ${type}` : ""}`);
       const challenge = response.headers.get("www-authenticate") ?? "";
+      const nonce = response.headers.get("dpop-nonce");
+      if (nonce !== null && url.origin === this.#url.origin) this.#auth?.nonce?.(nonce);
       const refused = response.status === 401 || (response.status === 403 && /insufficient_scope/i.test(challenge));
       // authorization/index.mdx: a 401 starts the flow; a 403 insufficient_scope asks for more scopes.
       if (refused && this.#auth && attempt < MAX_AUTH_FLOWS + 1) {
@@ -12668,17 +12870,38 @@ const REFRESH_MARGIN_S = 60;
 const LOCK_WAIT_MS = 15_000;
 const LOCK_STALE_MS = 30_000;
 const MAX_AUTH_FLOWS = 3;
+const JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+const ID_JAG_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id-jag";
+
+/**
+ * A credential given as VALUE or @FILE (read now, so a rotated file is picked up at every token request): what
+ * --assertion and --id-token take. Never put in an error message.
+ */
+async function readSecretValue(value: string | undefined, flag: string): Promise<string> {
+  if (value === undefined || value === "") throw new UsageError(`${flag} needs a value (VALUE or @FILE)`);
+  if (!value.startsWith("@")) return value.trim();
+  try {
+    return (await (await files()).readText(value.slice(1))).trim();
+  } catch (error) {
+    throw new UsageError(`Cannot read ${flag} ${value}: ${errorMessage(error)}`);
+  }
+}
 const AUTH_FETCH_TIMEOUT_MS = 30_000;
 
 /** What the HTTP client transport asks of whoever holds the credentials. */
 interface AuthProvider {
-  /** The Authorization header value for a request to the server, when there is a token. */
-  header(): Promise<string | undefined>;
+  /**
+   * The headers that authorize one request to the server, when there is a token: Authorization, and with a
+   * DPoP-bound token a DPoP proof for this method and URL.
+   */
+  headers(method: string, url: URL): Promise<Record<string, string>>;
   /**
    * The server answered 401 (or 403 insufficient_scope) with this challenge:
-   * get a token that may do better. False when there is none to be had.
+   * get a token that may do better, or a DPoP nonce to send. False when there is none to be had.
    */
   challenge(status: number, wwwAuthenticate: string): Promise<boolean>;
+  /** The server's DPoP-Nonce header, from any of its answers (RFC 9449 §9). */
+  nonce?(value: string): void;
   /** A person is being asked (a browser flow is waiting): request timeouts wait for it. */
   readonly waitingForPerson?: boolean;
 }
@@ -12696,8 +12919,20 @@ export interface OAuthOptions {
   scope?: string;
   /** The loopback port of the redirect URI (default 33418). */
   callbackPort?: number;
-  /** "client_credentials": tokens for the client itself, no browser (CI). */
-  grant?: "authorization_code" | "client_credentials";
+  /**
+   * Without a browser: "client_credentials" (tokens for the client itself, CI), "jwt-bearer" (a JWT the platform
+   * issued: `assertion`), "token-exchange" (an identity provider's ID token exchanged for an ID-JAG, then jwt-bearer).
+   */
+  grant?: "authorization_code" | "client_credentials" | "jwt-bearer" | "token-exchange";
+  /** jwt-bearer: the JWT, or "@FILE" (read again at every token request: a rotated file is picked up). */
+  assertion?: string;
+  /** token-exchange: the ID token, or "@FILE"; the identity provider's token endpoint and client. */
+  idToken?: string;
+  idpTokenEndpoint?: string;
+  idpClientId?: string;
+  idpClientSecret?: string;
+  /** DPoP (RFC 9449): "auto" (the default: when the authorization server offers ES256), "required", or "off". */
+  dpop?: "auto" | "required" | "off";
   /** Whether a browser flow may run now (login, --login, a terminal); asked only when one is needed. */
   interactive?: () => boolean | Promise<boolean>;
   /** Open the authorization URL (default: $BROWSER or the platform's opener); false only prints it. */
@@ -12733,6 +12968,8 @@ interface StoredToken {
   /** The `resource` parameter it was asked with (the server's PRM may name a broader one). */
   audience: string;
   client_id: string;
+  /** A DPoP-bound token's key: the ES256 private JWK its proofs are signed with (RFC 9449). */
+  dpop_jwk?: JsonObject;
 }
 
 /** A client registration as the store keeps it, per issuer. */
@@ -12838,11 +13075,14 @@ async function withStoreLock<T>(file: string, work: () => Promise<T>): Promise<T
 
 // --- 13b. Discovery and signing ---
 
-/** The parameters of a `WWW-Authenticate: Bearer …` challenge (RFC 6750 §3), names lower-cased. */
+/**
+ * The parameters of a `WWW-Authenticate: Bearer …` challenge (RFC 6750 §3), or of a `DPoP …` one (RFC 9449 §7.1)
+ * when there is no Bearer one, names lower-cased.
+ */
 // A loop over the header, not a pattern per parameter: the header is the server's text (Safety: linear-time parsing).
 function parseBearerChallenge(header: string): Record<string, string> {
   const params: Record<string, string> = Object.create(null);
-  const scheme = /(?:^|,)\s*Bearer\b/i.exec(header);
+  const scheme = /(?:^|,)\s*Bearer\b/i.exec(header) ?? /(?:^|,)\s*DPoP\b/i.exec(header);
   if (!scheme) return params;
   const space = (c: string | undefined) => c === " " || c === "\t" || c === "\r" || c === "\n";
   const nameChar = (c: string) =>
@@ -12911,8 +13151,12 @@ async function importSigningKey(pem: string): Promise<{ key: CryptoKey; alg: str
   throw new UsageError("Cannot use --client-key: not a PKCS #8 PEM private key for ES256, RS256 or EdDSA");
 }
 
-async function signJwt(key: { key: CryptoKey; alg: string }, claims: JsonObject): Promise<string> {
-  const head = base64Url(encoder.encode(JSON.stringify({ alg: key.alg, typ: "JWT" })));
+async function signJwt(
+  key: { key: CryptoKey; alg: string },
+  claims: JsonObject,
+  header: JsonObject = { typ: "JWT" },
+): Promise<string> {
+  const head = base64Url(encoder.encode(JSON.stringify({ alg: key.alg, ...header })));
   const body = base64Url(encoder.encode(JSON.stringify(claims)));
   const algorithm = key.alg === "ES256"
     ? { name: "ECDSA", hash: "SHA-256" }
@@ -12921,6 +13165,63 @@ async function signJwt(key: { key: CryptoKey; alg: string }, claims: JsonObject)
     : { name: "Ed25519" };
   const signature = await crypto.subtle.sign(algorithm, key.key, encoder.encode(`${head}.${body}`));
   return `${head}.${body}.${base64Url(new Uint8Array(signature))}`;
+}
+
+// --- DPoP (RFC 9449): a key per token, a proof per request ---
+
+/** A fresh DPoP key: an ES256 (P-256) private key as a JWK, kept with its token in the 0600 store. */
+async function newDpopKey(): Promise<JsonObject> {
+  const pair = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"]);
+  return await crypto.subtle.exportKey("jwk", pair.privateKey) as JsonObject;
+}
+
+/** The public members of a JWK (RFC 7638 §3.2's required ones), in the order its thumbprint hashes them. */
+function publicJwk(jwk: JsonObject): JsonObject | undefined {
+  if (jwk.kty === "EC") return { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y };
+  if (jwk.kty === "RSA") return { e: jwk.e, kty: jwk.kty, n: jwk.n };
+  if (jwk.kty === "OKP") return { crv: jwk.crv, kty: jwk.kty, x: jwk.x };
+  return undefined;
+}
+
+/** A JWK's SHA-256 thumbprint (RFC 7638): what `cnf.jkt` binds a token to. */
+async function jwkThumbprint(jwk: JsonObject): Promise<string> {
+  const members = publicJwk(jwk);
+  if (!members || Object.values(members).some((value) => typeof value !== "string")) {
+    throw new Error("not a public key of a kind DPoP signs with");
+  }
+  return await sha256Base64Url(JSON.stringify(members));
+}
+
+/** The URL a proof names (`htu`): no query, no fragment (RFC 9449 §4.2). */
+function proofUrl(url: string | URL): string {
+  const at = new URL(url);
+  return at.origin + at.pathname;
+}
+
+const DPOP_KEYS = new WeakMap<JsonObject, Promise<CryptoKey>>(); // imported once per stored key
+
+/**
+ * A DPoP proof for one request: `htm`, `htu`, `iat`, a fresh `jti`, and `ath` (the token's hash) on a request that
+ * carries the token, `nonce` when the server gave one.
+ */
+async function dpopProof(
+  jwk: JsonObject,
+  request: { method: string; url: string | URL; token?: string; nonce?: string },
+): Promise<string> {
+  let key = DPOP_KEYS.get(jwk);
+  if (!key) {
+    key = crypto.subtle.importKey("jwk", jwk as JsonWebKey, { name: "ECDSA", namedCurve: "P-256" }, false, ["sign"]);
+    DPOP_KEYS.set(jwk, key);
+  }
+  const claims: JsonObject = {
+    jti: randomToken(16),
+    htm: request.method,
+    htu: proofUrl(request.url),
+    iat: Math.floor(Date.now() / 1000),
+  };
+  if (request.token !== undefined) claims.ath = await sha256Base64Url(request.token);
+  if (request.nonce !== undefined) claims.nonce = request.nonce;
+  return await signJwt({ key: await key, alg: "ES256" }, claims, { typ: "dpop+jwt", jwk: publicJwk(jwk)! });
 }
 
 // A GET for JSON metadata; undefined when it is not there (4xx), an error when it is broken.
@@ -13019,6 +13320,9 @@ class OAuthProvider implements AuthProvider {
   /** A browser flow is waiting for its redirect (request timeouts wait for it). */
   waitingForPerson = false;
   #refused = false; // the last token we sent was refused: refresh it once, then authorize
+  #asNonce: string | undefined; // DPoP nonces: the authorization server's and the MCP server's latest
+  #rsNonce: string | undefined;
+  #rsNonceSent: string | undefined; // the one our last proof to the MCP server carried
 
   constructor(serverUrl: string, options: OAuthOptions = {}) {
     this.#server = canonicalResource(serverUrl);
@@ -13031,7 +13335,27 @@ class OAuthProvider implements AuthProvider {
   /** Whether a token was stored by this provider (a flow or a refresh ran). */
   authorized = false;
 
-  async header(): Promise<string | undefined> {
+  async headers(method: string, url: URL): Promise<Record<string, string>> {
+    const authorization = await this.#header();
+    const token = this.#token;
+    if (!authorization || !token) return {};
+    if (!token.dpop_jwk) return { authorization };
+    this.#rsNonceSent = this.#rsNonce;
+    const dpop = await dpopProof(token.dpop_jwk, { method, url, token: token.access_token, nonce: this.#rsNonce });
+    return { authorization, dpop };
+  }
+
+  nonce(value: string): void {
+    this.#rsNonce = value;
+  }
+
+  // A headless grant gets its tokens again by itself; no person waits on it, no refresh token is needed.
+  get #headless(): boolean {
+    const grant = this.#options.grant;
+    return grant === "client_credentials" || grant === "jwt-bearer" || grant === "token-exchange";
+  }
+
+  async #header(): Promise<string | undefined> {
     if (!this.#loaded) {
       this.#loaded = true;
       if (!this.#options.fresh) this.#token = findToken(await readStore(this.#file, this.#warn), this.#server);
@@ -13045,6 +13369,12 @@ class OAuthProvider implements AuthProvider {
     if (token.expires_at !== undefined && token.expires_at - margin < now) {
       // Once: a server that hands out short-lived tokens would otherwise be asked again and again.
       if (token.refresh_token && (await this.#refresh().catch(() => false))) token = this.#token!;
+      else if (this.#headless && token.expires_at <= now) {
+        // The grant again (a rotated assertion file read anew): under the same one-at-a-time as a challenge.
+        this.#busy ??= this.#authorize({}, false).then(() => true).finally(() => this.#busy = undefined);
+        await this.#busy;
+        token = this.#token!;
+      }
       if (token.expires_at !== undefined && token.expires_at <= now) return undefined; // the 401 starts a flow
     }
     return `${
@@ -13059,6 +13389,10 @@ class OAuthProvider implements AuthProvider {
 
   async #answer(status: number, wwwAuthenticate: string): Promise<boolean> {
     const challenge = parseBearerChallenge(wwwAuthenticate);
+    // RFC 9449 §9: the MCP server wants a nonce in our proofs: the request again with the one it gave, once.
+    if (status === 401 && challenge.error === "use_dpop_nonce" && this.#token?.dpop_jwk) {
+      return this.#rsNonce !== undefined && this.#rsNonce !== this.#rsNonceSent;
+    }
     if (status === 401 && this.#token?.refresh_token && !this.#refused) {
       this.#refused = true;
       if (await this.#refresh().catch(() => false)) return true;
@@ -13095,7 +13429,7 @@ class OAuthProvider implements AuthProvider {
       if (before.scope) form.scope = before.scope;
       let answer: JsonObject;
       try {
-        answer = await this.#tokenRequest(server, client, form);
+        answer = await this.#tokenRequest(server, client, form, before.dpop_jwk); // a bound refresh: the same key
       } catch {
         delete store.tokens[tokenKey(before.issuer, this.#server)];
         await writeStore(this.#file, store);
@@ -13108,6 +13442,7 @@ class OAuthProvider implements AuthProvider {
         clientId: client.client_id,
         oldRefresh: before.refresh_token,
         asked: before.scope,
+        dpopJwk: before.dpop_jwk,
       });
       store.tokens[tokenKey(server.issuer, this.#server)] = this.#token;
       await writeStore(this.#file, store);
@@ -13120,7 +13455,7 @@ class OAuthProvider implements AuthProvider {
   async #authorize(challenge: Record<string, string>, stepUp: boolean): Promise<void> {
     const options = this.#options;
     const clientCredentials = options.grant === "client_credentials";
-    if (!clientCredentials && !(await options.interactive?.())) {
+    if (!this.#headless && !(await options.interactive?.())) {
       const name = options.serverName ?? this.#server;
       if (!this.#token && !(await this.#offersOAuth(challenge))) throw this.#plainTokenWanted();
       throw new AuthorizationError(
@@ -13149,16 +13484,33 @@ class OAuthProvider implements AuthProvider {
       if (this.#scopes.size > 0) scope = [...this.#scopes].join(" ");
     }
     const store = await readStore(this.#file, this.#warn);
-    const client = await this.#client(server, store, clientCredentials);
+    const client = await this.#client(server, store, this.#headless);
+    const jwk = await this.#dpopKeyFor(server);
     let answer: JsonObject;
-    if (clientCredentials) {
-      const form: Record<string, string> = { grant_type: "client_credentials" };
+    if (this.#headless) {
+      const form: Record<string, string> = options.grant === "client_credentials"
+        ? { grant_type: "client_credentials" }
+        : { grant_type: JWT_BEARER_GRANT, assertion: await this.#assertion(server) };
       if (scope) form.scope = scope;
-      answer = await this.#tokenRequest(server, client, form);
+      answer = await this.#tokenRequest(server, client, form, jwk);
     } else {
-      answer = await this.#browserFlow(server, client, scope);
+      answer = await this.#browserFlow(server, client, scope, jwk);
     }
-    this.#token = toStoredToken(answer, { server, resource: this.#server, clientId: client.client_id, asked: scope });
+    // A DPoP-bound token keeps its key; a server that bound none answered a Bearer token (unless DPoP is required).
+    const bound = jwk !== undefined && /^dpop$/i.test(String(answer.token_type));
+    if (jwk && !bound && options.dpop === "required") {
+      throw new AuthorizationError(
+        `${server.issuer} answered a ${answer.token_type} token, not a DPoP-bound one (--dpop)`,
+        0,
+      );
+    }
+    this.#token = toStoredToken(answer, {
+      server,
+      resource: this.#server,
+      clientId: client.client_id,
+      asked: scope,
+      dpopJwk: bound ? jwk : undefined,
+    });
     await withStoreLock(this.#file, async () => {
       const latest = await readStore(this.#file, this.#warn);
       latest.tokens[tokenKey(server.issuer, this.#server)] = this.#token!;
@@ -13166,6 +13518,71 @@ class OAuthProvider implements AuthProvider {
       await writeStore(this.#file, latest);
     });
     this.authorized = true;
+  }
+
+  // DPoP (RFC 9449, SEP-1932): a new ES256 key for a new token, when the authorization server takes ES256 proofs
+  // (dpop_signing_alg_values_supported) and DPoP is not off; --dpop requires it.
+  async #dpopKeyFor(server: AuthServer): Promise<JsonObject | undefined> {
+    const mode = this.#options.dpop ?? "auto";
+    if (mode === "off") return undefined;
+    const algs = server.metadata.dpop_signing_alg_values_supported;
+    if (!Array.isArray(algs) || !algs.includes("ES256")) {
+      if (mode !== "required") return undefined;
+      throw new AuthorizationError(
+        `Cannot authorize with DPoP (--dpop): ${server.issuer} does not list ES256 in dpop_signing_alg_values_supported`,
+        0,
+      );
+    }
+    return await newDpopKey();
+  }
+
+  // The jwt-bearer grant's assertion: --assertion (a file read now), or (token-exchange) an ID-JAG from the identity
+  // provider, for this authorization server and this resource.
+  async #assertion(server: AuthServer): Promise<string> {
+    const options = this.#options;
+    if (options.grant === "jwt-bearer") return await readSecretValue(options.assertion, "--assertion");
+    const endpoint = options.idpTokenEndpoint;
+    if (!endpoint || !options.idpClientId) {
+      throw new UsageError("--grant token-exchange needs --id-token, --idp-token-endpoint and --idp-client-id");
+    }
+    // SEP-990 §4, RFC 8693: audience the authorization server's issuer, resource the MCP server.
+    const form = new URLSearchParams({
+      grant_type: "urn:ietf:params:oauth:grant-type:token-exchange",
+      requested_token_type: ID_JAG_TOKEN_TYPE,
+      audience: server.issuer,
+      resource: server.resource,
+      subject_token: await readSecretValue(options.idToken, "--id-token"),
+      subject_token_type: "urn:ietf:params:oauth:token-type:id_token",
+      client_id: options.idpClientId,
+    });
+    if (options.idpClientSecret !== undefined) form.set("client_secret", options.idpClientSecret);
+    if (options.scope) form.set("scope", options.scope);
+    let response: Response;
+    try {
+      // The ID token goes to the identity provider's token endpoint only.
+      response = await fetchSameOrigin(endpoint, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
+        body: form,
+        signal: AbortSignal.timeout(AUTH_FETCH_TIMEOUT_MS),
+      });
+    } catch (error) {
+      throw fetchFailure(error, new URL(endpoint));
+    }
+    const answer = await response.json().catch(() => undefined);
+    if (!response.ok || !isObject(answer) || typeof answer.access_token !== "string") {
+      throw new AuthorizationError(
+        `the identity provider refused the token exchange: ${describeOAuthError(answer, response.status)}`,
+        0,
+      );
+    }
+    if (answer.issued_token_type !== undefined && answer.issued_token_type !== ID_JAG_TOKEN_TYPE) {
+      throw new AuthorizationError(
+        `the identity provider answered a ${JSON.stringify(answer.issued_token_type)}, not an ID-JAG`,
+        0,
+      );
+    }
+    return answer.access_token;
   }
 
   // Protected Resource Metadata (RFC 9728), then its authorization server's metadata.
@@ -13243,7 +13660,7 @@ class OAuthProvider implements AuthProvider {
   }
 
   // client-registration.mdx, in its order: pre-registered, CIMD, a registration kept for this issuer, DCR.
-  async #client(server: AuthServer, store: CredentialStore, clientCredentials: boolean): Promise<StoredClient> {
+  async #client(server: AuthServer, store: CredentialStore, headless: boolean): Promise<StoredClient> {
     const options = this.#options;
     const methods = Array.isArray(server.metadata.token_endpoint_auth_methods_supported)
       ? server.metadata.token_endpoint_auth_methods_supported.map(String)
@@ -13252,13 +13669,18 @@ class OAuthProvider implements AuthProvider {
       return {
         client_id: options.clientId,
         client_secret: options.clientSecret,
+        // SEP-990 §5: the ID-JAG goes with the client's secret in the Authorization header.
         token_endpoint_auth_method: options.clientKey
           ? "private_key_jwt"
+          : options.grant === "token-exchange"
+          ? "client_secret_basic"
           : pickAuthMethod(methods, options.clientSecret !== undefined),
       };
     }
-    if (clientCredentials) {
-      throw new UsageError("--grant client_credentials needs --client-id, with --client-secret or --client-key");
+    // SEP-1933: a workload may have no client registration at all; the assertion is its credential.
+    if (options.grant === "jwt-bearer") return { client_id: "", token_endpoint_auth_method: "none" };
+    if (headless) {
+      throw new UsageError(`--grant ${options.grant} needs --client-id, with --client-secret or --client-key`);
     }
     if (options.clientMetadataUrl && server.metadata.client_id_metadata_document_supported === true) {
       return {
@@ -13345,6 +13767,7 @@ class OAuthProvider implements AuthProvider {
     server: AuthServer,
     client: StoredClient,
     scope: string | undefined,
+    jwk: JsonObject | undefined,
   ): Promise<JsonObject> {
     const metadata = server.metadata;
     const methods = metadata.code_challenge_methods_supported;
@@ -13441,15 +13864,21 @@ class OAuthProvider implements AuthProvider {
         code,
         redirect_uri: redirectUri,
         code_verifier: verifier,
-      });
+      }, jwk);
     } finally {
       clearTimeout(timer);
       await listener.close({ force: true });
     }
   }
 
-  // A token endpoint request with the client authentication the client registered for.
-  async #tokenRequest(server: AuthServer, client: StoredClient, form: Record<string, string>): Promise<JsonObject> {
+  // A token endpoint request with the client authentication the client registered for, and a DPoP proof with `jwk`
+  // (again once with the server's nonce when it answers use_dpop_nonce).
+  async #tokenRequest(
+    server: AuthServer,
+    client: StoredClient,
+    form: Record<string, string>,
+    jwk?: JsonObject,
+  ): Promise<JsonObject> {
     const endpoint = server.metadata.token_endpoint;
     if (typeof endpoint !== "string") {
       throw new AuthorizationError(`Cannot get a token from ${server.issuer}: its metadata has no token_endpoint`, 0);
@@ -13481,27 +13910,37 @@ class OAuthProvider implements AuthProvider {
         }),
       );
     } else {
-      body.set("client_id", client.client_id);
+      if (client.client_id !== "") body.set("client_id", client.client_id);
       if (method === "client_secret_post" && client.client_secret !== undefined) {
         body.set("client_secret", client.client_secret);
       }
     }
-    let response: Response;
-    try {
-      // The body carries a code, a refresh token or a secret: it goes to the token endpoint's origin only.
-      response = await fetchSameOrigin(endpoint, {
-        method: "POST",
-        headers,
-        body,
-        signal: AbortSignal.timeout(AUTH_FETCH_TIMEOUT_MS),
-      });
-    } catch (error) {
-      throw fetchFailure(error, new URL(endpoint));
+    let response: Response | undefined;
+    let answer: unknown;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      if (jwk) headers.dpop = await dpopProof(jwk, { method: "POST", url: endpoint, nonce: this.#asNonce });
+      try {
+        // The body carries a code, a refresh token or a secret: it goes to the token endpoint's origin only.
+        response = await fetchSameOrigin(endpoint, {
+          method: "POST",
+          headers,
+          body,
+          signal: AbortSignal.timeout(AUTH_FETCH_TIMEOUT_MS),
+        });
+      } catch (error) {
+        throw fetchFailure(error, new URL(endpoint));
+      }
+      answer = await response.json().catch(() => undefined);
+      const nonce = response.headers.get("dpop-nonce");
+      const sent = this.#asNonce;
+      if (nonce !== null) this.#asNonce = nonce;
+      // RFC 9449 §8: the authorization server wants a nonce: the request again with it, once.
+      const wantsNonce = jwk && response.status === 400 && isObject(answer) && answer.error === "use_dpop_nonce";
+      if (!wantsNonce || nonce === null || nonce === sent) break;
     }
-    const answer = await response.json().catch(() => undefined);
-    if (!response.ok || !isObject(answer) || typeof answer.access_token !== "string") {
+    if (!response!.ok || !isObject(answer) || typeof answer.access_token !== "string") {
       throw new AuthorizationError(
-        `the authorization server refused the token request: ${describeOAuthError(answer, response.status)}`,
+        `the authorization server refused the token request: ${describeOAuthError(answer, response!.status)}`,
         0,
       );
     }
@@ -13519,9 +13958,16 @@ function findToken(store: CredentialStore, server: string): StoredToken | undefi
 
 function toStoredToken(
   answer: JsonObject,
-  from: { server: AuthServer; resource: string; clientId: string; oldRefresh?: string; asked?: string },
+  from: {
+    server: AuthServer;
+    resource: string;
+    clientId: string;
+    oldRefresh?: string;
+    asked?: string;
+    dpopJwk?: JsonObject;
+  },
 ): StoredToken {
-  const { server, resource, clientId, oldRefresh, asked } = from;
+  const { server, resource, clientId, oldRefresh, asked, dpopJwk } = from;
   const token: StoredToken = {
     access_token: String(answer.access_token),
     token_type: typeof answer.token_type === "string" ? answer.token_type : "Bearer",
@@ -13538,6 +13984,7 @@ function toStoredToken(
   // for the union of what was granted and what is challenged.
   const scope = typeof answer.scope === "string" ? answer.scope : asked;
   if (scope) token.scope = scope;
+  if (dpopJwk) token.dpop_jwk = dpopJwk;
   return token;
 }
 
@@ -17354,6 +17801,8 @@ const HTTP_FLAGS = {
   "auth-issuer": { type: "string" },
   "auth-scopes": { type: "string" },
   "auth-audience": { type: "string" },
+  "auth-dpop": { type: "string" },
+  "auth-dpop-nonce": { type: "boolean" },
   stateless: { type: "boolean" },
   "session-ttl": { type: "string" },
   "max-sessions": { type: "string" },
@@ -17415,6 +17864,9 @@ Over HTTP (Streamable HTTP; both protocol eras on one endpoint):
                            (checked with its JWKS); serves /.well-known/oauth-protected-resource
   --auth-audience URL      what the tokens' aud must name (default: this server's URL)
   --auth-scopes "A B"      scopes every request needs (advertised too): 403 insufficient_scope
+  --auth-dpop MODE         allowed (default: a DPoP-bound token needs its proof, others go as Bearer) or
+                           required (DPoP-bound tokens only; the metadata says so)
+  --auth-dpop-nonce        DPoP proofs must carry a nonce this server gives (DPoP-Nonce, new every 5 minutes)
   --allow-unauthenticated  allow binding beyond loopback without --token or --auth-issuer
   --stateless              no legacy sessions (GET and DELETE are 405)
   --session-ttl MS         an idle legacy session ends after MS (default ${DEFAULT_SESSION_TTL_MS})
@@ -17797,8 +18249,17 @@ function httpServeOptions(
     if (values["auth-audience"] !== undefined) auth.audience = String(values["auth-audience"]);
     const scopes = String(values["auth-scopes"] ?? "").split(/[\s,]+/).filter(Boolean);
     if (scopes.length) auth.scopes = scopes;
-  } else if (values["auth-audience"] !== undefined || values["auth-scopes"] !== undefined) {
-    throw new UsageError("--auth-audience and --auth-scopes go with --auth-issuer URL");
+    const dpop = values["auth-dpop"];
+    if (dpop !== undefined && dpop !== "allowed" && dpop !== "required") {
+      throw new UsageError(`--auth-dpop takes allowed or required, got "${dpop}"`);
+    }
+    if (dpop !== undefined) auth.dpop = dpop;
+    if (values["auth-dpop-nonce"] === true) auth.dpopNonce = true;
+  } else if (
+    values["auth-audience"] !== undefined || values["auth-scopes"] !== undefined ||
+    values["auth-dpop"] !== undefined || values["auth-dpop-nonce"] !== undefined
+  ) {
+    throw new UsageError("--auth-audience, --auth-scopes and --auth-dpop* go with --auth-issuer URL");
   }
   const token = (values.token) ?? env.MCP_TS_TOKEN;
   if (token === "") throw new UsageError("--token needs a value (or unset MCP_TS_TOKEN)");
@@ -17964,6 +18425,13 @@ in a script a command that needs one exits 4 and names the mcp.ts login to run.
   --callback-port N        the loopback port of the redirect (default ${DEFAULT_CALLBACK_PORT})
   --login-timeout MS       how long a login waits for the browser's redirect (default 300000)
   --grant client_credentials  tokens for the client itself, no browser (CI); with --client-id
+  --grant jwt-bearer --assertion VALUE|@FILE   a JWT the platform issued (a Kubernetes service-account
+                           token, a CI OIDC token; @FILE read again at every token request); --client-id if any
+  --grant token-exchange --id-token VALUE|@FILE --idp-token-endpoint URL --idp-client-id ID
+                           [--idp-client-secret S]: the identity provider's ID token exchanged for an ID-JAG,
+                           then a token with it, as --client-id/--client-secret (enterprise-managed)
+  --dpop, --no-dpop        require DPoP-bound tokens, or never ask for them (default: when the authorization
+                           server offers DPoP with ES256)
 
 Errors are one "mcp: ..." line on stderr; with --json, one JSON object {"error", "exitCode", ...}.
 Exit codes: 0 success, 1 the tool reported an error, 2 usage error or unknown tool,
@@ -18109,6 +18577,13 @@ const CLIENT_FLAGS = {
   "callback-port": { type: "string" },
   "login-timeout": { type: "string" },
   "no-browser": { type: "boolean" },
+  assertion: { type: "string" },
+  "id-token": { type: "string" },
+  "idp-token-endpoint": { type: "string" },
+  "idp-client-id": { type: "string" },
+  "idp-client-secret": { type: "string" },
+  dpop: { type: "boolean" },
+  "no-dpop": { type: "boolean" },
   login: { type: "boolean" },
   grant: { type: "string" },
   timeout: { type: "string" },
@@ -19427,8 +19902,24 @@ async function oauthOptions(
 ): Promise<OAuthOptions> {
   const env = sys.env();
   const grant = values.grant;
-  if (grant !== undefined && grant !== "client_credentials" && grant !== "authorization_code") {
-    throw new UsageError(`--grant takes client_credentials (or authorization_code), got "${grant}"`);
+  const grants = ["client_credentials", "jwt-bearer", "token-exchange", "authorization_code"];
+  if (grant !== undefined && !grants.includes(grant)) {
+    throw new UsageError(`--grant takes client_credentials, jwt-bearer or token-exchange, got "${grant}"`);
+  }
+  const needs = (flags: string[], why: string) => {
+    const missing = flags.filter((flag) => values[flag as keyof typeof values] === undefined);
+    if (missing.length) throw new UsageError(`${why} needs ${missing.map((flag) => `--${flag}`).join(", ")}`);
+  };
+  if (grant === "jwt-bearer") needs(["assertion"], "--grant jwt-bearer");
+  if (grant === "token-exchange") {
+    needs(["id-token", "idp-token-endpoint", "idp-client-id", "client-id"], "--grant token-exchange");
+  }
+  for (const flag of ["assertion", "id-token", "idp-token-endpoint", "idp-client-id", "idp-client-secret"] as const) {
+    const wanted = flag === "assertion" ? "jwt-bearer" : "token-exchange";
+    if (values[flag] !== undefined && grant !== wanted) throw new UsageError(`--${flag} goes with --grant ${wanted}`);
+  }
+  if (values.dpop === true && values["no-dpop"] === true) {
+    throw new UsageError("--dpop and --no-dpop: one or the other");
   }
   let clientKey: string | undefined;
   if (values["client-key"] !== undefined) {
@@ -19439,9 +19930,13 @@ async function oauthOptions(
     }
   }
   const clientSecret = (values["client-secret"]) ?? env.MCP_TS_CLIENT_SECRET;
-  if (grant === "client_credentials" && (values["client-id"] === undefined || (!clientSecret && !clientKey))) {
+  if (
+    (grant === "client_credentials" || grant === "token-exchange") &&
+    (values["client-id"] === undefined || (!clientSecret && !clientKey))
+  ) {
     throw new UsageError(
-      "--grant client_credentials needs --client-id, and --client-secret (or MCP_TS_CLIENT_SECRET) or --client-key",
+      `--grant ${grant} needs --client-id, and --client-secret (or MCP_TS_CLIENT_SECRET)` +
+        (grant === "client_credentials" ? " or --client-key" : ""),
     );
   }
   const port = values["callback-port"] === undefined
@@ -19458,6 +19953,12 @@ async function oauthOptions(
       ? undefined
       : positiveInteger("--login-timeout", values["login-timeout"], AUTH_WAIT_MS),
     grant: grant as OAuthOptions["grant"],
+    assertion: values.assertion,
+    idToken: values["id-token"],
+    idpTokenEndpoint: values["idp-token-endpoint"],
+    idpClientId: values["idp-client-id"],
+    idpClientSecret: values["idp-client-secret"],
+    dpop: values.dpop === true ? "required" : values["no-dpop"] === true ? "off" : undefined,
     openBrowser: values["no-browser"] !== true,
     fresh: command === "login",
     serverName: target,
@@ -20098,6 +20599,13 @@ const SESSION_CONNECTION_FLAGS = [
   "scope",
   "callback-port",
   "grant",
+  "assertion",
+  "id-token",
+  "idp-token-endpoint",
+  "idp-client-id",
+  "idp-client-secret",
+  "dpop",
+  "no-dpop",
   "login",
 ] as const;
 
@@ -20172,6 +20680,12 @@ async function openSession(
       clientMetadataUrl: oauth.clientMetadataUrl,
       scope: oauth.scope,
       grant: oauth.grant,
+      assertion: oauth.assertion,
+      idToken: oauth.idToken,
+      idpTokenEndpoint: oauth.idpTokenEndpoint,
+      idpClientId: oauth.idpClientId,
+      idpClientSecret: oauth.idpClientSecret,
+      dpop: oauth.dpop,
       credentials: oauth.credentials,
     },
     force: values.force === true,
