@@ -5505,6 +5505,132 @@ describe("10e. Bearer tokens: an OAuth protected resource", () => {
   });
 });
 
+describe("10e. Bearer tokens: DPoP-bound tokens (RFC 9449)", () => {
+  // A DPoP key and its proofs, made here with WebCrypto alone (not with mcp.ts's own code).
+  const b64url = (bytes: Uint8Array | string) =>
+    Buffer.from(typeof bytes === "string" ? new TextEncoder().encode(bytes) : bytes).toString("base64url");
+  const dpopKey = async () => {
+    const pair = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"]);
+    const { kty, crv, x, y } = await crypto.subtle.exportKey("jwk", pair.publicKey);
+    const jwk = { crv, kty, x, y };
+    const jkt = b64url(
+      new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(jwk)))),
+    );
+    const proof = async (claims: Message) => {
+      const input = `${b64url(JSON.stringify({ typ: "dpop+jwt", alg: "ES256", jwk }))}.${
+        b64url(JSON.stringify(claims))
+      }`;
+      const signature = await crypto.subtle.sign(
+        { name: "ECDSA", hash: "SHA-256" },
+        pair.privateKey,
+        new TextEncoder().encode(input),
+      );
+      return `${input}.${b64url(new Uint8Array(signature))}`;
+    };
+    return { jkt, proof };
+  };
+  const ath = async (token: string) =>
+    b64url(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(token))));
+
+  test("--auth-dpop required: a bound token with a fresh proof is served; a replay, another URL, method, time, key or token, Bearer, or an unbound token is 401 with a DPoP challenge", async () => {
+    await withProtectedServer(async (as, server) => {
+      const resource = server.url;
+      const origin = new URL(resource).origin;
+      const prm = await (await fetch(origin + "/.well-known/oauth-protected-resource/mcp")).json();
+      assert.equal(prm.dpop_bound_access_tokens_required, true);
+      assert.ok(prm.dpop_signing_alg_values_supported.includes("ES256"));
+      const key = await dpopKey();
+      const token = await mintToken(as.url, { aud: resource, scope: "mcp:read", claims: { cnf: { jkt: key.jkt } } });
+      const now = () => Math.floor(Date.now() / 1000);
+      const claims = async (change: Message = {}) => ({
+        jti: crypto.randomUUID(),
+        htm: "POST",
+        htu: resource,
+        iat: now(),
+        ath: await ath(token),
+        ...change,
+      });
+      const call = (headers: Record<string, string>) =>
+        fetch(modernPost("tools/call", { name: "whoami" }, headers, 1, resource));
+      const fresh = await key.proof(await claims());
+      const good = await call({ authorization: `DPoP ${token}`, dpop: fresh });
+      assert.equal(good.status, 200, await good.clone().text());
+      assert.match((await rpcAnswer(good)).result.content[0].text, /"sub"/);
+      const other = await dpopKey();
+      const refused: Record<string, Record<string, string>> = {
+        "a replayed proof": { authorization: `DPoP ${token}`, dpop: fresh },
+        "another URL": {
+          authorization: `DPoP ${token}`,
+          dpop: await key.proof(await claims({ htu: origin + "/other" })),
+        },
+        "another method": { authorization: `DPoP ${token}`, dpop: await key.proof(await claims({ htm: "GET" })) },
+        "a stale proof": { authorization: `DPoP ${token}`, dpop: await key.proof(await claims({ iat: now() - 600 })) },
+        "another key": { authorization: `DPoP ${token}`, dpop: await other.proof(await claims()) },
+        "another token": {
+          authorization: `DPoP ${token}`,
+          dpop: await key.proof(await claims({ ath: await ath("x") })),
+        },
+        "no ath": { authorization: `DPoP ${token}`, dpop: await key.proof(await claims({ ath: undefined })) },
+        "no proof": { authorization: `DPoP ${token}` },
+        "sent as Bearer": { authorization: `Bearer ${token}`, dpop: await key.proof(await claims()) },
+        "not bound": {
+          authorization: `Bearer ${await mintToken(as.url, { aud: resource, scope: "mcp:read" })}`,
+        },
+      };
+      for (const [why, headers] of Object.entries(refused)) {
+        const response = await call(headers);
+        assert.equal(response.status, 401, why);
+        assert.match(
+          response.headers.get("www-authenticate")!,
+          /^DPoP .*error="(invalid_dpop_proof|invalid_token)"/,
+          why,
+        );
+        await response.body?.cancel();
+      }
+      const anonymous = await call({});
+      assert.match(anonymous.headers.get("www-authenticate")!, /^DPoP resource_metadata=.*algs="ES256/);
+      await anonymous.body?.cancel();
+    }, { serveArgs: ["--auth-scopes", "mcp:read", "--auth-dpop", "required"] });
+  });
+
+  test("--auth-dpop-nonce: a proof without the server's nonce gets use_dpop_nonce and a DPoP-Nonce; with it, served", async () => {
+    await withProtectedServer(async (as, server) => {
+      const resource = server.url;
+      const key = await dpopKey();
+      const token = await mintToken(as.url, { aud: resource, claims: { cnf: { jkt: key.jkt } } });
+      const proof = async (nonce?: string) =>
+        await key.proof({
+          jti: crypto.randomUUID(),
+          htm: "POST",
+          htu: resource,
+          iat: Math.floor(Date.now() / 1000),
+          ath: await ath(token),
+          ...(nonce === undefined ? {} : { nonce }),
+        });
+      const call = async (nonce?: string) =>
+        await fetch(
+          modernPost(
+            "tools/call",
+            { name: "whoami" },
+            { authorization: `DPoP ${token}`, dpop: await proof(nonce) },
+            1,
+            resource,
+          ),
+        );
+      const first = await call();
+      assert.equal(first.status, 401);
+      assert.match(first.headers.get("www-authenticate")!, /^DPoP error="use_dpop_nonce"/);
+      const nonce = first.headers.get("dpop-nonce")!;
+      assert.match(nonce, /^[A-Za-z0-9_-]{16,}$/);
+      await first.body?.cancel();
+      assert.equal((await call("made-up")).status, 401);
+      const served = await call(nonce);
+      assert.equal(served.status, 200);
+      await served.body?.cancel();
+    }, { serveArgs: ["--auth-dpop-nonce"] });
+  });
+});
+
 describe("10e. Bearer tokens: tokens signed with RS256 and EdDSA", () => {
   test("tokens of each signing algorithm verify through the issuer's JWKS; a forged one does not", async () => {
     for (const alg of ["RS256", "EdDSA"]) {
