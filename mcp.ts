@@ -8850,9 +8850,9 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
     let checked = token === undefined ? undefined : await verifier!.verify(token);
     const resource = resourceOf(verifier!, url, pathStart);
     if (checked !== undefined && "claims" in checked) {
-      // The proof names the URL the client used: the resource's, or this request's own (no query).
-      const urls = [proofUrl(resource), proofUrlOf(url)];
-      checked = await dpop!.check(request, given![1], token!, checked.claims, urls) ?? checked;
+      // The proof names this resource: a configured audience, never the Host header's own word (a proof made for
+      // another server that shares the token's audience is refused).
+      checked = await dpop!.check(request, given![1], token!, checked.claims, [proofUrl(resource)]) ?? checked;
     }
     if (checked === undefined || !("claims" in checked)) {
       const refusal = checked as TokenRefusal | undefined;

@@ -5590,6 +5590,18 @@ describe("10e. Bearer tokens: DPoP-bound tokens (RFC 9449)", () => {
       const anonymous = await call({});
       assert.match(anonymous.headers.get("www-authenticate")!, /^DPoP resource_metadata=.*algs="ES256/);
       await anonymous.body?.cancel();
+      // A proof made for another server, its Host named to match: the URL a proof must name is this resource's.
+      const elsewhere = "http://127.0.0.1:1/mcp";
+      const forged = await key.proof(await claims({ htu: elsewhere }));
+      const status = await new Promise<number>((resolve, reject) => {
+        const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping", params: {} });
+        const sent = httpRequest(resource, {
+          method: "POST",
+          headers: { host: "127.0.0.1:1", authorization: `DPoP ${token}`, dpop: forged, ...JSON_HEADERS },
+        }, (answer) => (answer.resume(), resolve(answer.statusCode!)));
+        sent.on("error", reject).end(body);
+      });
+      assert.equal(status, 401, "a Host header does not choose the URL a proof must name");
     }, { serveArgs: ["--auth-scopes", "mcp:read", "--auth-dpop", "required"] });
   });
 

@@ -24,12 +24,12 @@
 #       which runs the mcp.ts commands a user would type against it (`info URL`, `call URL add_numbers a=2 b=3`,
 #       `batch URL` for several calls, `call URL test-tool --login` behind OAuth, ...). Without --scenario: the
 #       client scenarios of the revision's requirement set, those without authorization, then the auth/* ones
-#       (scored, and of the extensions the two client_credentials ones), one suite run each (--scenario S
-#       --spec-version R --force: one at a time, where the suite's own --requirements runs all at once), a line per
-#       scenario (the suite's report when it fails), totals for each revision and part; for 2025-11-25, then
-#       2026-07-28 without --requirements; then (unless --auth-only) the skills extension's client scenarios
-#       (sep-2640-client-*, in no set: `skills URL`, `skill URL NAME`). --no-auth, --auth-only: one part. It fails
-#       when a scored scenario fails.
+#       (scored, and the not-scored extension ones: client_credentials, jwt-bearer, token exchange, DPoP), one suite
+#       run each (--scenario S --spec-version R --force: one at a time, where the suite's own --requirements runs all
+#       at once), a line per scenario (the suite's report when it fails), totals for each revision and part; for
+#       2025-11-25, then 2026-07-28 without --requirements; then (unless --auth-only) the skills extension's client
+#       scenarios (sep-2640-client-*, in no set: `skills URL`, `skill URL NAME`). --no-auth, --auth-only: one part.
+#       It fails when a scored scenario fails.
 #       --scenario S: the suite's whole report, at each revision whose set lists S (at R with --requirements R);
 #       --suite or --spec-version pass through as they are, for one run. -o DIR: the results under DIR/REVISION.
 #       e.g. interop/conformance.sh client "bun ./mcp.ts" --scenario tools_call
@@ -259,8 +259,10 @@ case $mode in
 
     [ ${#revisions[@]} -gt 0 ] || revisions=(2025-11-25 2026-07-28)
     # Of the not-scored (extension) authorization scenarios, those mcp.ts implements: the client_credentials grant
-    # (SEP-1046). Not enterprise-managed-authorization, dpop, dpop-nonce, wif-jwt-bearer.
-    auth_extensions=" auth/client-credentials-basic auth/client-credentials-jwt "
+    # (SEP-1046), workload identity federation's jwt-bearer grant (SEP-1933), enterprise-managed authorization's token
+    # exchange then jwt-bearer (SEP-990), and DPoP (SEP-1932), without and with server nonces. That is all of them.
+    auth_extensions=" auth/client-credentials-basic auth/client-credentials-jwt auth/wif-jwt-bearer"
+    auth_extensions+=" auth/enterprise-managed-authorization auth/dpop auth/dpop-nonce "
     work=$(mktemp -d "${TMPDIR:-/tmp}/mcp-interop.XXXXXX")
     trap 'rm -rf "$work"' EXIT
     trap 'exit 130' INT

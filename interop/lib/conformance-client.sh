@@ -222,6 +222,38 @@ case ${MCP_CONFORMANCE_SCENARIO:-} in
     (umask 077 && context private_key_pem >"$state/client-key.pem") || exit 2
     run call "$url" test-tool --grant client_credentials --client-id "$client_id" --client-key "$state/client-key.pem"
     ;;
+  auth/wif-jwt-bearer)
+    # SEP-1933 (extension): workload identity federation. No browser and no registration: RFC 7523's jwt-bearer grant
+    # with the platform's JWT (the context's valid_jwt) as the assertion, for the client the context names. The JWT in
+    # a file of mode 0600 (in our 0700 folder), never on argv; mcp.ts reads it again at every token request, as a
+    # platform's rotating token file needs. Judged: the grant type and the assertion (signature, aud the AS, exp); a
+    # refusal neither retried nor answered with another grant.
+    client_id=$(context client_id) || exit 2
+    (umask 077 && context valid_jwt >"$state/assertion.jwt") || exit 2
+    run call "$url" test-tool --grant jwt-bearer --assertion "@$state/assertion.jwt" --client-id "$client_id"
+    ;;
+  auth/enterprise-managed-authorization)
+    # SEP-990 (extension): the IdP's ID token (the context's idp_id_token) exchanged at the IdP's token endpoint
+    # (RFC 8693: subject_token_type id_token, requested_token_type id-jag, audience the AS's issuer, resource the MCP
+    # server) for an ID-JAG, then jwt-bearer with the ID-JAG at the AS, client_secret_basic. The ID token in a 0600
+    # file, the client's secret in MCP_TS_CLIENT_SECRET: neither on argv. Judged: both token requests.
+    client_id=$(context client_id) || exit 2
+    idp_client_id=$(context idp_client_id) || exit 2
+    idp_token_endpoint=$(context idp_token_endpoint) || exit 2
+    (umask 077 && context idp_id_token >"$state/id-token.jwt") || exit 2
+    MCP_TS_CLIENT_SECRET=$(context client_secret) || exit 2
+    export MCP_TS_CLIENT_SECRET
+    run call "$url" test-tool --grant token-exchange --id-token "@$state/id-token.jwt" \
+      --idp-token-endpoint "$idp_token_endpoint" --idp-client-id "$idp_client_id" --client-id "$client_id"
+    ;;
+  auth/dpop | auth/dpop-nonce)
+    # SEP-1932 (extension): the AS lists dpop_signing_alg_values_supported ES256; DCR and the code flow, the token
+    # request with a DPoP proof (a DPoP-bound token), then every MCP request with `Authorization: DPoP` and a fresh
+    # proof (jti, ath). dpop-nonce: the AS (400 use_dpop_nonce) and the server (401 use_dpop_nonce) each demand a
+    # nonce first; judged also: one retry with it at each. --dpop: DPoP or no token (mcp.ts would use it unasked,
+    # the metadata listing it).
+    run call "$url" test-tool --login --dpop
+    ;;
   sep-2640-client-no-prefetch)
     # Skills (SEP-2640): judged, listing reads no skill file (and exits 0).
     run skills "$url"
