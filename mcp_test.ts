@@ -7054,6 +7054,196 @@ describe("13. OAuth: the client", () => {
   });
 });
 
+describe("13. OAuth: logins without a person, and DPoP", () => {
+  /** The fake authorization server with its own MCP server at /mcp (modes: `mcp` and these), a store, and a folder. */
+  const withFakeMcp = async (
+    modes: string,
+    body: (as: Started, mcp: string, dir: string, env: Record<string, string>) => Promise<void>,
+    asEnv: Record<string, string> = {},
+  ) => {
+    const dir = mkdtempSync(join(tmpdir(), "mcp-headless-"));
+    const as = await startListening([HERE + "testdata/fake_auth_server.ts"], /listening (\S+)/, {
+      FAKE_AUTH_MODE: ["mcp", modes].filter(Boolean).join(","),
+      ...asEnv,
+    });
+    try {
+      await body(as, `${as.url}/mcp`, dir, { MCP_TS_CREDENTIALS: join(dir, "store", "credentials.json") });
+    } finally {
+      as.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+  const mintText = async (url: string, claims: Message = {}) =>
+    await (await fetch(url, { method: "POST", body: JSON.stringify(claims) })).text();
+
+  test("--grant jwt-bearer --assertion @FILE: a token without a browser, the file read at each token request; a refused assertion is exit 4 with the server's reason, asked once", async () => {
+    await withFakeMcp("", async (as, mcp, dir, env) => {
+      const file = join(dir, "token.jwt");
+      writeFileSync(file, await mintText(`${as.url}/_assertion`, { sub: "workload-1" }));
+      const args = ["--grant", "jwt-bearer", "--assertion", `@${file}`, "--client-id", "ci"];
+      const first = await runCli(["call", mcp, "whoami", ...args], { env });
+      assert.equal(first.code, 0, first.stderr);
+      assert.equal(first.stdout, "workload-1\n");
+      // The file rotated (a projected service-account token): a new token request reads the new one.
+      writeFileSync(file, await mintText(`${as.url}/_assertion`, { sub: "workload-2" }));
+      assert.equal((await runCli(["login", mcp, ...args], { env })).code, 0);
+      assert.equal((await runCli(["call", mcp, "whoami"], { env })).stdout, "workload-2\n", "the stored token used");
+      const grants = (await as.log()).filter((entry) => entry.kind === "token");
+      assert.deepEqual(grants.map((entry) => entry.body.grant_type), [JWT_BEARER, JWT_BEARER]);
+
+      await fetch(`${as.url}/_reset`, { method: "POST" });
+      writeFileSync(file, await mintText(`${as.url}/_assertion`, { exp_in: -60 }));
+      const refused = await runCli(["call", mcp, "whoami", ...args], {
+        env: { MCP_TS_CREDENTIALS: join(dir, "other.json") },
+      });
+      assert.equal(refused.code, 4, refused.stderr);
+      assert.match(refused.stderr, /refused the token request: invalid_grant \("?assertion expired/);
+      assert.equal((await as.log()).filter((entry) => entry.kind === "token").length, 1, "never asked again");
+      const secret = readFileSync(file, "utf8");
+      assert.ok(!refused.stderr.includes(secret) && !first.stderr.includes(secret), "the assertion is never printed");
+    });
+  });
+
+  test("--grant token-exchange: the ID token for an ID-JAG at the identity provider, then a token as the client (client_secret_basic); a refusal is exit 4 with the reason", async () => {
+    await withFakeMcp("", async (as, mcp, dir, env) => {
+      const idToken = join(dir, "id.jwt");
+      writeFileSync(idToken, await mintText(`${as.url}/_id_token`, { sub: "alice@example.com" }));
+      const args = [
+        "--grant",
+        "token-exchange",
+        "--id-token",
+        `@${idToken}`,
+        "--idp-token-endpoint",
+        `${as.url}/idp/token`,
+        "--idp-client-id",
+        "idp-client",
+        "--client-id",
+        "xaa-client",
+      ];
+      const run = await runCli(["call", mcp, "whoami", ...args], { env: { ...env, MCP_TS_CLIENT_SECRET: "s3cret" } });
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, "alice@example.com\n");
+      const log = await as.log();
+      const exchange = log.find((entry) => entry.kind === "idp-token")!;
+      assert.equal(exchange.audience, as.url, "audience: the authorization server's issuer");
+      assert.equal(exchange.resource, mcp, "resource: the MCP server");
+      assert.equal(exchange.requested_token_type, "urn:ietf:params:oauth:token-type:id-jag");
+      const grant = log.find((entry) => entry.kind === "token")!;
+      assert.deepEqual([grant.assertionType, grant.clientAuth], ["id-jag", "basic"]);
+
+      writeFileSync(idToken, await mintText(`${as.url}/_id_token`, { exp_in: -60 }));
+      const refused = await runCli(["call", mcp, "whoami", ...args], {
+        env: { MCP_TS_CREDENTIALS: join(dir, "other.json"), MCP_TS_CLIENT_SECRET: "s3cret" },
+      });
+      assert.equal(refused.code, 4, refused.stderr);
+      assert.match(refused.stderr, /the identity provider refused the token exchange: invalid_grant/);
+      const usage = await runCli(["call", mcp, "whoami", "--grant", "token-exchange", "--id-token", "x"]);
+      assert.equal(usage.code, 2);
+      assert.match(usage.stderr, /--grant token-exchange needs --idp-token-endpoint, --idp-client-id, --client-id/);
+    }, { FAKE_AUTH_CLIENT_ID: "xaa-client", FAKE_AUTH_CLIENT_SECRET: "s3cret" });
+  });
+
+  test("DPoP: a fresh proof on the token request and on every MCP request, the nonce dance with both servers, the key kept with the token (0600) and refreshed with it", async () => {
+    await withFakeMcp("dpop-nonce", async (as, mcp, dir, env) => {
+      const file = join(dir, "token.jwt");
+      writeFileSync(file, await mintText(`${as.url}/_assertion`));
+      const run = await runCli(
+        ["call", mcp, "whoami", "--grant", "jwt-bearer", "--assertion", `@${file}`, "--dpop", "--protocol", "legacy"],
+        { env },
+      );
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, "workload\n");
+      const log = await as.log();
+      const tokens = log.filter((entry) => entry.kind === "token");
+      assert.deepEqual(tokens.map((entry) => [entry.status, entry.error ?? null, entry.proof?.nonce]), [
+        [400, "use_dpop_nonce", false],
+        [200, null, true],
+      ], "the authorization server's nonce, asked for once");
+      const mcpCalls = log.filter((entry) => entry.kind === "mcp" && entry.scheme !== null);
+      assert.ok(mcpCalls.length >= 3, `${mcpCalls.length} MCP requests`);
+      assert.equal(mcpCalls[0].status, 401, "the MCP server's nonce challenge");
+      for (const entry of mcpCalls) {
+        assert.equal(entry.scheme, "DPoP");
+        assert.equal(entry.proof.ath, true);
+        assert.equal(entry.proof.htu, mcp);
+      }
+      const jtis = [...tokens, ...mcpCalls].map((entry) => entry.proof.jti);
+      assert.equal(new Set(jtis).size, jtis.length, "every proof fresh");
+      const store = JSON.parse(readFileSync(env.MCP_TS_CREDENTIALS, "utf8"));
+      const [token] = Object.values(store.tokens) as Message[];
+      assert.equal(token.token_type, "DPoP");
+      assert.deepEqual([token.dpop_jwk.kty, token.dpop_jwk.crv, typeof token.dpop_jwk.d], ["EC", "P-256", "string"]);
+      assert.equal(statSync(env.MCP_TS_CREDENTIALS).mode & 0o777, 0o600);
+      assert.ok(!run.stderr.includes(token.dpop_jwk.d) && !run.stderr.includes(token.access_token));
+    });
+  });
+
+  test("DPoP through a browser login: the refresh carries a proof of the same key (the server binds its refresh token to it); --dpop where none is offered is exit 4, --no-dpop asks for a Bearer token", async () => {
+    await withFakeMcp("dpop", async (as, mcp, dir, env) => {
+      const login = await runCli(["login", mcp], { env: { ...env, BROWSER } });
+      assert.equal(login.code, 0, login.stderr);
+      const store = JSON.parse(readFileSync(env.MCP_TS_CREDENTIALS, "utf8"));
+      const key = Object.keys(store.tokens)[0];
+      assert.equal(store.tokens[key].token_type, "DPoP");
+      // Expired in the store (no waiting): the next call refreshes, with a proof the server checks is the same key.
+      store.tokens[key].expires_at = Math.floor(Date.now() / 1000) - 10;
+      writeFileSync(env.MCP_TS_CREDENTIALS, JSON.stringify(store), { mode: 0o600 });
+      const after = await runCli(["call", mcp, "whoami"], { env });
+      assert.equal(after.code, 0, after.stderr);
+      const refreshes = (await as.log()).filter((entry) =>
+        entry.kind === "token" && entry.body.grant_type === "refresh_token"
+      );
+      assert.deepEqual(refreshes.map((entry) => entry.status), [200]);
+      const again = JSON.parse(readFileSync(env.MCP_TS_CREDENTIALS, "utf8")).tokens[key];
+      assert.deepEqual(again.dpop_jwk, store.tokens[key].dpop_jwk, "the same key, kept");
+
+      const bearer = await runCli(["login", mcp, "--no-dpop"], {
+        env: { MCP_TS_CREDENTIALS: join(dir, "b.json"), BROWSER },
+      });
+      assert.equal(bearer.code, 0, bearer.stderr);
+      const plain = Object.values(JSON.parse(readFileSync(join(dir, "b.json"), "utf8")).tokens)[0] as Message;
+      assert.deepEqual([plain.token_type, plain.dpop_jwk], ["Bearer", undefined]);
+    });
+    await withFakeMcp("", async (_as, mcp, _dir, env) => {
+      const run = await runCli(["login", mcp, "--dpop"], { env: { ...env, BROWSER } });
+      assert.equal(run.code, 4, run.stderr);
+      assert.match(run.stderr, /does not list ES256 in dpop_signing_alg_values_supported/);
+    });
+  });
+
+  test("a config entry's oauth takes the headless grant (grant, assertion): `call NAME`, and a `connect` session, log in without a person", async () => {
+    await withFakeMcp("dpop", async (as, mcp, dir, env) => {
+      const file = join(dir, "token.jwt");
+      writeFileSync(file, await mintText(`${as.url}/_assertion`, { sub: "from-config" }));
+      const config = join(dir, "mcp.json");
+      writeFileSync(
+        config,
+        JSON.stringify({
+          mcpServers: { remote: { url: mcp, oauth: { grant: "jwt-bearer", assertion: `@${file}` } } },
+        }),
+      );
+      const run = await runCli(["call", "remote", "whoami", "--config", config], { env });
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, "from-config\n");
+      writeFileSync(file, await mintText(`${as.url}/_assertion`, { sub: "from-config" })); // a jti is good once
+      const stateDir = join(dir, "state");
+      const daemonEnv = { ...env, MCP_TS_STATE_DIR: stateDir, MCP_TS_CREDENTIALS: join(dir, "daemon.json") };
+      try {
+        const connected = await runCli(
+          ["connect", "wl", mcp, "--grant", "jwt-bearer", "--assertion", `@${file}`],
+          { env: daemonEnv },
+        );
+        assert.equal(connected.code, 0, connected.stderr);
+        const called = await runCli(["call", "@wl", "whoami"], { env: daemonEnv });
+        assert.equal(called.stdout, "from-config\n", called.stderr);
+      } finally {
+        await runCli(["daemon", "stop"], { env: daemonEnv });
+      }
+    });
+  });
+});
+
 describe("14. MCP client", () => {
   test("the probe: a 2026-07-28-only server slow to start answers it after initialize went out, and its answer wins", async () => {
     const late = [...RUNTIME, HERE + "testdata/fake_modern_late.ts"].map(quote).join(" ");
