@@ -9813,18 +9813,26 @@ const DPOP_ALGS = ["ES256", "RS256", "EdDSA"];
  * The DPoP proofs of one resource server (RFC 9449 §4.3, §7): each checked against its request and its token's
  * `cnf.jkt`, its jti remembered (bounded) so a replay is refused; with nonces, a fresh one every 5 minutes (the
  * one before still taken). Compares are constant-time.
+ * @internal
  */
-class DpopVerifier {
+export class DpopVerifier {
   #mode: "allowed" | "required";
   #nonces: string[] | undefined; // the current nonce first, then the one before
   #rotatedAt = 0;
   #seen = new Map<string, number>(); // jti → when it may be forgotten (s)
+  #seenMax: number;
   #now: () => number;
 
-  constructor(options: ResourceServerOptions, now: () => number = Date.now) {
+  constructor(options: ResourceServerOptions, how: { now?: () => number; seenMax?: number } = {}) {
     this.#mode = options.dpop ?? "allowed";
-    this.#now = now;
+    this.#now = how.now ?? Date.now;
+    this.#seenMax = how.seenMax ?? DPOP_SEEN_MAX;
     if (options.dpopNonce) this.#nonces = [];
+  }
+
+  /** How many jtis it remembers now. */
+  get remembered(): number {
+    return this.#seen.size;
   }
 
   /** The nonce proofs must carry now (a new one every 5 minutes), or none. */
@@ -9910,10 +9918,10 @@ class DpopVerifier {
 
   // Bounded: what has expired goes first; a flood of fresh proofs pushes out the oldest.
   #remember(jti: string, until: number, now: number): void {
-    if (this.#seen.size >= DPOP_SEEN_MAX) {
+    if (this.#seen.size >= this.#seenMax) {
       for (const [seen, expiry] of this.#seen) if (expiry <= now) this.#seen.delete(seen);
       for (const seen of this.#seen.keys()) {
-        if (this.#seen.size < DPOP_SEEN_MAX) break;
+        if (this.#seen.size < this.#seenMax) break;
         this.#seen.delete(seen);
       }
     }

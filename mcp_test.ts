@@ -39,6 +39,7 @@ import {
   connect,
   createHandler,
   defineTool,
+  DpopVerifier,
   editJsonMember,
   editTomlTable,
   encodeHeaderValue,
@@ -5603,6 +5604,29 @@ describe("10e. Bearer tokens: DPoP-bound tokens (RFC 9449)", () => {
       });
       assert.equal(status, 401, "a Host header does not choose the URL a proof must name");
     }, { serveArgs: ["--auth-scopes", "mcp:read", "--auth-dpop", "required"] });
+  });
+
+  test("the jti memory is bounded and windowed: past its size the oldest go, past the window a proof is refused as stale (time injected)", async () => {
+    let clock = Date.now();
+    const verifier = new DpopVerifier({ issuer: "https://as.example" }, { now: () => clock, seenMax: 3 });
+    const key = await dpopKey();
+    const token = "a.b.c";
+    const url = "https://mcp.example/mcp";
+    const claims = { cnf: { jkt: key.jkt } };
+    const proofAt = async (jti: string) =>
+      await key.proof({ jti, htm: "POST", htu: url, iat: Math.floor(clock / 1000), ath: await ath(token) });
+    const check = async (proof: string) =>
+      await verifier.check(new Request(url, { method: "POST", headers: { dpop: proof } }), "DPoP", token, claims, [
+        url,
+      ]);
+    const first = await proofAt("j1");
+    assert.equal(await check(first), undefined);
+    assert.match((await check(first))!.description, /used before/);
+    for (const jti of ["j2", "j3", "j4"]) assert.equal(await check(await proofAt(jti)), undefined);
+    assert.equal(verifier.remembered, 3, "at most its size");
+    assert.equal(await check(first), undefined, "the oldest was let go (its iat still in the window)");
+    clock += 301_000;
+    assert.match((await check(first))!.description, /not fresh/, "out of the window: refused by its iat, not its jti");
   });
 
   test("--auth-dpop-nonce: a proof without the server's nonce gets use_dpop_nonce and a DPoP-Nonce; with it, served", async () => {
