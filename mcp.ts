@@ -11781,7 +11781,7 @@ async function otherHostConfigs(
 export function javaScriptOf(source: string, strip: (code: string) => string): string {
   return strip(source)
     .replace(/^#!.*/, "#!/usr/bin/env node")
-    .replace(/[\u2000-\u200a]/g, " ")
+    .replace(/[\u00a0\u2000-\u200a\ufeff]/g, " ") // what the stripper blanks a 2-, 3- and 4-byte character with
     .replace(/[^\t\n\r\x20-\x7e]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
