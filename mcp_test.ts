@@ -5844,7 +5844,7 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
         result: { action: "accept", content: { name: "ada" } },
       });
       assert.equal(answered.status, 202);
-      while (!/"id":7/.test(text)) text += (await reader.read()).value ?? "";
+      while (!/"id":7,"result"/.test(text)) text += (await reader.read()).value ?? ""; // not a question's id 7…
       assert.match(text, /hi ada/);
       void reader.cancel().catch(() => {});
 
