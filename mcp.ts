@@ -2501,6 +2501,16 @@ export class ServerCore {
     };
   }
 
+  /** What server/discover answers (2026-07-28), before the era's encoding. */
+  discovery(): JsonObject {
+    const capabilities = this.capabilities();
+    const extensions = this.extensions();
+    if (extensions) capabilities.extensions = extensions;
+    const result: JsonObject = { supportedVersions: [...MODERN_PROTOCOL_VERSIONS], capabilities };
+    if (this.options.instructions) result.instructions = this.options.instructions;
+    return result;
+  }
+
   /** The key that signs requestState: `stateKey` (shared by instances), else random for this process. */
   stateKey(): Promise<CryptoKey> {
     const secret = this.options.stateKey;
@@ -2992,12 +3002,7 @@ export class McpServer {
 
   // server/discover.mdx (2026-07-28).
   #discover(): JsonObject {
-    const capabilities = this.#core.capabilities();
-    const extensions = this.#core.extensions();
-    if (extensions) capabilities.extensions = extensions;
-    const result: JsonObject = { supportedVersions: [...MODERN_PROTOCOL_VERSIONS], capabilities };
-    if (this.#core.options.instructions) result.instructions = this.#core.options.instructions;
-    return result;
+    return this.#core.discovery();
   }
 
   #setLogLevel(params: JsonObject): JsonObject {
@@ -11935,6 +11940,8 @@ interface ClientTransport {
   readonly stderr: string;
   /** The era the far end speaks, where the transport knows it before any message (a daemon's session). */
   readonly era?: "legacy" | "modern";
+  /** A modern far end's server/discover answer, where the transport was given it (a daemon's hello). */
+  readonly discovered?: JsonObject;
 }
 
 // --- 12a. stdio ---
@@ -12807,6 +12814,8 @@ class SessionTransport implements ClientTransport {
   readonly stderr = "";
   /** The era the session's server speaks (from the daemon's hello). */
   era: "legacy" | "modern" | undefined;
+  /** Its server/discover answer (a modern session's hello carries it). */
+  discovered: JsonObject | undefined;
   #name: string;
   #maxLineBytes: number;
   #socket: LocalSocket | undefined;
@@ -12826,6 +12835,7 @@ class SessionTransport implements ClientTransport {
     });
     this.#socket = socket;
     this.era = reply.era === "legacy" || reply.era === "modern" ? reply.era : undefined;
+    if (this.era === "modern" && isObject(reply.discovered)) this.discovered = reply.discovered;
     const reader = new FrameReader({
       message: (text) => events.message(text),
       oversize: (limit, head) =>
@@ -14368,6 +14378,13 @@ export class McpClient {
     // A daemon's session says its server's era: no probe, and the answers in the shape the server gives them.
     const protocol = this.#options.protocol ?? (this.#transport.era === "legacy" ? "legacy" : "auto");
     const modern = (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(protocol);
+    const discovered = this.#transport.discovered;
+    const supported = Array.isArray(discovered?.supportedVersions) ? discovered.supportedVersions : [];
+    if (protocol === "auto" && discovered && supported.includes(MODERN_PROTOCOL_VERSIONS[0])) {
+      this.#becomeModern(MODERN_PROTOCOL_VERSIONS[0], discovered);
+      this.#started = true;
+      return;
+    }
     if ((protocol === "auto" || modern) && await this.#discover(protocol === "auto" ? undefined : protocol)) {
       this.#started = true;
       return;
@@ -16953,7 +16970,13 @@ class SessionDaemon {
     if (!session) return refuse(`no session "@${hello.session}"; see: mcp.ts sessions`, 2);
     // The era its server speaks: a command speaks it too, and sees what it would see without the daemon.
     const era = session.gateway.upstreams()[0]?.client?.era;
-    socket.write(JSON.stringify({ ok: true, era }) + "\n");
+    // A modern session's server/discover answer comes with the hello: a command starts without that round trip.
+    // (Not when it would crowd the hello's line: long instructions; the command asks for it then.)
+    const discovered = era === "modern"
+      ? MODERN_ERA.encode("server/discover", session.core.discovery(), session.core.facts())
+      : undefined;
+    const reply = JSON.stringify({ ok: true, era, discovered });
+    socket.write((reply.length < DAEMON_HELLO_MAX_BYTES / 4 ? reply : JSON.stringify({ ok: true, era })) + "\n");
     this.#serve(session, socket, rest, hello.attach === true);
   }
 

@@ -9055,8 +9055,13 @@ describe("15d. Sessions: the per-user daemon", () => {
       assert.match(opened.stdout, /^session "@tools" is open: .* \(modern 2026-07-28\)\n$/);
       const { pid } = await status(env);
       assert.ok(pid > 0);
-      const called = await runCli(["call", "@tools", "add", "a=2", "b=3"], { env });
+      const called = await runCli(["call", "@tools", "add", "a=2", "b=3", "--trace"], { env });
       assert.equal(called.stdout, "5\n", called.stderr);
+      // The session's server/discover answer came with the daemon's hello: the command asks only what it needs.
+      assert.deepEqual([...called.stderr.matchAll(/"method":"([^"]+)"/g)].map((match) => match[1]), [
+        "tools/list",
+        "tools/call",
+      ]);
       // Exactly what the server itself answers, in either era (a 2025-11-25 server's answer has no envelope).
       for (const [server, name] of [[SERVE, "@tools"], [FAKE, "@fake"]]) {
         if (name === "@fake") assert.equal((await runCli(["connect", "fake", FAKE], { env })).code, 0);
