@@ -5981,6 +5981,48 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
     }
   });
 
+  test("a store that answers garbage, or nothing, is lost (said once): a request that needs it gets 503, none hangs; one that drops connections is reconnected to", async () => {
+    for (const mode of ["garbage", "hang"]) {
+      const redis = await fakeRedis(mode);
+      const handler = replica(redis.url);
+      try {
+        const answer = await handler(legacyPost(INIT));
+        assert.equal(answer.status, 503, mode);
+        assert.match((await answer.json()).error.message, /the state store redis:\/\/127\.0\.0\.1:\d+ is unreachable/);
+        const modern = await rpcAnswer(
+          await handler(modernPost("tools/call", { name: "add", arguments: { a: 1, b: 1 } })),
+        );
+        assert.equal(modern.result.content[0].text, "2", `${mode}: stateless requests go on`);
+        assert.equal(
+          handler.lines.filter((line) => /is (lost|unreachable)/.test(line)).length,
+          1,
+          handler.lines.join("\n"),
+        );
+        assert.match(handler.lines[0], mode === "garbage" ? /not RESP/ : /no reply in \d+ ms/);
+      } finally {
+        handler.close();
+        redis.close();
+      }
+    }
+    // Every 5th command closes its connection: the client reconnects each time, and what it was asked comes through.
+    const flaky = await fakeRedis("flaky");
+    const handler = replica(flaky.url);
+    try {
+      let served = 0;
+      for (let i = 0; i < 12; i++) {
+        const answer = await until(() => handler(legacyPost(INIT)), (response) => response.status !== 503);
+        assert.equal(answer.status, 200);
+        await answer.body?.cancel();
+        served++;
+      }
+      assert.equal(served, 12);
+      assert.ok((await flaky.printed(/"conn":4,/)).length > 0, "reconnected, more than once");
+    } finally {
+      handler.close();
+      flaky.close();
+    }
+  });
+
   test("AUTH and SELECT come from the URL, replies split byte by byte are read whole; a wrong password is said without the password", async () => {
     const redis = await fakeRedis("split", { FAKE_REDIS_PASSWORD: "s3cret" });
     const url = redis.url.replace("redis://", "redis://default:s3cret@") + "/3";
