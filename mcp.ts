@@ -4117,8 +4117,19 @@ class SharedTask {
     const interval = Number(this.#record.d.pollIntervalMs) || DEFAULT_TASK_POLL_MS;
     let last = JSON.stringify(this.#record.d);
     const timer = setInterval(async () => {
-      const fresh = await this.#tasks.findShared(this.id, this.#record.p).catch(() => undefined);
-      if (!fresh) return;
+      let fresh: SharedTask | undefined;
+      try {
+        fresh = await this.#tasks.findShared(this.id, this.#record.p);
+      } catch {
+        return; // the store is away: asked again at the next poll
+      }
+      if (!fresh) {
+        // Its record is gone (expired): the wait ends, with the task as cancelled by its expiry.
+        clearInterval(timer);
+        const message = "the task expired (its ttlMs ran out)";
+        this.#record.d = { ...this.#record.d, status: "cancelled", statusMessage: message };
+        return listener(this);
+      }
       this.#record.d = fresh.detail();
       const now = JSON.stringify(this.#record.d);
       if (now !== last) (last = now, listener(this));

@@ -5910,6 +5910,21 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
     });
   });
 
+  test("a 2025-11-25 tasks/result waiting on another replica ends when the task expires (its record gone), not never", async () => {
+    const forever = {
+      name: "forever",
+      execution: { taskSupport: "required" as const },
+      run: () => new Promise(() => {}),
+    };
+    await withReplicas({ tools: [forever], taskTtl: 300, taskPollInterval: 20 }, async (a, b) => {
+      const session = await legacySession(a, { tasks: {} });
+      const made = await session.ask(a, "tools/call", { name: "forever", arguments: {}, task: {} });
+      const { taskId } = made.result.task;
+      const waited = await session.ask(b, "tasks/result", { taskId });
+      assert.match(waited.error.message, /was cancelled/, JSON.stringify(waited));
+    });
+  });
+
   test("a replica killed mid-task: once its heartbeat has expired, its running task reads failed on the others", async () => {
     const redis = await fakeRedis();
     const server = await startListening(
