@@ -80,13 +80,6 @@ shorten() {
   printf '%s' "$line"
 }
 
-# fail WHAT [FILE]: a failed check of no command, with the tail of FILE.
-fail() {
-  echo "FAIL: [$part] $1"
-  [ -z "${2:-}" ] || [ ! -s "$2" ] || tail -n 20 "$2" | sed 's/^/  /'
-  failed=$((failed + 1))
-}
-
 # stop_as: SIGTERM to the AS's group, SIGKILL after 10 s.
 stop_as() {
   [ -n "$as" ] || return 0

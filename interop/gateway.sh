@@ -358,14 +358,6 @@ part_http() {
 
 # --- principals ---
 
-# free_port: a TCP port of 127.0.0.1 free a moment ago (the system's pick for port 0).
-free_port() {
-  "$IOP_NODE" -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => {
-    console.log(s.address().port);
-    s.close();
-  });'
-}
-
 part_principals() {
   part=principals
   echo

@@ -120,12 +120,6 @@ start_peer() {
   echo "# $url"
 }
 
-# A TCP port free on 127.0.0.1 just now.
-free_port() {
-  "$IOP_NODE" -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => {
-    console.log(s.address().port); s.close(); })'
-}
-
 # start_everything_http: `PORT=N mcp-server-everything streamableHttp` on a free port (it prints no URL, and takes
 # PORT=0 literally), url=http://127.0.0.1:N/mcp once it says "... port N"; another port if that one was taken.
 start_everything_http() {

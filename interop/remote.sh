@@ -68,12 +68,6 @@ trap 'stop_peer; rm -rf "$work"' EXIT
 trap 'exit 130' INT # Ctrl-C: the peer is in a process group of its own, so only stop_peer reaches it
 trap 'exit 143' TERM
 
-# A TCP port free on 127.0.0.1 just now.
-free_port() {
-  "$IOP_NODE" -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => {
-    console.log(s.address().port); s.close(); })'
-}
-
 # start_everything MODE PATH: `PORT=N mcp-server-everything MODE` in a process group of its own; port=N and
 # url=http://127.0.0.1:N/PATH once it says "... port N" on stderr. A port taken in between makes it exit: then another
 # one, three times at most.

@@ -124,19 +124,6 @@ shorten() {
   printf '%s' "$line"
 }
 
-# fail WHAT [FILE]: a failed check of no command, with the tail of FILE.
-fail() {
-  echo "FAIL: [$part] $1"
-  [ -z "${2:-}" ] || [ ! -s "$2" ] || tail -n 20 "$2" | sed 's/^/  /'
-  failed=$((failed + 1))
-}
-
-# A TCP port free on 127.0.0.1 just now.
-free_port() {
-  "$IOP_NODE" -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => {
-    console.log(s.address().port); s.close(); })'
-}
-
 # launch NAME COMMAND...: runs it in the background in a process group of its own (stdin nothing), its stdout and
 # stderr appended to T/NAME.out and T/NAME.err.
 launch() {

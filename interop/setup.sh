@@ -3,7 +3,7 @@
 # the checkout: $MCP_INTEROP_CACHE, default ~/.cache/mcp-interop. Needs only Node (any version) and npm.
 #
 #   interop/setup.sh            install (a no-op once done; the stamp is keyed by the package list)
-#   . interop/setup.sh          install, then export IOP_CACHE and IOP_NODE and set PATH (from bash):
+#   . interop/setup.sh          install, then export IOP_CACHE and IOP_NODE, set PATH and define free_port (from bash):
 #       - the cache's node_modules/.bin first: mcp-server-everything, mcp-server-filesystem, conformance, ...
 #       - deno and bun: yours when they are on PATH, else pinned ones installed into the cache (PATH's end)
 #       - node: yours when it is >= 22.18, else a pinned Node 22 installed into the cache (PATH's front)
@@ -64,6 +64,12 @@ iop_setup() {
   [ $node_ok = yes ] || PATH="$rt/node_modules/node/bin:$PATH"
   IOP_NODE=$(command -v node)
   export IOP_CACHE IOP_NODE PATH
+}
+
+# free_port: a TCP port free on 127.0.0.1 just now (for servers that cannot be given port 0).
+free_port() {
+  "$IOP_NODE" -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => {
+    console.log(s.address().port); s.close(); })'
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

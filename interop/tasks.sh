@@ -98,12 +98,6 @@ trap 'stop_http_server || true; stop_everything; rm -rf "$work"' EXIT
 trap 'exit 130' INT # Ctrl-C: the servers are in process groups of their own, so only the EXIT trap reaches them
 trap 'exit 143' TERM
 
-# A TCP port free on 127.0.0.1 just now.
-free_port() {
-  "$IOP_NODE" -e 'const s = require("node:net").createServer().listen(0, "127.0.0.1", () => {
-    console.log(s.address().port); s.close(); })'
-}
-
 # start_everything_http: `PORT=N mcp-server-everything streamableHttp` on a free port (it prints no URL, and takes
 # PORT=0 literally), url=http://127.0.0.1:N/mcp once it says "... port N"; another port if that one was taken.
 start_everything_http() {

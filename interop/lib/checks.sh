@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2154 # work, part, guard, SCRIPT, passed and failed are the sourcing script's
-# The checks packages.sh and sessions.sh make, sourced by both: run a command, then expect what it printed; one line
-# "ok: ..." or "FAIL: [part] ..." each, counted in passed and failed. The sourcing script sets work (its scratch
+# The checks packages.sh, sessions.sh, replicas.sh and dpop.sh make, sourced by each: run a command, then expect what
+# it printed (or check a condition, or fail with a file's tail); one line "ok: ..." or "FAIL: [part] ..." each, counted
+# in passed and failed. The sourcing script sets work (its scratch
 # folder), part (the part running), guard (the command's time bound: a timeout argv, or empty), SCRIPT (its name, for
 # its own mistakes) and stdin (what a run reads; default nothing), and defines shorten LINE (the command line as
 # shown, its long paths named).
@@ -76,4 +77,11 @@ check() {
     echo "FAIL: [$part] $what"
     failed=$((failed + 1))
   fi
+}
+
+# fail WHAT [FILE]: a failed check of no command, with the tail of FILE.
+fail() {
+  echo "FAIL: [$part] $1"
+  [ -z "${2:-}" ] || [ ! -s "$2" ] || tail -n 20 "$2" | sed 's/^/  /'
+  failed=$((failed + 1))
 }
