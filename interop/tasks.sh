@@ -65,19 +65,13 @@ part=
 # shellcheck source-path=SCRIPTDIR source=lib/serve-http.sh
 . "$here/lib/serve-http.sh"
 
-now() { local t=${EPOCHREALTIME/,/.}; echo "$t"; }
-since() { awk "BEGIN { printf \"%.1f\", $(now) - $1 }"; }
+SCRIPT=tasks.sh
+# shellcheck source=interop/lib/checks.sh
+. "$here/lib/checks.sh"
 
-# An argument as a shell would need it: as it is when plain, else in single quotes.
-shown() {
-  local quote="'\\''"
-  if [[ $1 =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then printf ' %s' "$1"; else printf " '%s'" "${1//\'/$quote}"; fi
-}
-# A command as it would be typed, with "mcp.ts" for the runtime and ./mcp.ts.
-command_line() {
-  local line
-  line=$(for arg; do shown "$arg"; done)
-  line=${line# }
+# The command line as shown: "mcp.ts" for the runtime and ./mcp.ts.
+shorten() {
+  local line=$1
   [[ $line != "${MCP[*]}"* ]] || line="mcp.ts${line#"${MCP[*]}"}"
   printf '%s' "$line"
 }
@@ -123,51 +117,6 @@ start_everything_http() {
   echo "tasks.sh: server-everything did not start:"
   sed 's/^/  /' "$work/everything.err"
   return 1
-}
-
-# run COMMAND...: runs it (stdin: nothing) with its stdout in $work/out and stderr in $work/err; sets status, took
-# and ran (the command line).
-run() {
-  local began
-  ran=$(command_line "$@")
-  status=0
-  began=$(now)
-  "${guard[@]}" "$@" >"$work/out" 2>"$work/err" </dev/null || status=$?
-  took=$(since "$began")
-  # Ctrl-C reaches the command too, which exits 130: bash then takes the SIGINT as handled and runs no trap
-  [ "$status" != 130 ] || exit 130
-}
-
-# expect EXIT [TEST...] [-- WHAT]: the last run must have exited EXIT and pass each TEST: out=ERE (a line of stdout
-# matches), err=ERE (a line of stderr), !out=ERE (no line of stdout), !err=ERE (no line of stderr). WHAT names the
-# check (default: the command).
-expect() {
-  local want=$1 test why=() what=$ran summary="exit $status"
-  shift
-  for test; do
-    shift
-    [ "$test" != -- ] || { what=$*; break; }
-    case $test in
-      out=*) grep -Eq -- "${test#out=}" "$work/out" || why+=("no line of stdout matches /${test#out=}/") ;;
-      err=*) grep -Eq -- "${test#err=}" "$work/err" || why+=("no line of stderr matches /${test#err=}/") ;;
-      '!out='*) ! grep -Eq -- "${test#!out=}" "$work/out" || why+=("stdout matches /${test#!out=}/") ;;
-      '!err='*) ! grep -Eq -- "${test#!err=}" "$work/err" || why+=("stderr matches /${test#!err=}/") ;;
-      *) echo "tasks.sh: bad test $test" >&2 && exit 2 ;;
-    esac
-    summary+=", ${test%%=*} ~ ${test#*=}"
-  done
-  [ "$status" = "$want" ] || why=("exit $status, expected $want" "${why[@]}")
-  if [ ${#why[@]} -eq 0 ]; then
-    echo "ok: $what: $summary ($took s)"
-    passed=$((passed + 1))
-  else
-    local reasons
-    reasons=$(printf '%s; ' "${why[@]}")
-    echo "FAIL: [$part] $what ($took s): ${reasons%; }"
-    [ ! -s "$work/out" ] || head -n 20 "$work/out" | sed 's/^/  stdout: /'
-    [ ! -s "$work/err" ] || tail -n 30 "$work/err" | sed 's/^/  stderr: /'
-    failed=$((failed + 1))
-  fi
 }
 
 # The first task id in the last run's stdout or stderr ("mcp: task ID: ..."), or its one stdout line.

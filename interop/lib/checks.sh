@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2154 # work, part, guard, SCRIPT, passed and failed are the sourcing script's
-# The checks packages.sh, sessions.sh, replicas.sh and dpop.sh make, sourced by each: run a command, then expect what
+# The checks the interop scripts make (packages, sessions, replicas, dpop, tasks, otel), sourced by each: run a command, then expect what
 # it printed (or check a condition, or fail with a file's tail); one line "ok: ..." or "FAIL: [part] ..." each, counted
 # in passed and failed. The sourcing script sets work (its scratch
 # folder), part (the part running), guard (the command's time bound: a timeout argv, or empty), SCRIPT (its name, for
