@@ -1,10 +1,9 @@
 # shellcheck shell=bash disable=SC2154 # work, part, guard, SCRIPT, passed and failed are the sourcing script's
-# The checks the interop scripts make (packages, sessions, replicas, dpop, tasks, otel), sourced by each: run a command, then expect what
-# it printed (or check a condition, or fail with a file's tail); one line "ok: ..." or "FAIL: [part] ..." each, counted
-# in passed and failed. The sourcing script sets work (its scratch
-# folder), part (the part running), guard (the command's time bound: a timeout argv, or empty), SCRIPT (its name, for
-# its own mistakes) and stdin (what a run reads; default nothing), and defines shorten LINE (the command line as
-# shown, its long paths named).
+# The checks the interop scripts make (packages, sessions, replicas, dpop, tasks, otel), sourced by each: run a command,
+# then expect what it printed (or check a condition, or fail with a file's tail); one line "ok: ..." or "FAIL: [part]
+# ..." each, counted in passed and failed. The sourcing script sets work (its scratch folder), part (the part running),
+# guard (the command's time bound: a timeout argv, or empty), SCRIPT (its name, for its own mistakes) and stdin (what a
+# run reads; default nothing), and defines shorten LINE (the command line as shown, its long paths named).
 
 now() { local t=${EPOCHREALTIME/,/.}; echo "$t"; }
 since() { awk "BEGIN { printf \"%.1f\", $(now) - $1 }"; }
