@@ -4004,10 +4004,11 @@ interface ReplicaStore {
   readonly heartbeatTtl: number;
   /** Whether the store answers now: when not, a request that needs it is refused at once. */
   readonly available: boolean;
-  /** Settles once the first connection has been made or has failed (a request that comes before waits). */
-  readonly firstAttempt: Promise<void>;
-  /** Whether `firstAttempt` has settled. */
-  readonly attempted: boolean;
+  /**
+   * Whether the store answers: at once, or (before its first connection has been tried: a replica just started)
+   * once that is known. What every request that needs it asks first.
+   */
+  ready(): boolean | Promise<boolean>;
   /** A command's reply; an RpcError naming the store at once when it is unreachable. */
   call(...args: (string | number)[]): Promise<StoreReply>;
   /** A write not waited for, in order with the rest; kept (bounded) while the store is unreachable. */
@@ -9035,7 +9036,7 @@ class LegacySessions {
     then: (session: LegacySession) => Response | Promise<Response>,
   ): Response | Promise<Response> {
     if (this.#store && !this.#store.available) {
-      return this.#afterFirstAttempt(() => this.#withSession(arrival, then), null);
+      return this.#whenReady(() => this.#withSession(arrival, then), null);
     }
     const found = this.#findSession(arrival);
     if (found instanceof Response) return found;
@@ -9083,7 +9084,7 @@ class LegacySessions {
     const { request, message, auth } = incoming;
     const { id, method } = message;
     const isRequest = typeof method === "string" && isRequestId(id);
-    if (this.#store && !this.#store.available) return this.#afterFirstAttempt(() => this.post(incoming), id);
+    if (this.#store && !this.#store.available) return this.#whenReady(() => this.post(incoming), id);
     if (method === "initialize") {
       if (request.headers.get("mcp-session-id")) {
         return rpcErrorResponse(
@@ -9172,13 +9173,10 @@ class LegacySessions {
     return !isRequestId(requestId) || found.server.serving(requestId) || found.byRequest.has(requestId);
   }
 
-  // The store is not answering: a request that comes before its first connection has been tried waits for that
-  // (a replica just started); after, it is refused at once.
-  async #afterFirstAttempt(again: () => Response | Promise<Response>, id: unknown): Promise<Response> {
+  // The store is not answering now: refused at once, or, before its first connection, once that is tried.
+  async #whenReady(again: () => Response | Promise<Response>, id: unknown): Promise<Response> {
     const store = this.#store!;
-    if (store.attempted) return storeUnavailable(store, id);
-    await store.firstAttempt;
-    return store.available ? await again() : storeUnavailable(store, id);
+    return (await store.ready()) ? await again() : storeUnavailable(store, id);
   }
 
   // --- Replicas (--state redis://…): sessions in the store, each replica caching those it serves ---
@@ -10223,8 +10221,6 @@ function quotedString(text: string): string {
 
 const STORE_PREFIX = "mcp:";
 const STORE_CHANNEL = "mcp:bus";
-// How long a command may wait for its reply before the connection is judged lost (a hung Redis).
-const STORE_REPLY_TIMEOUT_MS = 3_000;
 // Writes kept while the store is unreachable; beyond, the oldest are dropped (and counted in the "back" line).
 const STORE_QUEUE_MAX = 10_000;
 // Longest reply accepted (checked from its length header, before its bytes are read) and longest reply line.
@@ -10396,9 +10392,12 @@ class RespConnection {
   #closed = false;
   #watch: ReturnType<typeof setInterval> | undefined;
   #setup: string[];
+  #replyTimeout: number;
 
-  constructor(url: URL, pushes?: (reply: StoreReply) => void, setup: string[] = []) {
+  /** `replyTimeout`: how long a command may wait for its reply before the connection is judged lost (a hung store). */
+  constructor(url: URL, replyTimeout: number, pushes?: (reply: StoreReply) => void, setup: string[] = []) {
     this.#url = url;
+    this.#replyTimeout = replyTimeout;
     this.#pushes = pushes;
     const user = decodeURIComponent(url.username);
     const password = decodeURIComponent(url.password);
@@ -10480,7 +10479,7 @@ class RespConnection {
   #opened(socket: TcpSocket, lost: (why: string) => void): void {
     const setup = this.#setup.length;
     let answered = 0;
-    const check = (reply: StoreReply) => {
+    const check = () => {
       if (++answered < setup || this.ready) return;
       this.ready = true;
       this.#attempt = 0;
@@ -10490,7 +10489,6 @@ class RespConnection {
         this.#send(text);
       }
       this.onReady?.();
-      void reply;
     };
     for (let i = 0; i < setup; i++) {
       this.#waiting.push({
@@ -10500,14 +10498,13 @@ class RespConnection {
         sentAt: Date.now(),
       });
     }
-    if (setup === 0) check(null);
+    if (setup === 0) check();
     socket.write(this.#setup.join(""));
+    const limit = this.#replyTimeout;
     this.#watch ??= setInterval(() => {
       const oldest = this.#waiting[0];
-      if (oldest && Date.now() - oldest.sentAt > STORE_REPLY_TIMEOUT_MS) {
-        this.#socket?.destroy(new Error(`no reply in ${STORE_REPLY_TIMEOUT_MS} ms`));
-      }
-    }, STORE_REPLY_TIMEOUT_MS / 3);
+      if (oldest && Date.now() - oldest.sentAt > limit) this.#socket?.destroy(new Error(`no reply in ${limit} ms`));
+    }, Math.max(10, limit / 3));
     (this.#watch as { unref?: () => void }).unref?.();
   }
 
@@ -10523,13 +10520,11 @@ class RespConnection {
   }
 
   #lost(why: string): void {
-    const wasReady = this.ready;
     this.ready = false;
     for (const waiter of this.#waiting.splice(0)) waiter.reject(new Error(why));
     this.#out.length = 0;
     if (this.#closed) return;
     this.onLost?.(why);
-    void wasReady;
     const delay = Math.min(STORE_RECONNECT_MAX_MS, 50 * 2 ** this.#attempt++);
     const timer = setTimeout(() => void this.#connect(), delay);
     (timer as { unref?: () => void }).unref?.();
@@ -10557,10 +10552,8 @@ export class RedisStore implements ReplicaStore {
   #heartbeat: ReturnType<typeof setInterval>;
   #report: (line: string) => void;
   #lost: string | undefined = "connecting";
-  #settled!: () => void;
-  /** Settles once the first connection has been made or has failed: until then a request may wait for it. */
-  readonly firstAttempt: Promise<void> = new Promise((resolve) => this.#settled = resolve);
-  attempted = false;
+  #settle!: () => void;
+  #firstAttempt: Promise<void> | undefined = new Promise((resolve) => this.#settle = resolve); // until it settles
 
   constructor(url: URL, options: { replica: string; heartbeatTtl?: number; report?: (line: string) => void }) {
     this.replica = options.replica;
@@ -10568,13 +10561,19 @@ export class RedisStore implements ReplicaStore {
     this.heartbeatTtl = options.heartbeatTtl ?? DEFAULT_HEARTBEAT_TTL_MS;
     // own-line-ok: a library's default (the CLI passes its log); our own words and the store's redacted reason.
     this.#report = options.report ?? ((line) => console.error(`mcp: ${line}`));
-    this.#commands = new RespConnection(url);
-    this.#bus = new RespConnection(url, (push) => this.#pushed(push), [respCommand(["SUBSCRIBE", STORE_CHANNEL])]);
+    // A heartbeat every third of its TTL; a store that leaves a command unanswered that long (a second at least: a
+    // busy machine is not a lost store) is taken for lost.
+    const beat = Math.max(100, Math.floor(this.heartbeatTtl / 3));
+    const replyTimeout = Math.max(1_000, beat);
+    this.#commands = new RespConnection(url, replyTimeout);
+    this.#bus = new RespConnection(url, replyTimeout, (push) => this.#pushed(push), [
+      respCommand(["SUBSCRIBE", STORE_CHANNEL]),
+    ]);
     const said = () => {
       if (!this.available || this.#lost === undefined) return;
       const first = this.#lost === "connecting";
       this.#lost = undefined;
-      this.#settle();
+      this.#settled();
       const dropped = this.#commands.takeDropped();
       this.#beat();
       if (!first) {
@@ -10589,7 +10588,7 @@ export class RedisStore implements ReplicaStore {
       if (this.#lost !== undefined && this.#lost !== "connecting") return;
       const first = this.#lost === "connecting";
       this.#lost = why;
-      this.#settle();
+      this.#settled();
       this.#report(
         `the state store ${this.name} is ${first ? "unreachable" : "lost"} (${redact(why)}): ` +
           "requests that need it are refused until it is back",
@@ -10597,7 +10596,7 @@ export class RedisStore implements ReplicaStore {
     };
     this.#commands.onReady = this.#bus.onReady = said;
     this.#commands.onLost = this.#bus.onLost = lost;
-    this.#heartbeat = setInterval(() => this.#beat(), Math.max(100, Math.floor(this.heartbeatTtl / 3)));
+    this.#heartbeat = setInterval(() => this.#beat(), beat);
     (this.#heartbeat as { unref?: () => void }).unref?.();
   }
 
@@ -10605,15 +10604,21 @@ export class RedisStore implements ReplicaStore {
     return this.#commands.ready && this.#bus.ready;
   }
 
-  #settle(): void {
-    this.attempted = true;
-    this.#settled();
+  #settled(): void {
+    this.#firstAttempt = undefined;
+    this.#settle();
+  }
+
+  ready(): boolean | Promise<boolean> {
+    if (this.available || !this.#firstAttempt) return this.available;
+    return this.#firstAttempt.then(() => this.available);
   }
 
   call(...args: (string | number)[]): Promise<StoreReply> {
     if (!this.#commands.ready) {
-      // Before the first connection was tried (a replica just started) a command waits for it; after, it fails.
-      return this.attempted ? Promise.reject(this.unavailable()) : this.firstAttempt.then(() => this.call(...args));
+      const ready = this.ready();
+      if (ready === false) return Promise.reject(this.unavailable());
+      return Promise.resolve(ready).then((ok) => ok ? this.call(...args) : Promise.reject(this.unavailable()));
     }
     return this.#commands.call(args).catch((error) => {
       throw error instanceof StoreReplyError ? error : this.unavailable();

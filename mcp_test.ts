@@ -5999,7 +5999,8 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
   test("a store that answers garbage, or nothing, is lost (said once): a request that needs it gets 503, none hangs; one that drops connections is reconnected to", async () => {
     for (const mode of ["garbage", "hang"]) {
       const redis = await fakeRedis(mode);
-      const handler = replica(redis.url);
+      // A store silent for a third of the heartbeat's TTL (a second at least) is lost: 1 s here, not the default 3.3.
+      const handler = replica(redis.url, { heartbeatTtl: 300 });
       try {
         const answer = await handler(legacyPost(INIT));
         assert.equal(answer.status, 503, mode);
