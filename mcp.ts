@@ -9860,7 +9860,18 @@ const DPOP_WINDOW_S = 300;
 // jtis remembered at most (the oldest go first when a flood fills it); nonces live this long.
 const DPOP_SEEN_MAX = 10_000;
 const DPOP_NONCE_MS = 300_000;
-const DPOP_ALGS = ["ES256", "RS256", "EdDSA"];
+/**
+ * The JWS algorithms mcp.ts signs and verifies with (RFC 7518), as WebCrypto names them: how a key of each is
+ * imported, and how it signs. A Map: a token's own `alg` (a caller's text) is looked up in it.
+ */
+const JWS_ALGORITHMS = new Map<string, { key: EcKeyImportParams | RsaHashedImportParams | Algorithm; sign: Algorithm }>(
+  [
+    ["ES256", { key: { name: "ECDSA", namedCurve: "P-256" }, sign: { name: "ECDSA", hash: "SHA-256" } as Algorithm }],
+    ["RS256", { key: { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }, sign: { name: "RSASSA-PKCS1-v1_5" } }],
+    ["EdDSA", { key: { name: "Ed25519" }, sign: { name: "Ed25519" } }],
+  ],
+);
+const DPOP_ALGS = [...JWS_ALGORITHMS.keys()];
 
 /**
  * The DPoP proofs of one resource server (RFC 9449 §4.3, §7): each checked against its request and its token's
@@ -9993,15 +10004,12 @@ function proofUrlOf(htu: string): string {
 
 // A JWS's signature checked with a public JWK of the given alg.
 async function verifyWithJwk(alg: string, jwk: JsonObject, parts: string[]): Promise<boolean> {
-  const [importAs, verifyAs] = alg === "ES256"
-    ? [{ name: "ECDSA", namedCurve: "P-256" }, { name: "ECDSA", hash: "SHA-256" }]
-    : alg === "RS256"
-    ? [{ name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }, { name: "RSASSA-PKCS1-v1_5" }]
-    : [{ name: "Ed25519" }, { name: "Ed25519" }];
+  const algorithm = JWS_ALGORITHMS.get(alg);
+  if (!algorithm) return false;
   try {
-    const key = await crypto.subtle.importKey("jwk", jwk as JsonWebKey, importAs, false, ["verify"]);
+    const key = await crypto.subtle.importKey("jwk", jwk as JsonWebKey, algorithm.key, false, ["verify"]);
     return await crypto.subtle.verify(
-      verifyAs,
+      algorithm.sign,
       key,
       fromBase64Url(parts[2]),
       encoder.encode(`${parts[0]}.${parts[1]}`),
@@ -10052,7 +10060,7 @@ class TokenVerifier {
       return invalid(`the token's typ ${JSON.stringify(header.typ)} is not an access token's`);
     }
     const alg = String(header.alg);
-    if (!["RS256", "ES256", "EdDSA"].includes(alg)) return invalid(`the token's alg ${alg} is not accepted`);
+    if (!JWS_ALGORITHMS.has(alg)) return invalid(`the token's alg ${alg} is not accepted`);
     const kid = typeof header.kid === "string" ? header.kid : "";
     let key = this.#keys.get(kid);
     const clock = Date.now();
@@ -10068,15 +10076,10 @@ class TokenVerifier {
       }
     }
     if (!key || key.alg !== alg) return invalid("the token is not signed by a key of its issuer");
-    const algorithm = alg === "ES256"
-      ? { name: "ECDSA", hash: "SHA-256" }
-      : alg === "RS256"
-      ? { name: "RSASSA-PKCS1-v1_5" }
-      : { name: "Ed25519" };
     let valid = false;
     try {
       valid = await crypto.subtle.verify(
-        algorithm,
+        JWS_ALGORITHMS.get(alg)!.sign,
         key.key,
         fromBase64Url(parts[2]),
         encoder.encode(`${parts[0]}.${parts[1]}`),
@@ -10157,13 +10160,9 @@ class TokenVerifier {
           ? "EdDSA"
           : undefined;
         if (!alg || (typeof jwk.alg === "string" && jwk.alg !== alg)) continue;
-        const algorithm = alg === "RS256"
-          ? { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }
-          : alg === "ES256"
-          ? { name: "ECDSA", namedCurve: "P-256" }
-          : { name: "Ed25519" };
         try {
           const { kid: _kid, use: _use, key_ops: _ops, alg: _alg, ...material } = jwk;
+          const algorithm = JWS_ALGORITHMS.get(alg)!.key;
           const key = await crypto.subtle.importKey("jwk", material as JsonWebKey, algorithm, false, ["verify"]);
           keys.set(typeof jwk.kid === "string" ? jwk.kid : "", { key, alg });
         } catch {
@@ -13210,14 +13209,9 @@ async function sha256Base64Url(text: string): Promise<string> {
 async function importSigningKey(pem: string): Promise<{ key: CryptoKey; alg: string }> {
   const body = pem.replace(/-----(BEGIN|END)[^-]*-----/g, "").replace(/\s+/g, "");
   const der = fromBase64Url(trimEnd(body.replace(/\+/g, "-").replace(/\//g, "_"), "="));
-  const tries: [string, AlgorithmIdentifier | EcKeyImportParams | RsaHashedImportParams][] = [
-    ["ES256", { name: "ECDSA", namedCurve: "P-256" }],
-    ["RS256", { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }],
-    ["EdDSA", { name: "Ed25519" }],
-  ];
-  for (const [alg, algorithm] of tries) {
+  for (const [alg, algorithm] of JWS_ALGORITHMS) {
     try {
-      return { key: await crypto.subtle.importKey("pkcs8", der, algorithm, false, ["sign"]), alg };
+      return { key: await crypto.subtle.importKey("pkcs8", der, algorithm.key, false, ["sign"]), alg };
     } catch {
       // not this kind of key
     }
@@ -13232,11 +13226,7 @@ async function signJwt(
 ): Promise<string> {
   const head = base64Url(encoder.encode(JSON.stringify({ alg: key.alg, ...header })));
   const body = base64Url(encoder.encode(JSON.stringify(claims)));
-  const algorithm = key.alg === "ES256"
-    ? { name: "ECDSA", hash: "SHA-256" }
-    : key.alg === "RS256"
-    ? { name: "RSASSA-PKCS1-v1_5" }
-    : { name: "Ed25519" };
+  const algorithm = JWS_ALGORITHMS.get(key.alg)!.sign;
   const signature = await crypto.subtle.sign(algorithm, key.key, encoder.encode(`${head}.${body}`));
   return `${head}.${body}.${base64Url(new Uint8Array(signature))}`;
 }
@@ -13245,7 +13235,8 @@ async function signJwt(
 
 /** A fresh DPoP key: an ES256 (P-256) private key as a JWK, kept with its token in the 0600 store. */
 async function newDpopKey(): Promise<JsonObject> {
-  const pair = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"]);
+  const params = JWS_ALGORITHMS.get("ES256")!.key as EcKeyGenParams;
+  const pair = await crypto.subtle.generateKey(params, true, ["sign", "verify"]);
   return await crypto.subtle.exportKey("jwk", pair.privateKey) as JsonObject;
 }
 
@@ -13284,7 +13275,7 @@ async function dpopProof(
 ): Promise<string> {
   let key = DPOP_KEYS.get(jwk);
   if (!key) {
-    key = crypto.subtle.importKey("jwk", jwk as JsonWebKey, { name: "ECDSA", namedCurve: "P-256" }, false, ["sign"]);
+    key = crypto.subtle.importKey("jwk", jwk as JsonWebKey, JWS_ALGORITHMS.get("ES256")!.key, false, ["sign"]);
     DPOP_KEYS.set(jwk, key);
   }
   const claims: JsonObject = {
