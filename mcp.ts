@@ -3663,16 +3663,7 @@ class ServerTask {
 
   /** The task as 2025-11-25 shows it: `ttl` and `pollInterval`, no result or questions. */
   legacyDetail(): JsonObject {
-    const task: JsonObject = {
-      taskId: this.id,
-      status: this.status,
-      createdAt: this.createdAt,
-      lastUpdatedAt: this.lastUpdatedAt,
-      ttl: this.ttlMs,
-      pollInterval: this.pollIntervalMs,
-    };
-    if (this.statusMessage !== undefined) task.statusMessage = this.statusMessage;
-    return task;
+    return legacyTaskOf(this.detail());
   }
 
   /** How it ended: its result (completed) or error (failed); neither while it runs or once cancelled. */
@@ -3776,6 +3767,14 @@ class ServerTask {
     this.lastUpdatedAt = new Date().toISOString();
     for (const listener of [...this.#listeners]) listener(this);
   }
+}
+
+/** A task as 2025-11-25 shows it, from the task as tasks/get shows it: `ttl` and `pollInterval`, no result or questions. */
+function legacyTaskOf(detail: JsonObject): JsonObject {
+  const { taskId, status, createdAt, lastUpdatedAt, ttlMs, pollIntervalMs, statusMessage } = detail;
+  const task: JsonObject = { taskId, status, createdAt, lastUpdatedAt, ttl: ttlMs, pollInterval: pollIntervalMs };
+  if (statusMessage !== undefined) task.statusMessage = statusMessage;
+  return task;
 }
 
 /** The tasks of one core: made, found for their principal, expired, cancelled at shutdown. @internal */
@@ -4084,10 +4083,7 @@ class SharedTask {
   }
 
   legacyDetail(): JsonObject {
-    const { taskId, status, createdAt, lastUpdatedAt, ttlMs, pollIntervalMs, statusMessage } = this.#record.d;
-    const task: JsonObject = { taskId, status, createdAt, lastUpdatedAt, ttl: ttlMs, pollInterval: pollIntervalMs };
-    if (statusMessage !== undefined) task.statusMessage = statusMessage;
-    return task;
+    return legacyTaskOf(this.#record.d);
   }
 
   outcome(): { result?: JsonObject; error?: JsonObject } {
