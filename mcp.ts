@@ -8900,17 +8900,18 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
     const given = /^(Bearer|DPoP)\s+(\S+)\s*$/i.exec(request.headers.get("authorization") ?? "");
     const token = given?.[2];
     let checked = token === undefined ? undefined : await verifier!.verify(token);
-    const resource = resourceOf(verifier!, url, pathStart);
+    // (Asked only where needed: most requests carry an unbound token and no proof.)
+    const resource = () => resourceOf(verifier!, url, pathStart);
     if (checked !== undefined && "claims" in checked) {
       // The proof names this resource: a configured audience, never the Host header's own word (a proof made for
       // another server that shares the token's audience is refused).
-      checked = await dpop!.check(request, given![1], token!, checked.claims, [proofUrl(resource)]) ?? checked;
+      checked = await dpop!.check(request, given![1], token!, checked.claims, () => proofUrl(resource())) ?? checked;
     }
     if (checked === undefined || !("claims" in checked)) {
       const refusal = checked as TokenRefusal | undefined;
       // The metadata of that resource, as the document names it: a Host header does not choose where a
       // client is sent.
-      const { origin, pathname: at } = new URL(resource);
+      const { origin, pathname: at } = new URL(resource());
       const metadata = `${origin}${wellKnown}${at === "/" ? "" : at}`;
       const headers: Record<string, string> = {
         ...cors,
@@ -9912,7 +9913,7 @@ export class DpopVerifier {
     scheme: string,
     token: string,
     claims: JsonObject,
-    urls: string[],
+    url: () => string,
   ): Promise<TokenRefusal | undefined> {
     const refuse = (description: string, error = "invalid_dpop_proof"): TokenRefusal => ({
       status: 401,
@@ -9952,7 +9953,7 @@ export class DpopVerifier {
       return refuse("the DPoP proof has no jti");
     }
     if (proof.htm !== request.method) return refuse("the DPoP proof is for another method (htm)");
-    if (typeof proof.htu !== "string" || !urls.includes(proofUrlOf(proof.htu))) {
+    if (typeof proof.htu !== "string" || proofUrlOf(proof.htu) !== url()) {
       return refuse("the DPoP proof is for another URL (htu)");
     }
     if (typeof proof.iat !== "number" || Math.abs(proof.iat - now) > DPOP_WINDOW_S) {

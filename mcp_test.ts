@@ -5616,9 +5616,13 @@ describe("10e. Bearer tokens: DPoP-bound tokens (RFC 9449)", () => {
     const proofAt = async (jti: string) =>
       await key.proof({ jti, htm: "POST", htu: url, iat: Math.floor(clock / 1000), ath: await ath(token) });
     const check = async (proof: string) =>
-      await verifier.check(new Request(url, { method: "POST", headers: { dpop: proof } }), "DPoP", token, claims, [
-        url,
-      ]);
+      await verifier.check(
+        new Request(url, { method: "POST", headers: { dpop: proof } }),
+        "DPoP",
+        token,
+        claims,
+        () => url,
+      );
     const first = await proofAt("j1");
     assert.equal(await check(first), undefined);
     assert.match((await check(first))!.description, /used before/);
