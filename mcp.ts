@@ -12702,8 +12702,21 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
 const DAEMON_HELLO_MAX_BYTES = 64 * 1024;
 const DAEMON_START_WAIT_MS = 10_000;
 
-/** Where the daemon's files are in the state directory. */
-function daemonPaths(env: Record<string, string | undefined> = sys.env()) {
+/**
+ * Where the daemon's files are in the state directory. Windows has no daemon yet (its named pipe is not built): every
+ * session command says so in one line, rather than fail on a socket path Windows would read as a pipe's name.
+ * @internal
+ */
+export function daemonPaths(
+  env: Record<string, string | undefined> = sys.env(),
+  platform: string = sys.platform(),
+): { dir: string; socket: string; token: string; log: string } {
+  if (platform === "win32") {
+    throw new UsageError(
+      "Cannot use sessions on Windows yet: the per-user daemon listens on a Unix socket, and its named pipe is not " +
+        "built; give the server itself instead of @NAME",
+    );
+  }
   const dir = stateDirectory(env);
   return { dir, socket: `${dir}/daemon.sock`, token: `${dir}/daemon.token`, log: `${dir}/daemon.log` };
 }

@@ -38,6 +38,7 @@ import {
   closestNames,
   connect,
   createHandler,
+  daemonPaths,
   defineTool,
   DpopVerifier,
   editJsonMember,
@@ -9108,6 +9109,21 @@ describe("15d. Sessions: the per-user daemon", () => {
       await sleep(wait);
     }
   }
+
+  test("the daemon's files are in the state directory; on Windows every session command is one usage error", () => {
+    assert.deepEqual(daemonPaths({ MCP_TS_STATE_DIR: "/run/x" }, "linux"), {
+      dir: "/run/x",
+      socket: "/run/x/daemon.sock",
+      token: "/run/x/daemon.token",
+      log: "/run/x/daemon.log",
+    });
+    assert.equal(daemonPaths({ XDG_RUNTIME_DIR: "/run/user/7" }, "darwin").dir, "/run/user/7/mcp.ts");
+    assert.throws(
+      () => daemonPaths({ MCP_TS_STATE_DIR: "C:\\state" }, "win32"),
+      (error: Error) =>
+        error.name === "UsageError" && /^Cannot use sessions on Windows yet: .*named pipe/.test(error.message),
+    );
+  });
 
   test("connect, then call, list, batch and request @NAME; sessions; disconnect; the daemon ends with its last session", async () => {
     await withDaemon(async (env) => {
