@@ -9087,7 +9087,9 @@ describe("15b. Proxy: telemetry, metrics, access lines", () => {
   });
 });
 
-describe("15d. Sessions: the per-user daemon", () => {
+// Four tests at a time where the runner allows it (Node's does; Deno's and Bun's run them in order): each test has a
+// daemon of its own, and most of their time is waiting for processes (35 s in order, 11 s so, on Node).
+describe("15d. Sessions: the per-user daemon", { concurrency: 4 }, () => {
   // Each test its own state directory (mkdtemp makes it 0700), so its own daemon; stopped at the end whatever happens.
   async function withDaemon(body: (env: Record<string, string>, dir: string) => Promise<void>): Promise<void> {
     await withTempDir("mcp-daemon-", async (dir) => {
