@@ -972,6 +972,18 @@ describe("0. The file's map", () => {
     }
   });
 
+  test("every login the suite runs is in section 13, so in one of CI's halves: its callback port is the runtime's own", () => {
+    let section = "";
+    let logins = 0;
+    for (const line of readFileSync(HERE + "mcp_test.ts", "utf8").split("\n")) {
+      section = /^describe\("(\d+)/.exec(line)?.[1] ?? section;
+      if (!/\["login",/.test(line) || line.includes('/\\["login",/')) continue;
+      logins++;
+      assert.equal(section, "13", `a login in section ${section}: ${line.trim()}`);
+    }
+    assert.ok(logins >= 10, `${logins} logins found`);
+  });
+
   test("every export is named in the README's code or marked @internal in the comment right above it", () => {
     const source = readFileSync(MCP_SOURCE, "utf8");
     // Its code blocks and code spans: a word of its prose ("Protected Resource Metadata") names no export.
