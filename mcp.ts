@@ -12848,11 +12848,11 @@ async function daemonRequest(
     const reply = parseJsonObject(line);
     if (isObject(reply?.error)) {
       const message = String(reply.error.message);
-      throw reply.error.code === 2
-        ? new UsageError(message)
-        : reply.error.code === 4
-        ? new AuthorizationError(message, 401)
-        : new ServerError(message);
+      if (reply.error.code === 2) throw new UsageError(message);
+      if (reply.error.code === 4) throw new AuthorizationError(message, 401);
+      const error = new ServerError(message);
+      if (typeof reply.error.stderr === "string") error.stderr = reply.error.stderr;
+      throw error;
     }
     return isObject(reply?.result) ? reply.result : {};
   } finally {
@@ -17079,7 +17079,9 @@ class SessionDaemon {
         try {
           reply = { id: request?.id ?? null, result: await this.#answer(String(request?.method), params) };
         } catch (error) {
-          reply = { id: request?.id ?? null, error: { code: exitCodeOf(error), message: errorMessage(error) } };
+          // A server that could not start: the end of its stderr says why, as a command alone would show it.
+          const stderr = error instanceof ServerError && error.stderr ? error.stderr : undefined;
+          reply = { id: request?.id ?? null, error: { code: exitCodeOf(error), message: errorMessage(error), stderr } };
         }
         socket.write(JSON.stringify(reply) + "\n");
       },
@@ -20726,7 +20728,14 @@ const CONNECT_FLAGS = { ...CLIENT_FLAGS, idle: { type: "string" }, force: { type
 /** `connect NAME <server>`: a session opened in the daemon. */
 async function runConnect({ values, positionals }: Parsed<typeof CONNECT_FLAGS>, io: CliIo): Promise<number> {
   const [name, target] = positionals;
-  const opened = await openSession(name, target, values, io);
+  let opened: JsonObject;
+  try {
+    opened = await openSession(name, target, values, io);
+  } catch (error) {
+    // The server's own words on why it did not start, as `call` shows them.
+    if (!(error instanceof ServerError) || !error.stderr) throw error;
+    return reportFailure(io, error, values.json === true, error.stderr);
+  }
   if (values.json) io.stdout.write(JSON.stringify(opened) + "\n");
   else io.stdout.write(`session "@${name}" is open: ${target} (${opened.era} ${opened.protocolVersion})\n`);
   return 0;

@@ -9320,6 +9320,22 @@ describe("15d. Sessions: the per-user daemon", { concurrency: 4 }, () => {
     });
   });
 
+  test("connect to a server that cannot start fails as a call would: exit 3, one line, the tail of its stderr", async () => {
+    await withDaemon(async (env) => {
+      const args = [FAKE, "-e", "FAKE_MODE=crash-before"];
+      const [direct, opened] = [await runCli(["list", ...args]), await runCli(["connect", "broken", ...args], { env })];
+      assert.equal(direct.code, 3, direct.stderr);
+      assert.equal(opened.code, 3, opened.stderr);
+      assert.match(
+        opened.stderr,
+        /^mcp: .*\nmcp: the server's stderr ends with:\nfake: fatal: cannot open the database\n$/,
+      );
+      assert.equal(opened.stderr, direct.stderr, "what the command alone would say");
+      const json = await runCli(["connect", "broken", ...args, "--json"], { env });
+      assert.match(JSON.parse(json.stderr).stderr, /fake: fatal: cannot open the database/);
+    });
+  });
+
   test("disconnect answers a call in flight with an error (exit 3); a crashed server is reported, restarted only with --retries", async () => {
     await withDaemon(async (env, dir) => {
       assert.equal((await runCli(["connect", "tools", SERVE], { env })).code, 0);
