@@ -15981,6 +15981,7 @@ export class Gateway {
     upstream.down = why;
     const restarts = this.#options.restarts;
     if (restarts !== undefined && upstream.restarted++ >= restarts) {
+      upstream.retryAt = Infinity; // never: its restarts are used up
       (this.#options.log ?? noop)(`upstream "${upstream.name}" ${wasUp ? "is gone" : "did not start"}: ${why}`);
       if (wasUp) this.#changed();
       return;
@@ -16302,7 +16303,8 @@ export class Gateway {
     const wait = Math.max(0, Math.ceil((upstream.retryAt - Date.now()) / 1000));
     throw new RpcError(
       ErrorCode.InternalError,
-      `upstream "${upstream.name}" is down (${upstream.down}); it is tried again in ${wait} s`,
+      `upstream "${upstream.name}" is down (${upstream.down}); ` +
+        (upstream.retryAt === Infinity ? "it is not started again" : `it is tried again in ${wait} s`),
     );
   }
 

@@ -9364,6 +9364,7 @@ describe("15d. Sessions: the per-user daemon", { concurrency: 4 }, () => {
       assert.equal((await runCli(["call", "@c", "echo", "text=x"], { env })).code, 3, "it died under the call");
       const next = await runCli(["call", "@c", "echo", "text=x"], { env });
       assert.equal(next.code, 3, "reported on the next use, not restarted");
+      assert.match(next.stderr, /is down \(the server exited with code \d+\); it is not started again\n/);
       const lastError = JSON.parse((await runCli(["sessions", "--json"], { env })).stdout).sessions[0].lastError;
       assert.match(lastError, /exited/);
       rmSync(state, { force: true });
