@@ -2688,6 +2688,10 @@ export class McpServer {
   #elsewhere: Set<string> | undefined; // resources this session subscribed to on another replica
   /** What the token of the request being received was verified to say (a protected HTTP server). */
   auth: AuthInfo | undefined;
+  /** Whether the client is behind in reading what it was sent: its tools' progress and log lines are dropped. */
+  lagging: (() => boolean) | undefined;
+  /** How many were, since the transport last reported it. */
+  droppedNotifications = 0;
 
   constructor(
     options: ServerOptions | ServerCore,
@@ -2707,7 +2711,10 @@ export class McpServer {
       notification: (method, params) => this.#notification(method, params),
     });
     this.#host = {
-      notify: (work, method, params) => this.#peer.notify(method, params, { requestId: work.id }),
+      notify: (work, method, params) => {
+        if (this.lagging?.()) this.droppedNotifications++; // best effort by nature; an answer is never dropped
+        else this.#peer.notify(method, params, { requestId: work.id });
+      },
       ask: (work, capability, method, params, key) => this.#ask(work, capability, method, params, key),
       task: (work, statusMessage) =>
         askForTask(work, statusMessage, () => this.#work.get(work.id) === work && this.#becomeTask(work)),
@@ -5984,6 +5991,9 @@ interface BunSocket {
   write(bytes: Uint8Array): number;
   end(): void;
   terminate(): void;
+  /** Stops reading from the socket (the peer sees backpressure); data already read is still delivered. */
+  pause(): void;
+  resume(): void;
 }
 
 interface BunSocketHandlers {
@@ -7326,9 +7336,13 @@ async function privateDirectory(dir: string): Promise<void> {
   if (why) throw new UsageError(`Cannot use the state directory ${dir}: ${why}`);
 }
 
-/** One end of a local socket: bytes in and out (paused until resumed), and its end. */
+/**
+ * One end of a local socket: bytes in and out (paused until resumed), and its end. `write` is false once more than
+ * SINK_HIGH_WATER bytes wait to be taken by the peer; `onDrain` hears once when they have gone below it again.
+ */
 interface LocalSocket {
   write(chunk: string | Uint8Array, callback?: () => void): boolean;
+  onDrain(listener: () => void): void;
   end(): void;
   destroy(): void;
   /** Listens to what comes; returns what stops listening. */
@@ -7344,7 +7358,11 @@ function localSocket(socket: import("node:net").Socket): LocalSocket {
   return {
     // A copy, as for Deno's and Bun's: node:net keeps the bytes it could not write yet, and a caller may fill its
     // buffer again meanwhile (attach's stdin on Deno does).
-    write: (chunk, callback) => socket.write(typeof chunk === "string" ? chunk : ownBytes(chunk), callback),
+    write: (chunk, callback) => {
+      socket.write(typeof chunk === "string" ? chunk : ownBytes(chunk), callback);
+      return socket.writableLength < SINK_HIGH_WATER; // past node:net's own mark, which then says 'drain'
+    },
+    onDrain: (listener) => void socket.once("drain", listener),
     end: () => void socket.end(),
     destroy: () => void socket.destroy(),
     onData: (listener) => {
@@ -7366,8 +7384,21 @@ abstract class PushedSocket implements LocalSocket {
   #listeners = new Set<(chunk: Uint8Array) => void>();
   #closers: (() => void)[] = [];
   #held: Uint8Array[] = []; // read while paused: delivered first on resume
+  #drainers: (() => void)[] = [];
+  /** Bytes written and not yet taken by the peer. */
+  protected waiting = 0;
   protected paused = true;
   protected isClosed = false;
+
+  onDrain(listener: () => void): void {
+    this.#drainers.push(listener);
+  }
+
+  /** `bytes` were taken (or will never be): the drain listeners hear once the rest is below the mark. */
+  protected taken(bytes: number): void {
+    this.waiting -= bytes;
+    if (this.waiting < SINK_HIGH_WATER) { for (const drain of this.#drainers.splice(0)) drain(); }
+  }
 
   abstract write(chunk: string | Uint8Array, callback?: () => void): boolean;
   abstract end(): void;
@@ -7382,6 +7413,7 @@ abstract class PushedSocket implements LocalSocket {
   closed(): void {
     if (this.isClosed) return;
     this.isClosed = true;
+    this.taken(this.waiting); // nothing more goes: no one waits for a drain
     for (const closer of this.#closers.splice(0)) closer();
   }
 
@@ -7456,9 +7488,11 @@ class DenoLocalSocket extends PushedSocket {
   #callbacks: (() => void)[] = [];
 
   write(chunk: string | Uint8Array, callback?: () => void): boolean {
-    this.#pending.push(ownBytes(chunk));
+    const bytes = ownBytes(chunk);
+    this.#pending.push(bytes);
+    this.waiting += bytes.length;
     if (callback) this.#callbacks.push(callback);
-    if (this.#pending.length > 1) return true; // a write of them is queued already
+    if (this.#pending.length > 1) return this.waiting < SINK_HIGH_WATER; // a write of them is queued already
     this.#writes = this.#writes.then(async () => {
       const chunks = this.#pending.splice(0);
       const callbacks = this.#callbacks.splice(0);
@@ -7468,9 +7502,10 @@ class DenoLocalSocket extends PushedSocket {
       } catch {
         // closed: the close is what the reader hears of it
       }
+      this.taken(size);
       for (const done of callbacks) done();
     });
-    return true;
+    return this.waiting < SINK_HIGH_WATER;
   }
 
   end(): void {
@@ -7500,17 +7535,21 @@ class BunLocalSocket extends PushedSocket {
   }
 
   flush(): void {
+    let taken = 0;
     while (this.#queue.length > 0) {
       const next = this.#queue[0];
       const written = this.#socket.write(next.bytes);
       if (written < next.bytes.length) {
+        taken += Math.max(written, 0);
         next.bytes = next.bytes.subarray(Math.max(written, 0)); // our own copy (ownBytes): kept as it is
-        return;
+        break;
       }
+      taken += next.bytes.length;
       this.#queue.shift();
       next.callback?.();
     }
-    if (this.#ending) this.#socket.end();
+    if (taken > 0) this.taken(taken);
+    if (this.#queue.length === 0 && this.#ending) this.#socket.end();
   }
 
   override closed(): void {
@@ -7524,9 +7563,11 @@ class BunLocalSocket extends PushedSocket {
       callback?.();
       return true;
     }
-    this.#queue.push({ bytes: ownBytes(chunk), callback });
+    const bytes = ownBytes(chunk);
+    this.#queue.push({ bytes, callback });
+    this.waiting += bytes.length;
     if (this.#queue.length === 1) this.flush();
-    return true;
+    return this.waiting < SINK_HIGH_WATER;
   }
 
   end(): void {
@@ -7537,6 +7578,17 @@ class BunLocalSocket extends PushedSocket {
   destroy(): void {
     this.#socket.terminate();
     this.closed();
+  }
+
+  // Bun reads on until told: holding what comes would only move an unread peer's backlog into us.
+  override pause(): void {
+    super.pause();
+    if (!this.isClosed) this.#socket.pause();
+  }
+
+  override resume(): void {
+    if (!this.isClosed) this.#socket.resume();
+    super.resume();
   }
 }
 
@@ -8286,12 +8338,22 @@ export function serve(options: ServeOptions = {}): ServeHandle {
     },
   }, maxLineBytes);
 
-  // Backpressure: stop reading while the output cannot keep up.
+  // Backpressure: stop reading while the output cannot keep up, and send no progress or log lines meanwhile (a
+  // client that does not read must not grow us: a flooding tool would queue without end). Answers always go.
+  let lagging = false;
   writer.onBackpressure = () => {
-    if (!output.once) return;
+    if (!output.once || lagging) return;
+    lagging = true;
     input.pause();
-    output.once("drain", () => input.resume());
+    output.once("drain", () => {
+      lagging = false;
+      const dropped = server.droppedNotifications;
+      server.droppedNotifications = 0;
+      if (dropped > 0) log(`dropped ${dropped} progress and log notification(s): the client was not reading`);
+      input.resume();
+    });
   };
+  server.lagging = () => lagging;
 
   let finished = false;
   let resolveDone!: () => void;
@@ -17056,7 +17118,10 @@ class SessionDaemon {
         resume: () => socket.resume(),
         stop: () => socket.destroy(),
       },
-      output: { write: (chunk, callback) => socket.write(chunk, callback) },
+      output: {
+        write: (chunk, callback) => socket.write(chunk, callback),
+        once: (_event, listener) => socket.onDrain(listener),
+      },
       log: (line) => this.#log(`@${session.request.name}: ${line}`),
     });
     // Each attached window is a principal of its own (its tasks are its own); a user's commands share one, so a
@@ -20878,8 +20943,14 @@ async function runAttach({ positionals }: Parsed<Record<never, never>>, io: CliI
   const { socket, rest } = connection;
   const input = io.stdin ? streamSource(io.stdin) : processStdio().stdin();
   const closed = new Promise<void>((resolve) => socket.onClose(resolve));
-  if (rest.length) io.stdout.write(rest);
-  socket.onData((chunk) => io.stdout.write(chunk));
+  // At the host's pace: while it does not read our stdout, we do not read the daemon (which then holds back).
+  const relay = (chunk: Uint8Array) => {
+    if (io.stdout.write(chunk) || !io.stdout.once) return;
+    socket.pause();
+    io.stdout.once("drain", () => socket.resume());
+  };
+  if (rest.length) relay(rest);
+  socket.onData(relay);
   socket.resume();
   input.start((chunk) => socket.write(chunk), () => socket.end());
   await closed;

@@ -9441,6 +9441,32 @@ describe("15d. Sessions: the per-user daemon", { concurrency: 4 }, () => {
     });
   });
 
+  test("a window that stops reading: the session holds back, drops its progress and log lines (counted), never the answer", async () => {
+    await withDaemon(async (env) => {
+      const flooding = [HOSTILE, "-e", "HOSTILE_MODE=flood", "-e", "HOSTILE_FLOOD_MS=4000"];
+      assert.equal((await runCli(["connect", "flood", ...flooding], { env })).code, 0);
+      const window = new ServerProcess(["flood"], false, "attach", env);
+      try {
+        await window.initialize();
+        await window.request("level", "logging/setLevel", { level: "debug" });
+        window.call(1, "flood");
+        await window.until(() => window.messages.some((m) => m.method === "notifications/message"), "the flood");
+        window.child.stdout!.pause(); // a host window that does not read
+        await sleep(4_500); // the flood is over (4 s from its start), its answer written
+        window.child.stdout!.resume();
+        const sent = Number(/^flooded (\d+)$/.exec(text((await window.response(1, 60_000)).result))?.[1]);
+        const received = window.messages.filter((m) => m.method === "notifications/message").length;
+        const log = (await runCli(["daemon", "log"], { env })).stdout;
+        const dropped = [...log.matchAll(/@flood: dropped (\d+) progress and log notification\(s\): the client was/g)]
+          .reduce((sum, match) => sum + Number(match[1]), 0);
+        assert.ok(dropped > 0 && received > 0, `received ${received}, dropped ${dropped} of ${sent}`);
+        assert.equal(received + dropped, sent, "each line received or counted as dropped");
+      } finally {
+        await window.end();
+      }
+    });
+  });
+
   test("two attach clients share one session: overlapping calls with the same ids, each its own answers and questions", async () => {
     await withDaemon(async (env) => {
       const server = [...RUNTIME, MCP, "serve", HERE + "testdata/conformance/tools.ts"].map(quote).join(" ");
