@@ -4233,6 +4233,46 @@ describe("10. Server transports: stdio", () => {
     }
   });
 
+  test("a client that stops reading does not grow the server: its tools' log lines wait or are dropped (counted), the answer comes", async () => {
+    await withTempDir("mcp-flood-", async (dir) => {
+      writeFileSync(
+        join(dir, "flood.ts"),
+        `export default {
+  description: "Logs 1,000 characters at a time for 3 s, as fast as it may",
+  run: async (_args, ctx) => {
+    let sent = 0;
+    for (const end = Date.now() + 3000; Date.now() < end;) {
+      for (let i = 0; i < 100; i++, sent++) ctx.log("info", "#" + sent + " " + "x".repeat(1000));
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    return "logged " + sent;
+  },
+};
+`,
+      );
+      const server = new ServerProcess([dir]);
+      try {
+        await server.initialize();
+        await server.request("level", "logging/setLevel", { level: "debug" });
+        server.call(1, "flood");
+        await server.until(() => server.messages.some((m) => m.method === "notifications/message"), "the flood");
+        server.child.stdout!.pause(); // a client that does not read
+        await sleep(3_500); // the flood is over (3 s from its start), its answer written
+        server.child.stdout!.resume();
+        const sent = Number(/^logged (\d+)$/.exec(text((await server.response(1, 60_000)).result))?.[1]);
+        const received = server.messages.filter((m) => m.method === "notifications/message").length;
+        const dropped = [...server.stderr.matchAll(/dropped (\d+) progress and log notification\(s\)/g)]
+          .reduce((sum, match) => sum + Number(match[1]), 0);
+        // Node writes stdout synchronously on Linux: there the server waits for its client instead (nothing queues).
+        const waits = !("Deno" in globalThis) && !process.versions.bun && process.platform === "linux";
+        assert.ok(received > 0 && (waits ? dropped === 0 : dropped > 0), `received ${received}, dropped ${dropped}`);
+        assert.equal(received + dropped, sent, "each line received or counted as dropped");
+      } finally {
+        await server.end();
+      }
+    });
+  });
+
   test("--trace writes every frame in and out to stderr", async () => {
     await withServer(["testdata/tools", "--trace"], async (server) => {
       await server.initialize();
