@@ -2174,6 +2174,7 @@ interface Work {
   done: boolean; // answered, cancelled or timed out: nothing more may be sent for it
   progressToken: RequestId | undefined;
   lastProgress: number;
+  dropped: number; // its progress and log lines not sent: the client was not reading (McpServer.lagging)
   client: ClientView; // whom it is served for (legacy: the connection's view, which logging/setLevel changes)
   era: Era;
   auth: AuthInfo | undefined; // what the request's token says (ctx.auth)
@@ -2688,10 +2689,11 @@ export class McpServer {
   #elsewhere: Set<string> | undefined; // resources this session subscribed to on another replica
   /** What the token of the request being received was verified to say (a protected HTTP server). */
   auth: AuthInfo | undefined;
-  /** Whether the client is behind in reading what it was sent: its tools' progress and log lines are dropped. */
-  lagging: (() => boolean) | undefined;
-  /** How many were, since the transport last reported it. */
-  droppedNotifications = 0;
+  /**
+   * Whether the client is behind in reading what it was sent (for request `id`: on HTTP, that request's stream): its
+   * tools' progress and log lines are dropped meanwhile.
+   */
+  lagging: ((id: RequestId) => boolean) | undefined;
 
   constructor(
     options: ServerOptions | ServerCore,
@@ -2712,7 +2714,7 @@ export class McpServer {
     });
     this.#host = {
       notify: (work, method, params) => {
-        if (this.lagging?.()) this.droppedNotifications++; // best effort by nature; an answer is never dropped
+        if (this.lagging?.(work.id)) work.dropped++; // best effort by nature; an answer never is
         else this.#peer.notify(method, params, { requestId: work.id });
       },
       ask: (work, capability, method, params, key) => this.#ask(work, capability, method, params, key),
@@ -3272,6 +3274,7 @@ export class McpServer {
       done: false,
       progressToken: isRequestId(token) ? token : undefined,
       lastProgress: -Infinity,
+      dropped: 0,
       client,
       era,
       auth: questions ? questions.auth : this.auth,
@@ -3341,6 +3344,11 @@ export class McpServer {
   #finish(work: Work, result: unknown): void {
     if (work.done) return;
     work.done = true;
+    if (work.dropped > 0) {
+      this.#core.options.log?.(
+        `dropped ${work.dropped} progress and log notification(s) of ${work.label}: the client was not reading`,
+      );
+    }
     const settle = () => {
       this.#work.delete(work.id);
       work.resolve(result);
@@ -8347,9 +8355,6 @@ export function serve(options: ServeOptions = {}): ServeHandle {
     input.pause();
     output.once("drain", () => {
       lagging = false;
-      const dropped = server.droppedNotifications;
-      server.droppedNotifications = 0;
-      if (dropped > 0) log(`dropped ${dropped} progress and log notification(s): the client was not reading`);
       input.resume();
     });
   };
@@ -8582,6 +8587,11 @@ class Exchange {
     return this.#stream ? this.#stream.ended : this.#decided;
   }
 
+  /** Whether its stream holds more than the client has read (see SseStream). */
+  get lagging(): boolean {
+    return this.#stream?.lagging ?? false;
+  }
+
   /**
    * Sends one message; `final` when it is the request's own response (`errorCode` when that is an error);
    * `eventId` numbers it on a stream.
@@ -8642,7 +8652,7 @@ class SseStream {
         this.#stop();
         this.#onCancel();
       },
-    });
+    }, new ByteLengthQueuingStrategy({ highWaterMark: SINK_HIGH_WATER }));
     this.#keepAlive = setInterval(() => {
       try {
         this.#controller?.enqueue(encoder.encode(":\n\n"));
@@ -8656,6 +8666,11 @@ class SseStream {
   #stop(): void {
     this.ended = true;
     clearInterval(this.#keepAlive);
+  }
+
+  /** More than SINK_HIGH_WATER bytes wait for a client that is not reading them. */
+  get lagging(): boolean {
+    return !this.ended && (this.#controller?.desiredSize ?? 1) <= 0;
   }
 
   send(text: string, eventId?: string): void {
@@ -9394,6 +9409,10 @@ class LegacySessions {
       subject: auth?.sub,
     };
     server.sessionId = session.id;
+    server.lagging = (requestId) => {
+      const stream = byRequest.get(requestId) ?? standalone;
+      return (stream.exchange && !stream.exchange.finished ? stream.exchange.lagging : stream.live?.lagging) ?? false;
+    };
     const store = this.#store;
     if (store) {
       // Each replica's copy numbers its questions from its own random start (one of 2^21, 2^31 apart): an
@@ -9651,6 +9670,7 @@ class StatelessRequests {
       exchange?.write(out, final, undefined, context!.errorCode);
       if (final) this.#waiting.delete(to);
     });
+    shared.lagging ??= (requestId) => this.#waiting.get(requestId)?.lagging ?? false;
     const received: Receiving = { id };
     this.#now = received;
     shared.auth = incoming.auth;
@@ -9685,6 +9705,7 @@ class StatelessRequests {
       this.#alone.delete(exchange);
     });
     if (why) session.noClientRequests = why;
+    session.lagging = () => exchange.lagging;
     this.#alone.add(exchange);
     session.auth = incoming.auth;
     session.receive(message);
@@ -17261,6 +17282,7 @@ class SessionDaemon {
         : undefined,
       timeout: 0, // a call takes as long as its command lets it (its own --timeout, --max-time)
       listChanged: true,
+      log: (line) => this.#log(`@${request.name}: ${line}`),
       ...gateway.serverHooks(),
     });
     gateway.onCatalog = (catalog) => session.core.setCatalog(counted(catalog));
@@ -18255,6 +18277,7 @@ async function runServe({ values, positionals }: Parsed<typeof SERVE_FLAGS>, io:
       accessLog: jsonLog && accessLine(jsonLog),
       ...taskOptions(values, http !== undefined),
       onPluginError: verbose ? (error, label) => log(`"${label}" threw: ${describeStack(error)}`) : undefined,
+      log, // what the server says of itself: a client that did not read and lost progress and log lines
       onTaskLog: values.trace
         ? (taskId, level, data) =>
           log(`task ${taskId} [${level}] ${typeof data === "string" ? data : JSON.stringify(data)}`)
@@ -20304,6 +20327,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     serviceName: values.name ?? "mcp.ts",
     accessLog: jsonLog && accessLine(jsonLog),
     instanceId: instanceIdOf(values["instance-id"], http !== undefined),
+    log,
     ...gateway.serverHooks(),
   };
   try {

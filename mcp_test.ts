@@ -4211,6 +4211,20 @@ describe("9. Plugins: fault injection, load errors, fresh reloads", () => {
   });
 });
 
+/** A tool that logs 1,000 characters at a time for 3 s, as fast as it may, and answers how many it sent. */
+const FLOOD_TOOL = `export default {
+  description: "Logs 1,000 characters at a time for 3 s, as fast as it may",
+  run: async (_args, ctx) => {
+    let sent = 0;
+    for (const end = Date.now() + 3000; Date.now() < end;) {
+      for (let i = 0; i < 100; i++, sent++) ctx.log("info", "#" + sent + " " + "x".repeat(1000));
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    return "logged " + sent;
+  },
+};
+`;
+
 describe("10. Server transports: stdio", () => {
   test("serve() as a library on the process's stdout keeps its tools' console output off the protocol", () => {
     const dir = mkdtempSync(join(tmpdir(), "mcp-lib-"));
@@ -4235,21 +4249,7 @@ describe("10. Server transports: stdio", () => {
 
   test("a client that stops reading does not grow the server: its tools' log lines wait or are dropped (counted), the answer comes", async () => {
     await withTempDir("mcp-flood-", async (dir) => {
-      writeFileSync(
-        join(dir, "flood.ts"),
-        `export default {
-  description: "Logs 1,000 characters at a time for 3 s, as fast as it may",
-  run: async (_args, ctx) => {
-    let sent = 0;
-    for (const end = Date.now() + 3000; Date.now() < end;) {
-      for (let i = 0; i < 100; i++, sent++) ctx.log("info", "#" + sent + " " + "x".repeat(1000));
-      await new Promise((resolve) => setTimeout(resolve, 0));
-    }
-    return "logged " + sent;
-  },
-};
-`,
-      );
+      writeFileSync(join(dir, "flood.ts"), FLOOD_TOOL);
       const server = new ServerProcess([dir]);
       try {
         await server.initialize();
@@ -4261,7 +4261,11 @@ describe("10. Server transports: stdio", () => {
         server.child.stdout!.resume();
         const sent = Number(/^logged (\d+)$/.exec(text((await server.response(1, 60_000)).result))?.[1]);
         const received = server.messages.filter((m) => m.method === "notifications/message").length;
-        const dropped = [...server.stderr.matchAll(/dropped (\d+) progress and log notification\(s\)/g)]
+        const dropped = [
+          ...server.stderr.matchAll(
+            /dropped (\d+) progress and log notification\(s\) of flood: the client was not reading/g,
+          ),
+        ]
           .reduce((sum, match) => sum + Number(match[1]), 0);
         // Node writes stdout synchronously on Linux: there the server waits for its client instead (nothing queues).
         const waits = !("Deno" in globalThis) && !process.versions.bun && process.platform === "linux";
@@ -4375,6 +4379,46 @@ describe("10. Server transports: stdio", () => {
 });
 
 describe("10. Server transports: Streamable HTTP", () => {
+  test("a client that stops reading its SSE answer does not grow serve --http: its tools' log lines are dropped (counted)", async () => {
+    await withTempDir("mcp-flood-http-", async (dir) => {
+      writeFileSync(join(dir, "flood.ts"), FLOOD_TOOL);
+      const server = await startListening([MCP, "serve", dir, "--http", "0"], /serving (\S+)/);
+      try {
+        const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+        const post = (body: Message, more: Record<string, string> = {}) =>
+          fetch(server.url, { method: "POST", headers: { ...headers, ...more }, body: JSON.stringify(body) });
+        const opened = await post(INIT);
+        const on = { "mcp-session-id": opened.headers.get("mcp-session-id")!, "mcp-protocol-version": "2025-11-25" };
+        await opened.text();
+        await (await post({ jsonrpc: "2.0", method: "notifications/initialized" }, on)).text();
+        await (await post({ jsonrpc: "2.0", id: 2, method: "logging/setLevel", params: { level: "debug" } }, on))
+          .text();
+        // The call's answer is an SSE stream: its head comes with the first log line, and then nothing is read.
+        const call = { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "flood" } };
+        const response = await new Promise<import("node:http").IncomingMessage>((resolve, reject) => {
+          const request = httpRequest(server.url, { method: "POST", headers: { ...headers, ...on } }, resolve);
+          request.on("error", reject);
+          request.end(JSON.stringify(call));
+        });
+        await sleep(3_500); // the flood is over (3 s from its start), its answer queued
+        let body = "";
+        for await (const chunk of response) body += chunk;
+        const messages = [...body.matchAll(/^data: (.+)$/gm)].map((match) => JSON.parse(match[1]));
+        const received = messages.filter((m) => m.method === "notifications/message").length;
+        const answer = messages.find((m) => m.id === 3);
+        const sent = Number(/^logged (\d+)$/.exec(text(answer?.result))?.[1]);
+        // Said on stderr as the answer left (none said: none dropped, after a while).
+        const line = /dropped (\d+) progress and log notification\(s\) of flood: the client was not reading/;
+        const said = await Promise.race([server.printed(line).catch(() => ""), sleep(10_000).then(() => "")]);
+        const dropped = Number(line.exec(said)?.[1] ?? 0);
+        assert.ok(dropped > 0 && received > 0, `received ${received}, dropped ${dropped} of ${sent}`);
+        assert.equal(received + dropped, sent, "each line received or counted as dropped");
+      } finally {
+        server.close();
+      }
+    });
+  });
+
   test("stateless requests share one session (the fast path): none is made per request", async () => {
     const handler = createHandler({ tools: HTTP_TOOLS });
     try {
@@ -9497,7 +9541,11 @@ describe("15d. Sessions: the per-user daemon", { concurrency: 4 }, () => {
         const sent = Number(/^flooded (\d+)$/.exec(text((await window.response(1, 60_000)).result))?.[1]);
         const received = window.messages.filter((m) => m.method === "notifications/message").length;
         const log = (await runCli(["daemon", "log"], { env })).stdout;
-        const dropped = [...log.matchAll(/@flood: dropped (\d+) progress and log notification\(s\): the client was/g)]
+        const dropped = [
+          ...log.matchAll(
+            /@flood: dropped (\d+) progress and log notification\(s\) of flood: the client was not reading/g,
+          ),
+        ]
           .reduce((sum, match) => sum + Number(match[1]), 0);
         assert.ok(dropped > 0 && received > 0, `received ${received}, dropped ${dropped} of ${sent}`);
         assert.equal(received + dropped, sent, "each line received or counted as dropped");
