@@ -1142,6 +1142,19 @@ function functionText(source: string, head: string): string {
 describe("0. Safety rules, each held for the whole file", () => {
   const source = readFileSync(MCP_SOURCE, "utf8");
 
+  test("bounded memory: a tool's progress and log lines leave only through the one notify that drops them for a client that is behind", () => {
+    const sent = [...source.matchAll(/^.*\bnotify\([^)]*"notifications\/(?:progress|message)".*$/gm)].map((m) =>
+      m[0].trim()
+    );
+    assert.ok(sent.length >= 2, `found ${sent.length}`);
+    assert.deepEqual(sent.filter((line) => !line.startsWith("host.notify(work, ")), [], "sent past the context host");
+    // The host's notify is where the rule is: a lagging client's lines are counted, not sent.
+    assert.match(
+      source,
+      /notify: \(work, method, params\) => \{\n\s+if \(this\.lagging\?\.\(work\.id\)\) work\.dropped\+\+;/,
+    );
+  });
+
   test("linear-time parsing: every regex literal in mcp.ts, on 100,000 repeats of each character it names, runs in linear time", () => {
     const { regexes } = literalsOf(source);
     assert.ok(regexes.length > 100, `the lexer found ${regexes.length} regex literals`);
