@@ -10357,6 +10357,11 @@ export class RespReader {
   #need = 0; // bytes the incomplete reply needs at least before it is worth parsing again
   #decoder = new TextDecoder();
 
+  /** How many bytes its buffer takes now (a long-lived connection's cost). @internal */
+  get capacity(): number {
+    return this.#buffer.length;
+  }
+
   push(chunk: Uint8Array): (StoreReply | StoreReplyError)[] {
     this.#append(chunk);
     const replies: (StoreReply | StoreReplyError)[] = [];
@@ -10371,12 +10376,17 @@ export class RespReader {
     return replies;
   }
 
+  // The buffer holds what is not parsed yet: it grows only when that does not fit (moved to the front first), so a
+  // long-lived connection keeps the size of its largest reply, not of all it ever read.
   #append(chunk: Uint8Array): void {
     if (this.#end + chunk.length > this.#buffer.length) {
       const kept = this.#end - this.#start;
-      const grown = new Uint8Array(Math.max(this.#buffer.length * 2, kept + chunk.length));
-      grown.set(this.#buffer.subarray(this.#start, this.#end));
-      this.#buffer = grown;
+      if (kept + chunk.length <= this.#buffer.length) this.#buffer.copyWithin(0, this.#start, this.#end);
+      else {
+        const grown = new Uint8Array(Math.max(this.#buffer.length * 2, kept + chunk.length));
+        grown.set(this.#buffer.subarray(this.#start, this.#end));
+        this.#buffer = grown;
+      }
       this.#start = 0;
       this.#end = kept;
     }

@@ -5909,6 +5909,14 @@ describe("10f. State across replicas: Redis (testdata/fake_redis.ts)", () => {
     assert.equal(respCommand(["SET", "k", "é€😀"]), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$9\r\né€😀\r\n", "lengths in bytes");
   });
 
+  test("a RESP reader keeps the room of its largest reply, not of all it read (the bus's connection lives for days)", () => {
+    const reader = new RespReader();
+    const reply = Buffer.from(`$1000\r\n${"x".repeat(1000)}\r\n`);
+    for (let i = 0; i < 20_000; i++) assert.equal(reader.push(reply).length, 1);
+    assert.ok(reader.capacity <= 8192, `${reader.capacity} bytes after 20 MB of 1 KB replies`);
+    assert.equal(reader.push(Buffer.from(`$100000\r\n${"y".repeat(100_000)}\r\n`)).length, 1, "a big one still fits");
+  });
+
   test("--state: memory: is the default and redis:// the other; a bad URL is a usage error that never shows its password", () => {
     assert.equal(parseStateUrl(undefined), undefined);
     assert.equal(parseStateUrl("memory:"), undefined);
