@@ -14725,17 +14725,24 @@ export class McpClient {
     let idleTimer: (() => void) | undefined; // each cancels its timer
     // A person logging in in a browser is not the server being slow: the clocks wait for them.
     const person = () => this.#auth?.waitingForPerson === true;
-    const armIdle = () => {
-      idleTimer?.();
-      idleTimer = guardTimer(
-        timeout,
-        () =>
-          person()
-            ? armIdle()
-            : abortWith(new TimeoutError(`${method} timed out: no answer or progress for ${timeout} ms (--timeout)`)),
-      );
+    // One idle timer: a sign of life (progress, an answered question) only notes its time, and the timer, when it
+    // fires, waits out what is left (a timer per progress notification cost a flood of them; Deno's cannot be freed).
+    let heard = Date.now();
+    const heardNow = () => void (heard = Date.now());
+    const armIdle = (ms: number) => {
+      idleTimer = guardTimer(ms, () => {
+        const left = heard + timeout - Date.now();
+        if (left > 0) return armIdle(left);
+        if (!person()) {
+          return abortWith(
+            new TimeoutError(`${method} timed out: no answer or progress for ${timeout} ms (--timeout)`),
+          );
+        }
+        heardNow();
+        armIdle(timeout);
+      });
     };
-    armIdle();
+    armIdle(timeout);
     let hardTimer: (() => void) | undefined;
     const armHard = (ms: number) => {
       hardTimer = guardTimer(
@@ -14763,7 +14770,7 @@ export class McpClient {
       token = `mcp.ts-${++this.#nextToken}`;
       params = { ...params, _meta: { ...(isObject(params._meta) ? params._meta : {}), progressToken: token } };
       this.#progress.set(token, (progress) => {
-        armIdle();
+        heardNow();
         options.onProgress?.(progress);
       });
     }
@@ -14822,7 +14829,7 @@ export class McpClient {
           result,
           (asked, askedParams) => this.#answerServer(asked, askedParams, options.cause),
         );
-        armIdle();
+        heardNow();
       }
     } catch (error) {
       // It has been asked to stop this request: shutdown need not give it long.

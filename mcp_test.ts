@@ -10102,6 +10102,12 @@ describe("17. CLI", () => {
     assert.match(after.stderr, /fake: crashing on tools\/call/);
   });
 
+  test("--timeout is idle time: a call that sends progress goes on past it", async () => {
+    // 2 s: a busy machine starts the server within it; progress comes every 0.7 s, the whole call takes 3.5 s.
+    const alive = await runCli(["call", SERVE, "slow", "steps=5", "ms=700", "--timeout", "2000"]);
+    assert.deepEqual([alive.code, alive.stdout], [0, "waited 5 x 700 ms\n"], alive.stderr);
+  });
+
   test("a request that times out is cancelled, exits 3, and the server is shut down", async () => {
     // --timeout is each request's: 3 s lets a busy machine start the server and answer initialize first.
     const run = await runCli(["call", FAKE, "echo", "--timeout", "3000", "-e", "FAKE_MODE=hang"]);
