@@ -807,16 +807,8 @@ export class FrameWriter {
   /** Called after a write that the sink asked us to slow down for. */
   onBackpressure?: () => void;
 
-  #batched: boolean;
-
-  /**
-   * `batched` (the default): what is sent in one turn goes out in one write, after the turn. Unbatched, each
-   * message is written at once: for a sink that gathers writes itself (a daemon's socket), and a short command
-   * that should not pay for setImmediate's first use (~7 ms on Deno 2.9.6: it loads node:timers).
-   */
-  constructor(write: (text: string, written?: () => void) => boolean, options: { batched?: boolean } = {}) {
+  constructor(write: (text: string, written?: () => void) => boolean) {
     this.#write = write;
-    this.#batched = options.batched ?? true;
   }
 
   /** Queues one message text (compact JSON, no newline). */
@@ -824,7 +816,6 @@ export class FrameWriter {
     this.#queue.push(
       this.framing === "ndjson" ? text + "\n" : `Content-Length: ${utf8Length(text)}\r\n\r\n${text}`,
     );
-    if (!this.#batched) return this.flush();
     if (!this.#scheduled) {
       this.#scheduled = true;
       setImmediate(this.#flushBound);
@@ -12976,14 +12967,11 @@ class SessionTransport implements ClientTransport {
   #name: string;
   #maxLineBytes: number;
   #socket: LocalSocket | undefined;
-  #writer: FrameWriter;
   #closed: Promise<void> | undefined;
 
   constructor(name: string, maxLineBytes = DEFAULT_CLIENT_MAX_LINE_BYTES) {
     this.#name = name;
     this.#maxLineBytes = maxLineBytes;
-    // The socket gathers what is written while a write is under way: no turn to wait for here.
-    this.#writer = new FrameWriter((text) => this.#socket?.write(text) ?? true, { batched: false });
   }
 
   async start(events: TransportEvents): Promise<void> {
@@ -12993,7 +12981,7 @@ class SessionTransport implements ClientTransport {
     });
     this.#socket = socket;
     this.era = reply.era === "legacy" || reply.era === "modern" ? reply.era : undefined;
-    if (this.era === "modern" && isObject(reply.discovered)) this.discovered = reply.discovered;
+    if (isObject(reply.discovered)) this.discovered = reply.discovered; // a modern session's, checked as any answer
     const reader = new FrameReader({
       message: (text) => events.message(text),
       oversize: (limit, head) =>
@@ -13011,8 +12999,10 @@ class SessionTransport implements ClientTransport {
     socket.resume();
   }
 
+  // Each message at once, NDJSON: the socket gathers what is written while a write is under way (a batch's lines go
+  // out in few writes), and a short command does not pay for setImmediate's first use (~7 ms on Deno: node:timers).
   send(text: string): void {
-    this.#writer.send(text);
+    this.#socket?.write(text + "\n");
   }
 
   abandon(): void {}
@@ -13020,7 +13010,6 @@ class SessionTransport implements ClientTransport {
   markUnresponsive(): void {}
 
   async close(): Promise<void> {
-    this.#writer.flush();
     this.#socket?.end();
     await within(this.#closed ?? Promise.resolve(), SHUTDOWN_STEP_MS);
     this.#socket?.destroy();
