@@ -7395,11 +7395,24 @@ abstract class PushedSocket implements LocalSocket {
 
   /** `bytes` were taken (or will never be): the drain listeners hear once the rest is below the mark. */
   protected taken(bytes: number): void {
-    this.waiting -= bytes;
+    this.waiting = Math.max(0, this.waiting - bytes); // a write under way when it closed ends after the close
     if (this.waiting < SINK_HIGH_WATER) { for (const drain of this.#drainers.splice(0)) drain(); }
   }
 
-  abstract write(chunk: string | Uint8Array, callback?: () => void): boolean;
+  /** Our own copy of what a caller writes (see ownBytes), counted until the peer takes it; nothing after the close. */
+  write(chunk: string | Uint8Array, callback?: () => void): boolean {
+    if (this.isClosed) {
+      callback?.();
+      return true;
+    }
+    const bytes = ownBytes(chunk);
+    this.waiting += bytes.length;
+    this.send(bytes, callback);
+    return this.waiting < SINK_HIGH_WATER;
+  }
+
+  /** Sends the bytes in order, calling `taken` as the peer takes them and `callback` once they are all out. */
+  protected abstract send(bytes: Uint8Array, callback?: () => void): void;
   abstract end(): void;
   abstract destroy(): void;
 
@@ -7486,12 +7499,10 @@ class DenoLocalSocket extends PushedSocket {
   #pending: Uint8Array[] = [];
   #callbacks: (() => void)[] = [];
 
-  write(chunk: string | Uint8Array, callback?: () => void): boolean {
-    const bytes = ownBytes(chunk);
+  protected send(bytes: Uint8Array, callback?: () => void): void {
     this.#pending.push(bytes);
-    this.waiting += bytes.length;
     if (callback) this.#callbacks.push(callback);
-    if (this.#pending.length > 1) return this.waiting < SINK_HIGH_WATER; // a write of them is queued already
+    if (this.#pending.length > 1) return; // a write of them is queued already
     this.#writes = this.#writes.then(async () => {
       const chunks = this.#pending.splice(0);
       const callbacks = this.#callbacks.splice(0);
@@ -7504,7 +7515,6 @@ class DenoLocalSocket extends PushedSocket {
       this.taken(size);
       for (const done of callbacks) done();
     });
-    return this.waiting < SINK_HIGH_WATER;
   }
 
   end(): void {
@@ -7557,16 +7567,9 @@ class BunLocalSocket extends PushedSocket {
     super.closed();
   }
 
-  write(chunk: string | Uint8Array, callback?: () => void): boolean {
-    if (this.isClosed) {
-      callback?.();
-      return true;
-    }
-    const bytes = ownBytes(chunk);
+  protected send(bytes: Uint8Array, callback?: () => void): void {
     this.#queue.push({ bytes, callback });
-    this.waiting += bytes.length;
     if (this.#queue.length === 1) this.flush();
-    return this.waiting < SINK_HIGH_WATER;
   }
 
   end(): void {
