@@ -1024,6 +1024,16 @@ function isObject(value: unknown): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** A JSON object from text a peer or a store gave; undefined for anything else, or for text that is not JSON. */
+function parseJsonObject(text: string): JsonObject | undefined {
+  try {
+    const value = JSON.parse(text);
+    return isObject(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function isRequestId(value: unknown): value is RequestId {
   return typeof value === "string" || (typeof value === "number" && Number.isFinite(value));
 }
@@ -3890,7 +3900,6 @@ class TaskStore {
     this.#store?.write("ZREM", `${TASK_IDS}:${principal}`, id);
   }
 
-  // The task's record, written now and at each change (one write per change).
   // The task's record, written now (settles once stored: the task is told to its client then, as any replica may
   // be asked of it next) and at each change (one write per change).
   #keep(task: ServerTask): Promise<unknown> {
@@ -4050,15 +4059,10 @@ const HEARTBEAT_KEY = "mcp:hb:";
 const REPLICA_GONE = "the server instance running it stopped";
 
 function parseTaskRecord(raw: StoreReply): TaskRecord | undefined {
-  if (typeof raw !== "string") return undefined;
-  try {
-    const record = JSON.parse(raw);
-    return isObject(record) && typeof record.p === "string" && typeof record.x === "number" && isObject(record.d)
-      ? record as unknown as TaskRecord
-      : undefined;
-  } catch {
-    return undefined;
-  }
+  const record = typeof raw === "string" ? parseJsonObject(raw) : undefined;
+  return record && typeof record.p === "string" && typeof record.x === "number" && isObject(record.d)
+    ? record as unknown as TaskRecord
+    : undefined;
 }
 
 /** A task as its record in the store shows it: what a replica that does not run it answers with. @internal */
@@ -8719,24 +8723,15 @@ const SESSION_IDS = "mcp:sz";
 
 // A legacy session as the store keeps it: whose it is, and what its client made of it.
 function sessionRecord(session: LegacySession): string {
-  return JSON.stringify({
-    principal: session.principal,
-    subject: session.subject,
-    state: session.server.sessionState(),
-  });
+  return JSON.stringify({ principal: session.principal, state: session.server.sessionState() });
 }
 
 function parseSessionRecord(raw: StoreReply): { principal: string; state: SessionState } | undefined {
-  if (typeof raw !== "string") return undefined;
-  try {
-    const record = JSON.parse(raw);
-    const ok = isObject(record) && typeof record.principal === "string" && isObject(record.state) &&
-      typeof record.state.protocolVersion === "string" && isObject(record.state.capabilities) &&
-      typeof record.state.logLevel === "number" && Array.isArray(record.state.subscriptions);
-    return ok ? record as { principal: string; state: SessionState } : undefined;
-  } catch {
-    return undefined;
-  }
+  const record = typeof raw === "string" ? parseJsonObject(raw) : undefined;
+  const ok = record && typeof record.principal === "string" && isObject(record.state) &&
+    typeof record.state.protocolVersion === "string" && isObject(record.state.capabilities) &&
+    typeof record.state.logLevel === "number" && Array.isArray(record.state.subscriptions);
+  return ok ? record as { principal: string; state: SessionState } : undefined;
 }
 
 function sessionNotFound(): Response {
@@ -9645,8 +9640,9 @@ class StatelessRequests {
     return this.#serveShared(incoming, id);
   }
 
-  #serveShared(incoming: Incoming, id: RequestId): Promise<Response> | Response {
-    const shared = this.#shared ??= new McpServer(this.#core, (out, context) => {
+  // The one session every 2026-07-28 request shares: what it sends goes to the request it is about.
+  #openShared(): McpServer {
+    const shared = new McpServer(this.#core, (out, context) => {
       this.#trace?.(`> ${out}`);
       const to = context?.requestId;
       if (to === undefined) return; // nothing is sent unasked here: notifications go to a listen's id
@@ -9664,7 +9660,12 @@ class StatelessRequests {
       exchange?.write(out, final, undefined, context!.errorCode);
       if (final) this.#waiting.delete(to);
     });
-    shared.lagging ??= (requestId) => this.#waiting.get(requestId)?.lagging ?? false;
+    shared.lagging = (requestId) => this.#waiting.get(requestId)?.lagging ?? false;
+    return shared;
+  }
+
+  #serveShared(incoming: Incoming, id: RequestId): Promise<Response> | Response {
+    const shared = this.#shared ??= this.#openShared();
     const received: Receiving = { id };
     this.#now = received;
     shared.auth = incoming.auth;
@@ -10292,7 +10293,6 @@ function quotedString(text: string): string {
 // is written in one turn goes out in one write) and subscriptions. Lost, the store is said once on stderr; a
 // request that needs it is refused at once; writes wait in a bounded queue and go out when it is back.
 
-const STORE_PREFIX = "mcp:";
 const STORE_CHANNEL = "mcp:bus";
 // Writes kept while the store is unreachable; beyond, the oldest are dropped (and counted in the "back" line).
 const STORE_QUEUE_MAX = 10_000;
@@ -10303,8 +10303,8 @@ const STORE_RECONNECT_MAX_MS = 2_000;
 /** Default --heartbeat-ttl: a replica silent this long is taken for gone, with its tasks. */
 const DEFAULT_HEARTBEAT_TTL_MS = 10_000;
 
-/** A store URL as messages show it: scheme, host, port and database; never its credentials. @internal */
-export function storeName(url: URL): string {
+// A store URL as messages show it: scheme, host, port and database; never its credentials.
+function storeName(url: URL): string {
   return `${url.protocol}//${url.host}${url.pathname === "/" ? "" : url.pathname}`;
 }
 
@@ -10761,23 +10761,18 @@ export class RedisStore implements ReplicaStore {
 
   close(): void {
     clearInterval(this.#heartbeat);
-    if (this.#commands.ready) this.#commands.write(["DEL", `${STORE_PREFIX}hb:${this.replica}`]);
+    if (this.#commands.ready) this.#commands.write(["DEL", HEARTBEAT_KEY + this.replica]);
     setTimeout(() => (this.#commands.close(), this.#bus.close()), 50);
   }
 
   #beat(): void {
-    if (this.#commands.ready) this.write("SET", `${STORE_PREFIX}hb:${this.replica}`, "1", "PX", this.heartbeatTtl);
+    if (this.#commands.ready) this.write("SET", HEARTBEAT_KEY + this.replica, "1", "PX", this.heartbeatTtl);
   }
 
   #pushed(push: StoreReply): void {
     if (!Array.isArray(push) || push[0] !== "message" || typeof push[2] !== "string") return;
-    let message: unknown;
-    try {
-      message = JSON.parse(push[2]);
-    } catch {
-      return;
-    }
-    if (!isObject(message)) return;
+    const message = parseJsonObject(push[2]);
+    if (!message) return;
     for (const listener of [...this.#listeners]) listener(message);
   }
 }
@@ -12944,15 +12939,6 @@ async function daemonRequest(
     return isObject(reply?.result) ? reply.result : {};
   } finally {
     socket.end();
-  }
-}
-
-function parseJsonObject(line: string): JsonObject | undefined {
-  try {
-    const value = JSON.parse(line);
-    return isObject(value) ? value : undefined;
-  } catch {
-    return undefined;
   }
 }
 
@@ -16323,13 +16309,8 @@ export class Gateway {
 
   async #askOwner(method: string, params: JsonObject, principal: string): Promise<unknown> {
     const store = this.#store!;
-    let record: unknown;
-    try {
-      record = JSON.parse(String(await store.call("GET", GATEWAY_TASK_KEY + String(params.taskId))));
-    } catch (error) {
-      if (error instanceof RpcError) throw error; // the store is away
-    }
-    if (!isObject(record) || record.p !== principal || typeof record.o !== "string") throw unknownTask(params.taskId);
+    const record = parseJsonObject(String(await store.call("GET", GATEWAY_TASK_KEY + String(params.taskId))));
+    if (!record || record.p !== principal || typeof record.o !== "string") throw unknownTask(params.taskId);
     const own: JsonObject = { ...params };
     delete own._meta;
     return await store.ask(record.o, "gateway-task", { method, params: own, principal });
@@ -16444,8 +16425,11 @@ export class Gateway {
       const principal = taskPrincipal(ctx.auth, view?.sessionId);
       this.#issued.issue(taskId, principal, ttlMs);
       // Recorded before the client hears of it: its next tasks/get may reach another replica.
-      const record = JSON.stringify({ o: this.#store?.replica, p: principal });
-      await this.#store?.call("SET", GATEWAY_TASK_KEY + taskId, record, "PX", ttlMs).catch(noop);
+      const store = this.#store;
+      if (store) {
+        const record = JSON.stringify({ o: store.replica, p: principal });
+        await store.call("SET", GATEWAY_TASK_KEY + taskId, record, "PX", ttlMs).catch(noop);
+      }
       return { ...task, taskId };
     } catch (error) {
       if (ctx.signal.aborted) throw error;
