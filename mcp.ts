@@ -8959,7 +8959,13 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
   };
   // A protected resource: the token is checked (asynchronously: the issuer's keys) before the route.
   const verified = async (
-    { request, method, url, pathStart }: { request: Request; method: string; url: string; pathStart: number },
+    { request, method, url, pathStart, route }: {
+      request: Request;
+      method: string;
+      url: string;
+      pathStart: number;
+      route?: string; // a route of its own (/metrics) at the resource's origin, not the MCP endpoint
+    },
     cors: Record<string, string>,
     then?: () => Response,
   ): Promise<Response> => {
@@ -8970,8 +8976,9 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
     const resource = () => resourceOf(verifier!, url, pathStart);
     if (checked !== undefined && "claims" in checked) {
       // The proof names this resource: a configured audience, never the Host header's own word (a proof made for
-      // another server that shares the token's audience is refused).
-      checked = await dpop!.check(request, given![1], token!, checked.claims, () => proofUrl(resource())) ?? checked;
+      // another server that shares the token's audience is refused); for /metrics, that route at its origin.
+      const htu = () => safeUrl(route === undefined ? resource() : new URL(route, resource()).href);
+      checked = await dpop!.check(request, given![1], token!, checked.claims, htu) ?? checked;
     }
     if (checked === undefined || !("claims" in checked)) {
       const refusal = checked as TokenRefusal | undefined;
@@ -9000,7 +9007,7 @@ export function httpFront(policy: FrontPolicy): (request: Request, info?: unknow
       new Response(metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } });
     const given = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1];
     if (metrics.token !== undefined && given !== undefined && constantTimeEqual(given, metrics.token)) return answer();
-    if (verifier) return verified({ request, method, url, pathStart }, NO_HEADERS, answer);
+    if (verifier) return verified({ request, method, url, pathStart, route: "/metrics" }, NO_HEADERS, answer);
     if (policy.token === undefined && metrics.token !== undefined) {
       // The user asked for a token: /metrics is never open then, loopback or not.
       return new Response("Unauthorized\n", { status: 401, headers: { "www-authenticate": 'Bearer realm="metrics"' } });
@@ -10025,13 +10032,12 @@ export class DpopVerifier {
     if (!jwk || !members || ["d", "p", "q", "dp", "dq", "qi", "k"].some((name) => name in jwk)) {
       return refuse("the DPoP proof's jwk is not a public key");
     }
-    if (!(await verifyWithJwk(alg, members, parts))) return refuse("the DPoP proof's signature does not verify");
     const now = this.#now() / 1000;
     if (typeof proof.jti !== "string" || proof.jti.length === 0 || proof.jti.length > 256) {
       return refuse("the DPoP proof has no jti");
     }
     if (proof.htm !== request.method) return refuse("the DPoP proof is for another method (htm)");
-    if (typeof proof.htu !== "string" || proofUrlOf(proof.htu) !== url()) {
+    if (typeof proof.htu !== "string" || safeUrl(proof.htu) !== url()) {
       return refuse("the DPoP proof is for another URL (htu)");
     }
     if (typeof proof.iat !== "number" || Math.abs(proof.iat - now) > DPOP_WINDOW_S) {
@@ -10043,6 +10049,9 @@ export class DpopVerifier {
     if (!constantTimeEqual(await jwkThumbprint(members), jkt)) {
       return refuse("the DPoP proof is signed by another key than the token is bound to");
     }
+    // Last of the proof's own checks: importing a key and verifying costs the most (a stale, replayed or
+    // foreign-key proof is refused before it).
+    if (!(await verifyWithJwk(alg, members, parts))) return refuse("the DPoP proof's signature does not verify");
     if (this.#nonces) {
       this.nonce(); // rotated when due
       const given = typeof proof.nonce === "string" ? proof.nonce : "";
@@ -10065,15 +10074,6 @@ export class DpopVerifier {
       }
     }
     this.#seen.set(jti, until);
-  }
-}
-
-// A proof's htu as compared: without query and fragment (a proof's own may carry neither, but is not trusted to).
-function proofUrlOf(htu: string): string {
-  try {
-    return proofUrl(htu);
-  } catch {
-    return "";
   }
 }
 
@@ -13338,12 +13338,6 @@ async function jwkThumbprint(jwk: JsonObject): Promise<string> {
   return await sha256Base64Url(JSON.stringify(members));
 }
 
-/** The URL a proof names (`htu`): no query, no fragment (RFC 9449 §4.2). */
-function proofUrl(url: string | URL): string {
-  const at = new URL(url);
-  return at.origin + at.pathname;
-}
-
 const DPOP_KEYS = new WeakMap<JsonObject, Promise<CryptoKey>>(); // imported once per stored key
 
 /**
@@ -13362,7 +13356,7 @@ async function dpopProof(
   const claims: JsonObject = {
     jti: randomToken(16),
     htm: request.method,
-    htu: proofUrl(request.url),
+    htu: safeUrl(String(request.url)), // no query, no fragment (RFC 9449 §4.2)
     iat: Math.floor(Date.now() / 1000),
   };
   if (request.token !== undefined) claims.ath = await sha256Base64Url(request.token);

@@ -5731,6 +5731,25 @@ describe("10e. Bearer tokens: DPoP-bound tokens (RFC 9449)", () => {
     }, { serveArgs: ["--auth-scopes", "mcp:read", "--auth-dpop", "required"] });
   });
 
+  test("a DPoP-bound token reads /metrics with a proof for /metrics at the resource's origin (not for the MCP endpoint)", async () => {
+    await withProtectedServer(async (as, server) => {
+      const origin = new URL(server.url).origin;
+      const key = await dpopKey();
+      const token = await mintToken(as.url, { aud: server.url, scope: "mcp:read", claims: { cnf: { jkt: key.jkt } } });
+      const scrape = async (htu: string) => {
+        const claims = { jti: crypto.randomUUID(), htm: "GET", htu, iat: Math.floor(Date.now() / 1000) };
+        const dpop = await key.proof({ ...claims, ath: await ath(token) });
+        return await fetch(origin + "/metrics", { headers: { authorization: `DPoP ${token}`, dpop } });
+      };
+      const read = await scrape(origin + "/metrics");
+      assert.equal(read.status, 200, await read.clone().text());
+      assert.match(await read.text(), /^target_info/m);
+      const elsewhere = await scrape(server.url);
+      assert.equal(elsewhere.status, 401, "a proof for the MCP endpoint");
+      await elsewhere.body?.cancel();
+    }, { serveArgs: ["--auth-scopes", "mcp:read", "--auth-dpop", "required", "--metrics"] });
+  });
+
   test("the jti memory is bounded and windowed: past its size the oldest go, past the window a proof is refused as stale (time injected)", async () => {
     let clock = Date.now();
     const verifier = new DpopVerifier({ issuer: "https://as.example" }, { now: () => clock, seenMax: 3 });
