@@ -315,6 +315,16 @@ function perPrincipal(total: number, principal: string): number {
  * an id was issued to, until it expires. Bounded: a principal keeps its newest perPrincipal(limit) ids, and
  * past ten times `limit` ids in all the oldest are forgotten, expired ones first.
  */
+/** Makes room in a bounded map of expiring entries (kept in insertion order): at `max`, the expired go, then the oldest. */
+function makeRoom<K, V>(map: Map<K, V>, max: number, expired: (value: V) => boolean): void {
+  if (map.size < max) return;
+  for (const [key, value] of map) if (expired(value)) map.delete(key);
+  for (const key of map.keys()) {
+    if (map.size < max) break;
+    map.delete(key);
+  }
+}
+
 class IssuedIds {
   #owners = new Map<string, { principal: string; expiresAt: number }>();
   #limit: number;
@@ -331,13 +341,7 @@ class IssuedIds {
     const cap = perPrincipal(this.#limit, principal);
     const own = [...this.#owners].filter(([, owner]) => owner.principal === principal);
     for (let i = 0; i <= own.length - cap; i++) this.#owners.delete(own[i][0]);
-    if (this.#owners.size >= this.#limit * 10) {
-      for (const [key, owner] of this.#owners) if (owner.expiresAt <= now) this.#owners.delete(key);
-      for (const key of this.#owners.keys()) {
-        if (this.#owners.size < this.#limit * 10) break;
-        this.#owners.delete(key);
-      }
-    }
+    makeRoom(this.#owners, this.#limit * 10, (owner) => owner.expiresAt <= now);
     this.#owners.set(id, { principal, expiresAt: now + ttlMs });
   }
 
@@ -10066,13 +10070,7 @@ export class DpopVerifier {
 
   // Bounded: what has expired goes first; a flood of fresh proofs pushes out the oldest.
   #remember(jti: string, until: number, now: number): void {
-    if (this.#seen.size >= this.#seenMax) {
-      for (const [seen, expiry] of this.#seen) if (expiry <= now) this.#seen.delete(seen);
-      for (const seen of this.#seen.keys()) {
-        if (this.#seen.size < this.#seenMax) break;
-        this.#seen.delete(seen);
-      }
-    }
+    makeRoom(this.#seen, this.#seenMax, (expiry) => expiry <= now);
     this.#seen.set(jti, until);
   }
 }
