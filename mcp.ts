@@ -13460,7 +13460,6 @@ class OAuthProvider implements AuthProvider {
   #refused = false; // the last token we sent was refused: refresh it once, then authorize
   #asNonce: string | undefined; // DPoP nonces: the authorization server's and the MCP server's latest
   #rsNonce: string | undefined;
-  #rsNonceSent: string | undefined; // the one our last proof to the MCP server carried
 
   constructor(serverUrl: string, options: OAuthOptions = {}) {
     this.#server = canonicalResource(serverUrl);
@@ -13478,7 +13477,6 @@ class OAuthProvider implements AuthProvider {
     const token = this.#token;
     if (!authorization || !token) return {};
     if (!token.dpop_jwk) return { authorization };
-    this.#rsNonceSent = this.#rsNonce;
     const dpop = await dpopProof(token.dpop_jwk, { method, url, token: token.access_token, nonce: this.#rsNonce });
     return { authorization, dpop };
   }
@@ -13527,9 +13525,10 @@ class OAuthProvider implements AuthProvider {
 
   async #answer(status: number, wwwAuthenticate: string): Promise<boolean> {
     const challenge = parseBearerChallenge(wwwAuthenticate);
-    // RFC 9449 §9: the MCP server wants a nonce in our proofs: the request again with the one it gave, once.
+    // RFC 9449 §9: the MCP server wants a nonce in our proofs: the request again with the one it gave (the
+    // transport asks again a bounded number of times; what a request sent is its own, not the provider's to keep).
     if (status === 401 && challenge.error === "use_dpop_nonce" && this.#token?.dpop_jwk) {
-      return this.#rsNonce !== undefined && this.#rsNonce !== this.#rsNonceSent;
+      return this.#rsNonce !== undefined;
     }
     if (status === 401 && this.#token?.refresh_token && !this.#refused) {
       this.#refused = true;
@@ -13683,44 +13682,36 @@ class OAuthProvider implements AuthProvider {
     if (!endpoint || !options.idpClientId) {
       throw new UsageError("--grant token-exchange needs --id-token, --idp-token-endpoint and --idp-client-id");
     }
-    // SEP-990 §4, RFC 8693: audience the authorization server's issuer, resource the MCP server.
-    const form = new URLSearchParams({
+    // SEP-990 §4, RFC 8693: audience the authorization server's issuer, resource the MCP server; the identity
+    // provider's token endpoint asked as any token endpoint is (the ID token goes to its origin only).
+    const form: Record<string, string> = {
       grant_type: "urn:ietf:params:oauth:grant-type:token-exchange",
       requested_token_type: ID_JAG_TOKEN_TYPE,
       audience: server.issuer,
-      resource: server.resource,
       subject_token: await readSecretValue(options.idToken, "--id-token"),
       subject_token_type: "urn:ietf:params:oauth:token-type:id_token",
+    };
+    if (options.scope) form.scope = options.scope;
+    const idp = { issuer: endpoint, metadata: { token_endpoint: endpoint }, resource: server.resource, scopes: [] };
+    const client = {
       client_id: options.idpClientId,
-    });
-    if (options.idpClientSecret !== undefined) form.set("client_secret", options.idpClientSecret);
-    if (options.scope) form.set("scope", options.scope);
-    let response: Response;
-    try {
-      // The ID token goes to the identity provider's token endpoint only.
-      response = await fetchSameOrigin(endpoint, {
-        method: "POST",
-        headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
-        body: form,
-        signal: AbortSignal.timeout(AUTH_FETCH_TIMEOUT_MS),
-      });
-    } catch (error) {
-      throw fetchFailure(error, new URL(endpoint));
-    }
-    const answer = await response.json().catch(() => undefined);
-    if (!response.ok || !isObject(answer) || typeof answer.access_token !== "string") {
-      throw new AuthorizationError(
-        `the identity provider refused the token exchange: ${describeOAuthError(answer, response.status)}`,
-        0,
-      );
-    }
+      client_secret: options.idpClientSecret,
+      token_endpoint_auth_method: options.idpClientSecret === undefined ? "none" : "client_secret_post",
+    };
+    const answer = await this.#tokenRequest(
+      idp,
+      client,
+      form,
+      undefined,
+      "the identity provider refused the token exchange",
+    );
     if (answer.issued_token_type !== undefined && answer.issued_token_type !== ID_JAG_TOKEN_TYPE) {
       throw new AuthorizationError(
         `the identity provider answered a ${JSON.stringify(answer.issued_token_type)}, not an ID-JAG`,
         0,
       );
     }
-    return answer.access_token;
+    return String(answer.access_token); // a string: #tokenRequest checked it
   }
 
   // Protected Resource Metadata (RFC 9728), then its authorization server's metadata.
@@ -14016,6 +14007,7 @@ class OAuthProvider implements AuthProvider {
     client: StoredClient,
     form: Record<string, string>,
     jwk?: JsonObject,
+    refused = "the authorization server refused the token request",
   ): Promise<JsonObject> {
     const endpoint = server.metadata.token_endpoint;
     if (typeof endpoint !== "string") {
@@ -14031,31 +14023,34 @@ class OAuthProvider implements AuthProvider {
     if (method === "client_secret_basic" && client.client_secret !== undefined) {
       const pair = `${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret)}`;
       headers.authorization = `Basic ${bytesToBase64(encoder.encode(pair))}`;
-    } else if (method === "private_key_jwt" && this.#options.clientKey) {
-      const key = await importSigningKey(this.#options.clientKey);
-      const now = Math.floor(Date.now() / 1000);
-      body.set("client_id", client.client_id);
-      body.set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer");
-      body.set(
-        "client_assertion",
-        await signJwt(key, {
-          iss: client.client_id,
-          sub: client.client_id,
-          aud: server.issuer,
-          jti: randomToken(16),
-          iat: now,
-          exp: now + 300,
-        }),
-      );
-    } else {
+    } else if (method !== "private_key_jwt" || !this.#options.clientKey) {
       if (client.client_id !== "") body.set("client_id", client.client_id);
       if (method === "client_secret_post" && client.client_secret !== undefined) {
         body.set("client_secret", client.client_secret);
       }
     }
+    // A client assertion for each request sent (RFC 7523 §3: its jti is used once; a nonce retry is a new request).
+    const clientKey = method === "private_key_jwt" ? this.#options.clientKey : undefined;
+    const key = clientKey === undefined ? undefined : await importSigningKey(clientKey);
     let response: Response | undefined;
     let answer: unknown;
     for (let attempt = 0; attempt < 2; attempt++) {
+      if (key) {
+        const now = Math.floor(Date.now() / 1000);
+        body.set("client_id", client.client_id);
+        body.set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer");
+        body.set(
+          "client_assertion",
+          await signJwt(key, {
+            iss: client.client_id,
+            sub: client.client_id,
+            aud: server.issuer,
+            jti: randomToken(16),
+            iat: now,
+            exp: now + 300,
+          }),
+        );
+      }
       if (jwk) headers.dpop = await dpopProof(jwk, { method: "POST", url: endpoint, nonce: this.#asNonce });
       try {
         // The body carries a code, a refresh token or a secret: it goes to the token endpoint's origin only.
@@ -14077,10 +14072,7 @@ class OAuthProvider implements AuthProvider {
       if (!wantsNonce || nonce === null || nonce === sent) break;
     }
     if (!response!.ok || !isObject(answer) || typeof answer.access_token !== "string") {
-      throw new AuthorizationError(
-        `the authorization server refused the token request: ${describeOAuthError(answer, response!.status)}`,
-        0,
-      );
+      throw new AuthorizationError(`${refused}: ${describeOAuthError(answer, response!.status)}`, 0);
     }
     return answer;
   }

@@ -7423,6 +7423,40 @@ describe("13. OAuth: logins without a person, and DPoP", () => {
     });
   });
 
+  test("DPoP with a client key: the nonce retry carries a new client assertion (its jti is used once)", async () => {
+    const { publicKey, privateKey } = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, [
+      "sign",
+      "verify",
+    ]);
+    const jwk = await crypto.subtle.exportKey("jwk", publicKey);
+    const pkcs8 = Buffer.from(await crypto.subtle.exportKey("pkcs8", privateKey)).toString("base64");
+    const pem = `-----BEGIN PRIVATE KEY-----\n${pkcs8.match(/.{1,64}/g)!.join("\n")}\n-----END PRIVATE KEY-----\n`;
+    await withFakeMcp("dpop-nonce,spend-first", async (as, mcp, dir, env) => {
+      const keyFile = join(dir, "key.pem");
+      writeFileSync(keyFile, pem, { mode: 0o600 });
+      const run = await runCli([
+        "call",
+        mcp,
+        "whoami",
+        "--grant",
+        "client_credentials",
+        "--client-id",
+        "ci-bot",
+        "--client-key",
+        keyFile,
+        "--dpop",
+        "--protocol",
+        "legacy",
+      ], { env });
+      assert.equal(run.code, 0, run.stderr);
+      const tokens = (await as.log()).filter((entry) => entry.kind === "token");
+      assert.deepEqual(tokens.map((entry) => [entry.status, entry.error ?? null]), [[400, "use_dpop_nonce"], [
+        200,
+        null,
+      ]]);
+    }, { FAKE_AUTH_CLIENT_ID: "ci-bot", FAKE_AUTH_CLIENT_JWK: JSON.stringify(jwk) });
+  });
+
   test("DPoP through a browser login: the refresh carries a proof of the same key (the server binds its refresh token to it); --dpop where none is offered is exit 4, --no-dpop asks for a Bearer token", async () => {
     await withFakeMcp("dpop", async (as, mcp, dir, env) => {
       const login = await runCli(["login", mcp], { env: { ...env, BROWSER } });

@@ -33,6 +33,8 @@
 //   dpop-nonce        dpop, and a proof must carry our nonce: at /token the AS one (else 400 use_dpop_nonce with a
 //                     DPoP-Nonce header), at /mcp the RS one, another value (else 401 use_dpop_nonce, DPoP-Nonce)
 //   dpop-required     dpop, and a /token request without a proof → 400 invalid_dpop_proof "a DPoP proof is required"
+//   spend-first       with dpop-nonce: a client authenticates (its client_assertion's jti spent) before the proof's
+//                     nonce is checked, as an authorization server may: a nonce retry needs a new assertion
 //   mcp               an MCP server at /mcp that takes our access tokens, and its protected resource metadata (below)
 //
 // Tunables: FAKE_AUTH_METHODS (token_endpoint_auth_methods_supported, comma-separated; default
@@ -174,7 +176,7 @@ type Json = any;
 
 const KNOWN = "oidc-only path-oidc-only wrong-issuer no-dcr no-pkce cimd require-app-type iss-missing iss-wrong " +
   "iss-slash iss-unadvertised deny no-refresh no-exp rotate-drop jwt-bearer-unauthorized dpop dpop-nonce " +
-  "dpop-required mcp";
+  "dpop-required spend-first mcp";
 const modes = new Set((process.env.FAKE_AUTH_MODE ?? "").split(",").map((mode) => mode.trim()).filter(Boolean));
 const has = (mode: string) => modes.has(mode);
 const note = (text: string) => process.stderr.write(`fake-auth: ${text}\n`);
@@ -814,11 +816,13 @@ async function token(ctx: Ctx, duplicated: string[], formEncoded: boolean) {
     return oauthError(ctx, 400, "invalid_request", "the body must be application/x-www-form-urlencoded");
   }
   if (duplicated.length) return oauthError(ctx, 400, "invalid_request", `repeated parameters: ${duplicated}`);
-  // Before anything is spent (a code, a refresh token, an assertion's jti), so a nonce retry finds them intact.
-  if (DPOP && await tokenProof(ctx)) return;
+  // Before anything is spent (a code, a refresh token, an assertion's jti), so a nonce retry finds them intact;
+  // spend-first: after the client's authentication.
+  if (DPOP && !has("spend-first") && await tokenProof(ctx)) return;
   if (form.grant_type === JWT_GRANT) return await jwtBearer(ctx);
   const auth = await authenticate(ctx);
   if (!auth.client) return refuseClient(ctx, auth);
+  if (DPOP && has("spend-first") && await tokenProof(ctx)) return;
   const client = auth.client;
   Object.assign(entry, { client_id: client.id, clientAuth: auth.method });
   const grantAllowed = (grant: string) => !client.grants || client.grants.includes(grant);
