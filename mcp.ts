@@ -11003,9 +11003,12 @@ function stringRecord(value: unknown, expand: (text: string) => string): Record<
   return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, expand(String(item))]));
 }
 
+/** The grants that get tokens without a person: what a config's oauth.grant and --grant name. */
+const HEADLESS_GRANTS: readonly string[] = ["client_credentials", "jwt-bearer", "token-exchange"];
+
 // A config entry's oauth.grant: the headless grants a command line may name.
 function configGrant(grant: string | undefined, where: string): OAuthOptions["grant"] {
-  if (grant === undefined || ["client_credentials", "jwt-bearer", "token-exchange"].includes(grant)) {
+  if (grant === undefined || HEADLESS_GRANTS.includes(grant)) {
     return grant as OAuthOptions["grant"];
   }
   throw new UsageError(
@@ -13443,6 +13446,46 @@ interface AuthServer {
 }
 
 /**
+ * What a grant needs and what goes with it, checked once on what a provider is given: a config's oauth keys and the
+ * command line's flags together (either may name the grant). A usage error names the flags.
+ */
+function checkGrant(options: OAuthOptions): void {
+  const { grant } = options;
+  const flags: [keyof OAuthOptions, string, string][] = [
+    ["assertion", "--assertion", "jwt-bearer"],
+    ["idToken", "--id-token", "token-exchange"],
+    ["idpTokenEndpoint", "--idp-token-endpoint", "token-exchange"],
+    ["idpClientId", "--idp-client-id", "token-exchange"],
+    ["idpClientSecret", "--idp-client-secret", "token-exchange"],
+  ];
+  for (const [key, flag, wanted] of flags) {
+    if (options[key] !== undefined && grant !== wanted) throw new UsageError(`${flag} goes with --grant ${wanted}`);
+  }
+  const needs = (wanted: [keyof OAuthOptions, string][]) => {
+    const missing = wanted.filter(([key]) => options[key] === undefined).map(([, flag]) => flag);
+    if (missing.length) throw new UsageError(`--grant ${grant} needs ${missing.join(", ")}`);
+  };
+  if (grant === "jwt-bearer") needs([["assertion", "--assertion"]]);
+  if (grant === "token-exchange") {
+    needs([
+      ["idToken", "--id-token"],
+      ["idpTokenEndpoint", "--idp-token-endpoint"],
+      ["idpClientId", "--idp-client-id"],
+      ["clientId", "--client-id"],
+    ]);
+  }
+  if (
+    (grant === "client_credentials" || grant === "token-exchange") &&
+    (options.clientId === undefined || (!options.clientSecret && !options.clientKey))
+  ) {
+    throw new UsageError(
+      `--grant ${grant} needs --client-id, and --client-secret (or MCP_TS_CLIENT_SECRET)` +
+        (grant === "client_credentials" ? " or --client-key" : ""),
+    );
+  }
+}
+
+/**
  * The OAuth client of one HTTP server: a token from the store, refreshed when
  * it is about to expire or refused; a new authorization when that fails.
  */
@@ -13462,6 +13505,7 @@ class OAuthProvider implements AuthProvider {
   #rsNonce: string | undefined;
 
   constructor(serverUrl: string, options: OAuthOptions = {}) {
+    checkGrant(options);
     this.#server = canonicalResource(serverUrl);
     this.#options = options;
     this.#file = options.credentials ?? credentialsPath(options.env);
@@ -13487,8 +13531,7 @@ class OAuthProvider implements AuthProvider {
 
   // A headless grant gets its tokens again by itself; no person waits on it, no refresh token is needed.
   get #headless(): boolean {
-    const grant = this.#options.grant;
-    return grant === "client_credentials" || grant === "jwt-bearer" || grant === "token-exchange";
+    return this.#options.grant !== undefined && HEADLESS_GRANTS.includes(this.#options.grant);
   }
 
   async #header(): Promise<string | undefined> {
@@ -13678,10 +13721,7 @@ class OAuthProvider implements AuthProvider {
   async #assertion(server: AuthServer): Promise<string> {
     const options = this.#options;
     if (options.grant === "jwt-bearer") return await readSecretValue(options.assertion, "--assertion");
-    const endpoint = options.idpTokenEndpoint;
-    if (!endpoint || !options.idpClientId) {
-      throw new UsageError("--grant token-exchange needs --id-token, --idp-token-endpoint and --idp-client-id");
-    }
+    const endpoint = options.idpTokenEndpoint!; // checkGrant: token-exchange has it, and the IdP's client id
     // SEP-990 §4, RFC 8693: audience the authorization server's issuer, resource the MCP server; the identity
     // provider's token endpoint asked as any token endpoint is (the ID token goes to its origin only).
     const form: Record<string, string> = {
@@ -13694,7 +13734,7 @@ class OAuthProvider implements AuthProvider {
     if (options.scope) form.scope = options.scope;
     const idp = { issuer: endpoint, metadata: { token_endpoint: endpoint }, resource: server.resource, scopes: [] };
     const client = {
-      client_id: options.idpClientId,
+      client_id: options.idpClientId!,
       client_secret: options.idpClientSecret,
       token_endpoint_auth_method: options.idpClientSecret === undefined ? "none" : "client_secret_post",
     };
@@ -20063,18 +20103,6 @@ async function oauthOptions(
   if (grant !== undefined && !grants.includes(grant)) {
     throw new UsageError(`--grant takes client_credentials, jwt-bearer or token-exchange, got "${grant}"`);
   }
-  const needs = (flags: string[], why: string) => {
-    const missing = flags.filter((flag) => values[flag as keyof typeof values] === undefined);
-    if (missing.length) throw new UsageError(`${why} needs ${missing.map((flag) => `--${flag}`).join(", ")}`);
-  };
-  if (grant === "jwt-bearer") needs(["assertion"], "--grant jwt-bearer");
-  if (grant === "token-exchange") {
-    needs(["id-token", "idp-token-endpoint", "idp-client-id", "client-id"], "--grant token-exchange");
-  }
-  for (const flag of ["assertion", "id-token", "idp-token-endpoint", "idp-client-id", "idp-client-secret"] as const) {
-    const wanted = flag === "assertion" ? "jwt-bearer" : "token-exchange";
-    if (values[flag] !== undefined && grant !== wanted) throw new UsageError(`--${flag} goes with --grant ${wanted}`);
-  }
   if (values.dpop === true && values["no-dpop"] === true) {
     throw new UsageError("--dpop and --no-dpop: one or the other");
   }
@@ -20087,15 +20115,6 @@ async function oauthOptions(
     }
   }
   const clientSecret = (values["client-secret"]) ?? env.MCP_TS_CLIENT_SECRET;
-  if (
-    (grant === "client_credentials" || grant === "token-exchange") &&
-    (values["client-id"] === undefined || (!clientSecret && !clientKey))
-  ) {
-    throw new UsageError(
-      `--grant ${grant} needs --client-id, and --client-secret (or MCP_TS_CLIENT_SECRET)` +
-        (grant === "client_credentials" ? " or --client-key" : ""),
-    );
-  }
   const port = values["callback-port"] === undefined
     ? undefined
     : positiveInteger("--callback-port", values["callback-port"], DEFAULT_CALLBACK_PORT);

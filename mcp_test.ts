@@ -7498,12 +7498,22 @@ describe("13. OAuth: logins without a person, and DPoP", () => {
       writeFileSync(
         config,
         JSON.stringify({
-          mcpServers: { remote: { url: mcp, oauth: { grant: "jwt-bearer", assertion: `@${file}` } } },
+          mcpServers: {
+            remote: { url: mcp, oauth: { grant: "jwt-bearer", assertion: `@${file}` } },
+            halves: { url: mcp, oauth: { grant: "jwt-bearer" } },
+          },
         }),
       );
       const run = await runCli(["call", "remote", "whoami", "--config", config], { env });
       assert.equal(run.code, 0, run.stderr);
       assert.equal(run.stdout, "from-config\n");
+      // The grant from the config, its assertion from the command line: one set of options, checked together.
+      const other = join(dir, "other.jwt");
+      writeFileSync(other, await mintText(`${as.url}/_assertion`, { sub: "half-and-half" }));
+      const halves = await runCli(["call", "halves", "whoami", "--config", config, "--assertion", `@${other}`], {
+        env: { ...env, MCP_TS_CREDENTIALS: join(dir, "halves.json") },
+      });
+      assert.deepEqual([halves.code, halves.stdout], [0, "half-and-half\n"], halves.stderr);
       writeFileSync(file, await mintText(`${as.url}/_assertion`, { sub: "from-config" })); // a jti is good once
       const stateDir = join(dir, "state");
       const daemonEnv = { ...env, MCP_TS_STATE_DIR: stateDir, MCP_TS_CREDENTIALS: join(dir, "daemon.json") };
