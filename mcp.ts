@@ -12822,6 +12822,14 @@ class NoDaemonError extends UsageError {
   }
 }
 
+/** The daemon has no session of that name (its hello's refusal). */
+class NoSessionError extends UsageError {
+  constructor(message: string) {
+    super(message);
+    this.name = "NoSessionError";
+  }
+}
+
 /** Reads one line of a socket (at most `max` bytes): the line, and whatever came after it. */
 function readFirstLine(
   socket: LocalSocket,
@@ -12909,7 +12917,7 @@ async function daemonConnection(
     if (reply?.ok !== true) {
       socket.destroy();
       const message = typeof reply?.error === "string" ? reply.error : "the daemon refused the connection";
-      throw reply?.code === 2 ? new UsageError(message) : new ServerError(message);
+      throw reply?.code === 2 ? new NoSessionError(message) : new ServerError(message);
     }
     return { socket, rest: first.rest, reply };
   }
@@ -20955,7 +20963,7 @@ async function runAttach({ positionals }: Parsed<Record<never, never>>, io: CliI
   try {
     connection = await daemonConnection({ session: name, attach: true }, { start: true, json: "entry" in io.stderr });
   } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
+    if (!(error instanceof NoSessionError)) throw error;
     // Not open: open it from the config name, as `connect NAME NAME` would.
     await openSession(name, name, {}, io);
     connection = await daemonConnection({ session: name, attach: true });
@@ -21016,10 +21024,9 @@ async function runDaemonCommand({ values, positionals }: Parsed<typeof DAEMON_FL
         const { pid } = await daemonRequest("stop", {});
         // Returns once it is gone (its servers stopped, its files removed): the next command starts afresh.
         const deadline = Date.now() + DAEMON_START_WAIT_MS;
-        while (typeof pid === "number" && processAlive(pid) && Date.now() < deadline) {
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
-        logLine(io.stderr, "the daemon stopped");
+        const alive = () => typeof pid === "number" && processAlive(pid);
+        while (alive() && Date.now() < deadline) await abortableSleep(20);
+        logLine(io.stderr, alive() ? `the daemon (pid ${pid}) is still stopping its sessions` : "the daemon stopped");
       } catch (error) {
         if (!(error instanceof NoDaemonError)) throw error;
         logLine(io.stderr, "no daemon is running");
