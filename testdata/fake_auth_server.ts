@@ -206,6 +206,12 @@ const PLATFORM_TTL = 300; // workload JWTs, ID tokens and ID-JAGs
 const IDP_CLIENT_ID = env.FAKE_AUTH_IDP_CLIENT_ID ?? "idp-client";
 const IDP_CLIENT_SECRET = env.FAKE_AUTH_IDP_CLIENT_SECRET || undefined;
 const XAA_CLIENT_ID = env.FAKE_AUTH_XAA_CLIENT_ID ?? "xaa-client";
+const IDP_CLIENT: Client = {
+  id: IDP_CLIENT_ID,
+  secret: IDP_CLIENT_SECRET,
+  methods: IDP_CLIENT_SECRET ? ["client_secret_basic", "client_secret_post"] : ["none"],
+  jwks: [],
+};
 const DPOP = has("dpop") || has("dpop-nonce") || has("dpop-required");
 const DPOP_ALGS = (env.FAKE_AUTH_DPOP_ALGS ?? "ES256").split(",").map((alg) => alg.trim()).filter(Boolean);
 const SECRET_FIELDS = [
@@ -730,8 +736,11 @@ function basicCredentials(header: string | undefined): { id: string; secret: str
   }
 }
 
-// The client and how it authenticated, or why it failed (→ 401 invalid_client).
-async function authenticate(ctx: Ctx): Promise<{ client?: Client; method: string; problem?: string }> {
+// The client and how it authenticated, or why it failed (→ 401 invalid_client); `lookup` finds the clients there are.
+async function authenticate(
+  ctx: Ctx,
+  lookup: (id: string | undefined) => Client | undefined = clientOf,
+): Promise<{ client?: Client; method: string; problem?: string }> {
   const { form } = ctx;
   const used: string[] = [];
   const credentials = basicCredentials(ctx.req.headers.authorization);
@@ -749,7 +758,7 @@ async function authenticate(ctx: Ctx): Promise<{ client?: Client; method: string
   if (basic && form.client_id !== undefined && form.client_id !== basic.id) {
     return { method, problem: "client_id in the form differs from the Basic one" };
   }
-  const client = clientOf(id);
+  const client = lookup(id);
   if (!client) return { method, problem: id === undefined ? "no client_id" : "unknown client_id" };
   const full = FULL[method] ?? method;
   if (!client.methods.includes(full)) {
@@ -1040,29 +1049,10 @@ async function idpToken(ctx: Ctx, duplicated: string[], formEncoded: boolean) {
   }
   if (duplicated.length) return oauthError(ctx, 400, "invalid_request", `repeated parameters: ${duplicated}`);
   // The IdP's one client: FAKE_AUTH_IDP_CLIENT_ID, with FAKE_AUTH_IDP_CLIENT_SECRET (basic or post) or none.
-  const basic = basicCredentials(ctx.req.headers.authorization);
-  const method = basic ? "basic" : form.client_secret !== undefined ? "post" : "none";
-  const id = basic && basic !== "bad" ? basic.id : form.client_id;
-  const secret = basic && basic !== "bad" ? basic.secret : form.client_secret;
-  const problem = basic === "bad"
-    ? "the Basic credentials are not urlencode(id):urlencode(secret)"
-    : basic && form.client_secret !== undefined
-    ? "more than one client authentication: basic,post"
-    : basic && form.client_id !== undefined && form.client_id !== basic.id
-    ? "client_id in the form differs from the Basic one"
-    : id === undefined
-    ? "no client_id"
-    : id !== IDP_CLIENT_ID
-    ? "unknown client_id"
-    : IDP_CLIENT_SECRET && method === "none"
-    ? "the client must use client_secret_basic or client_secret_post, not none"
-    : !IDP_CLIENT_SECRET && method !== "none"
-    ? `the client must use none, not ${FULL[method]}`
-    : IDP_CLIENT_SECRET && secret !== IDP_CLIENT_SECRET
-    ? "wrong client secret"
-    : undefined;
-  if (problem) return refuseClient(ctx, { method, problem });
-  Object.assign(entry, { client_id: id, clientAuth: method });
+  const auth = await authenticate(ctx, (id) => id === IDP_CLIENT_ID ? IDP_CLIENT : undefined);
+  if (!auth.client) return refuseClient(ctx, auth);
+  const id = auth.client.id;
+  Object.assign(entry, { client_id: id, clientAuth: auth.method });
   if (form.grant_type !== TOKEN_EXCHANGE) {
     const description = `grant_type ${form.grant_type ?? "(missing)"} not supported; only ${TOKEN_EXCHANGE}`;
     return oauthError(ctx, 400, "unsupported_grant_type", description);
