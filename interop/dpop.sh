@@ -80,16 +80,10 @@ shorten() {
   printf '%s' "$line"
 }
 
-# stop_as: SIGTERM to the AS's group, SIGKILL after 10 s.
+# stop_as: the AS's group stopped (stop_group).
 stop_as() {
   [ -n "$as" ] || return 0
-  kill -TERM -- "-$as" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 -- "-$as" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL -- "-$as" 2>/dev/null || true
-  wait "$as" 2>/dev/null || true
+  stop_group "$as" || true
   as=
 }
 

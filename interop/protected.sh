@@ -60,17 +60,11 @@ secret_values=()
 now() { local t=${EPOCHREALTIME/,/.}; echo "$t"; }
 since() { awk "BEGIN { printf \"%.1f\", $(now) - $1 }"; }
 
-# stop_as: SIGTERM to the AS's group, SIGKILL after 10 s; returns its exit status.
+# stop_as: the AS's group stopped (stop_group); returns its exit status.
 stop_as() {
   [ -n "$as" ] || return 0
   local status=0
-  kill -TERM -- "-$as" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 -- "-$as" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL -- "-$as" 2>/dev/null || true
-  wait "$as" 2>/dev/null || status=$?
+  stop_group "$as" || status=$?
   as=
   return "$status"
 }

@@ -22,17 +22,24 @@ start_http_server() {
   return 1
 }
 
+# stop_group PID: SIGTERM to the process group PID leads, SIGKILL after 10 s; returns PID's exit status.
+stop_group() {
+  local status=0
+  kill -TERM -- "-$1" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 -- "-$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL -- "-$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || status=$?
+  return "$status"
+}
+
 # stop_http_server: returns the server's exit status (0 when none is running).
 stop_http_server() {
   [ -n "$server" ] || return 0
   local status=0
-  kill -TERM -- "-$server" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 -- "-$server" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL -- "-$server" 2>/dev/null || true
-  wait "$server" 2>/dev/null || status=$?
+  stop_group "$server" || status=$?
   server=
   return "$status"
 }
