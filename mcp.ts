@@ -8726,8 +8726,8 @@ const SESSION_KEY = "mcp:s:";
 const SESSION_IDS = "mcp:sz";
 
 // A legacy session as the store keeps it: whose it is, and what its client made of it.
-function sessionRecord(session: LegacySession): string {
-  return JSON.stringify({ principal: session.principal, state: session.server.sessionState() });
+function sessionRecord(principal: string, state: SessionState): string {
+  return JSON.stringify({ principal, state });
 }
 
 function parseSessionRecord(raw: StoreReply): { principal: string; state: SessionState } | undefined {
@@ -9272,7 +9272,13 @@ class LegacySessions {
     const response = this.#initialize(incoming, id, (opened) => session = opened);
     try {
       // Stored before the client hears of it: its next request may reach another replica.
-      await store.call("SET", SESSION_KEY + session.id, sessionRecord(session), "PX", this.#ttl);
+      await store.call(
+        "SET",
+        SESSION_KEY + session.id,
+        sessionRecord(session.principal, session.server.sessionState()),
+        "PX",
+        this.#ttl,
+      );
     } catch {
       this.#end(session);
       return storeUnavailable(store, id);
@@ -9419,8 +9425,9 @@ class LegacySessions {
       // answer finds the copy that asked.
       server.startIdsAt(Math.floor(Math.random() * 2 ** 21) * 2 ** 31);
       server.onStateChange = () => {
-        store.write("SET", SESSION_KEY + session.id, sessionRecord(session), "PX", this.#ttl);
-        store.publish({ t: "state", s: session.id, r: session.server.sessionState() as unknown as JsonObject });
+        const state = session.server.sessionState();
+        store.write("SET", SESSION_KEY + session.id, sessionRecord(session.principal, state), "PX", this.#ttl);
+        store.publish({ t: "state", s: session.id, r: state as unknown as JsonObject });
       };
     }
     this.#sessions.set(session.id, session);
