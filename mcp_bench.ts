@@ -1244,12 +1244,15 @@ async function stateBench(work: string): Promise<void> {
   const echoDir = join(work, "state-echo");
   mkdirSync(echoDir, { recursive: true });
   writeFileSync(join(echoDir, "echo.ts"), readFileSync(join(HERE, "testdata/tools/echo.ts")));
-  const port = await freePort();
-  const redis = spawn("redis-server", ["--port", String(port), "--save", "", "--appendonly", "no"], {
-    stdio: "ignore",
+  // Its own port, nothing saved; ready when it says so (the port it took is the one asked).
+  const redis = await startServer({
+    name: "redis-server",
+    argv: ["redis-server", "--port", "{port}", "--save", "", "--appendonly", "no"],
+    port: freePort,
+    ready: /Running mode=\S+, port=(\d+)[\s\S]*Ready to accept connections/,
   });
+  const port = redis.port;
   try {
-    await sleep(300);
     const serve = [...RUNTIME, MCP, "serve", echoDir, "--http", "127.0.0.1:0"];
     const ready = /mcp: serving http:\/\/127\.0\.0\.1:(\d+)\//;
     const state = ["--state", `redis://127.0.0.1:${port}`];
@@ -1290,7 +1293,7 @@ async function stateBench(work: string): Promise<void> {
     row("legacy session server CPU µs/call", cpu(legacyRedis), cpu(legacyMemory), "", 1);
     for (const note of notes) console.log(`\n${note}`);
   } finally {
-    redis.kill("SIGKILL");
+    await stopServer(redis);
   }
 }
 
