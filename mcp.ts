@@ -12213,10 +12213,6 @@ export class HttpStatusError extends ServerError {
   }
 }
 
-/**
- * A response stream that ended before its answer, with no way to resume it. In
- * 2026-07-28 the request is then sent again with a new id (changelog, item 9).
- */
 // A legacy session the server forgets again right after making it (exit 3, at once: never a wait for --timeout).
 function sessionUnknown(): ServerError {
   return new ServerError(
@@ -12225,6 +12221,10 @@ function sessionUnknown(): ServerError {
   );
 }
 
+/**
+ * A response stream that ended before its answer, with no way to resume it. In
+ * 2026-07-28 the request is then sent again with a new id (changelog, item 9).
+ */
 class StreamBrokenError extends ServerError {
   constructor(message: string) {
     super(message);
@@ -12273,9 +12273,8 @@ class HttpTransport implements ClientTransport {
   #stream: AbortController | undefined; // the GET stream (HTTP+SSE, or a legacy session's)
   #postUrl: URL | undefined; // HTTP+SSE: where messages go
   #renewing: Promise<void> | undefined;
-  #renewed = false; // a 404 has made us start a new session once
   #unknownSession: ServerError | undefined; // the new session was forgotten too: nothing more is sent
-  #sessionAnswered = false; // the current session has answered a request (it is kept where we reach)
+  #unproven = false; // a session made after a 404 that has not answered a request yet (it may not be kept)
   #notifying: Promise<void> | undefined; // a notification on its way (initialized): requests wait for it
   #sending = new Set<AbortController>(); // notifications and responses on their way
   #closed = false;
@@ -12398,12 +12397,11 @@ class HttpTransport implements ClientTransport {
         // forgotten before it answered anything was never kept where our requests land: renewing it again
         // would loop (each initialize reaching one replica, the next request another), so that ends the client.
         await response.body?.cancel().catch(noop);
-        if (this.#renewed && !this.#sessionAnswered) return this.#sessionUnknown();
+        if (this.#unproven) return this.#sessionUnknown();
         if (id === undefined) throw httpStatusError(response, "", method ?? "a response"); // the next request renews
         this.sessionId = undefined;
         this.#renewing ??= this.renewSession().finally(() => this.#renewing = undefined);
-        this.#renewed = true;
-        this.#sessionAnswered = false;
+        this.#unproven = true;
         await this.#renewing;
         if (this.#unknownSession) throw this.#unknownSession;
         response = await this.#post(text, extra, controller.signal);
@@ -12458,7 +12456,7 @@ class HttpTransport implements ClientTransport {
       return;
     }
     if (response.ok && isEventStream(response)) {
-      if (method !== "initialize") this.#sessionAnswered = true;
+      if (method !== "initialize") this.#unproven = false;
       return await this.#readAnswerStream(response, id, method!, signal);
     }
     const body = await readBody(response, this.#maxBytes);
@@ -12471,7 +12469,7 @@ class HttpTransport implements ClientTransport {
       throw new ServerError(`the server answered ${method} with a body that is not JSON (${type}): ${brief(body)}`);
     }
     if (isObject(parsed) && parsed.id === id && ("result" in parsed || "error" in parsed)) {
-      if (response.ok && method !== "initialize") this.#sessionAnswered = true;
+      if (response.ok && method !== "initialize") this.#unproven = false;
       this.#events.message(body, parsed);
       return;
     }
