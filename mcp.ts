@@ -13335,7 +13335,7 @@ async function newDpopKey(): Promise<JsonObject> {
   return await crypto.subtle.exportKey("jwk", pair.privateKey) as JsonObject;
 }
 
-/** The public members of a JWK (RFC 7638 §3.2's required ones), in the order its thumbprint hashes them. */
+/** The public members of a JWK (RFC 7638 §3.2's required ones): what a proof may carry and a thumbprint hashes. */
 function publicJwk(jwk: JsonObject): JsonObject | undefined {
   if (jwk.kty === "EC") return { crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y };
   if (jwk.kty === "RSA") return { e: jwk.e, kty: jwk.kty, n: jwk.n };
@@ -13349,7 +13349,7 @@ async function jwkThumbprint(jwk: JsonObject): Promise<string> {
   if (!members || Object.values(members).some((value) => typeof value !== "string")) {
     throw new Error("not a public key of a kind DPoP signs with");
   }
-  return await sha256Base64Url(JSON.stringify(members));
+  return await sha256Base64Url(canonicalJson(members)); // RFC 7638: the required members, sorted
 }
 
 const DPOP_KEYS = new WeakMap<JsonObject, Promise<CryptoKey>>(); // imported once per stored key
