@@ -13561,10 +13561,11 @@ class OAuthProvider implements AuthProvider {
     if (token.expires_at !== undefined && token.expires_at - margin < now) {
       // Once: a server that hands out short-lived tokens would otherwise be asked again and again.
       if (token.refresh_token && (await this.#refresh().catch(() => false))) token = this.#token!;
-      else if (this.#headless && token.expires_at <= now) {
-        // The grant again (a rotated assertion file read anew): under the same one-at-a-time as a challenge.
+      else if (this.#headless) {
+        // The grant again within the margin, as a refresh would be (a rotated assertion file read anew), under the
+        // same one-at-a-time as a challenge; while the token lasts, a failed one leaves it in use.
         this.#busy ??= this.#authorize({}, false).then(() => true).finally(() => this.#busy = undefined);
-        await this.#busy;
+        await (token.expires_at <= now ? this.#busy : this.#busy.catch(noop));
         token = this.#token!;
       }
       if (token.expires_at !== undefined && token.expires_at <= now) return undefined; // the 401 starts a flow

@@ -7335,6 +7335,17 @@ describe("13. OAuth: logins without a person, and DPoP", () => {
       assert.equal((await runCli(["call", mcp, "whoami"], { env })).stdout, "workload-2\n", "the stored token used");
       const grants = (await as.log()).filter((entry) => entry.kind === "token");
       assert.deepEqual(grants.map((entry) => entry.body.grant_type), [JWT_BEARER, JWT_BEARER]);
+      // A token about to expire (inside the refresh margin, not yet expired) is got again before it is sent, as a
+      // refresh would be: it could expire on its way.
+      const store = JSON.parse(readFileSync(env.MCP_TS_CREDENTIALS, "utf8"));
+      const now = Math.floor(Date.now() / 1000);
+      for (const token of Object.values(store.tokens) as Message[]) {
+        Object.assign(token, { obtained_at: now - 3600, expires_at: now + 5 });
+      }
+      writeFileSync(env.MCP_TS_CREDENTIALS, JSON.stringify(store), { mode: 0o600 });
+      writeFileSync(file, await mintText(`${as.url}/_assertion`, { sub: "workload-3" }));
+      assert.equal((await runCli(["call", mcp, "whoami", ...args], { env })).stdout, "workload-3\n", "got again");
+      assert.equal((await as.log()).filter((entry) => entry.kind === "token").length, 3);
 
       await fetch(`${as.url}/_reset`, { method: "POST" });
       writeFileSync(file, await mintText(`${as.url}/_assertion`, { exp_in: -60 }));
