@@ -7026,6 +7026,20 @@ describe("12. Client transports", () => {
   });
 });
 
+/** A client's ES256 key (--client-key): its public JWK for the authorization server, its private key as PEM. */
+async function clientKeyPair(): Promise<{ jwk: JsonWebKey; pem: string }> {
+  const { publicKey, privateKey } = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, [
+    "sign",
+    "verify",
+  ]);
+  const jwk = await crypto.subtle.exportKey("jwk", publicKey);
+  const pkcs8 = Buffer.from(await crypto.subtle.exportKey("pkcs8", privateKey)).toString("base64");
+  return {
+    jwk,
+    pem: `-----BEGIN PRIVATE KEY-----\n${pkcs8.match(/.{1,64}/g)!.join("\n")}\n-----END PRIVATE KEY-----\n`,
+  };
+}
+
 describe("13. OAuth: the client", () => {
   test("a server of one static --token: the client says to give it with -H (not to log in), and a wrong one is named", async () => {
     const server = await startListening(
@@ -7145,13 +7159,7 @@ describe("13. OAuth: the client", () => {
   });
 
   test("--grant client_credentials: tokens for the client itself, with a secret or a private key, no browser", async () => {
-    const { publicKey, privateKey } = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, [
-      "sign",
-      "verify",
-    ]);
-    const jwk = await crypto.subtle.exportKey("jwk", publicKey);
-    const pkcs8 = Buffer.from(await crypto.subtle.exportKey("pkcs8", privateKey)).toString("base64");
-    const pem = `-----BEGIN PRIVATE KEY-----\n${pkcs8.match(/.{1,64}/g)!.join("\n")}\n-----END PRIVATE KEY-----\n`;
+    const { jwk, pem } = await clientKeyPair();
     await withProtectedServer(async (as, server, store) => {
       mkdirSync(dirname(store), { recursive: true });
       const keyFile = join(dirname(store), "key.pem");
@@ -7435,13 +7443,7 @@ describe("13. OAuth: logins without a person, and DPoP", () => {
   });
 
   test("DPoP with a client key: the nonce retry carries a new client assertion (its jti is used once)", async () => {
-    const { publicKey, privateKey } = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, [
-      "sign",
-      "verify",
-    ]);
-    const jwk = await crypto.subtle.exportKey("jwk", publicKey);
-    const pkcs8 = Buffer.from(await crypto.subtle.exportKey("pkcs8", privateKey)).toString("base64");
-    const pem = `-----BEGIN PRIVATE KEY-----\n${pkcs8.match(/.{1,64}/g)!.join("\n")}\n-----END PRIVATE KEY-----\n`;
+    const { jwk, pem } = await clientKeyPair();
     await withFakeMcp("dpop-nonce,spend-first", async (as, mcp, dir, env) => {
       const keyFile = join(dir, "key.pem");
       writeFileSync(keyFile, pem, { mode: 0o600 });
