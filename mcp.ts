@@ -6793,6 +6793,12 @@ interface ChildEvents {
 type StopStep = readonly [ms: number, signal: "SIGTERM" | "SIGKILL" | undefined];
 
 /**
+ * A wait the program makes on purpose (the probe's silence, a stop ladder's step), told what it is for: tests
+ * pass their own to see each wait and end it at once, so none of them measures a duration. @internal
+ */
+export type Wait = (ms: number, why: string) => Promise<unknown>;
+
+/**
  * Stops a child the way every caller here does: each step waits for it to exit,
  * at most `ms`, then signals it (its group, where it has one). `wholeGroup`: the
  * steps go on after the child itself has exited, for what it left in its group.
@@ -6801,15 +6807,17 @@ async function stopLadder(
   child: { kill(signal: "SIGTERM" | "SIGKILL"): void },
   exited: Promise<unknown>,
   steps: readonly StopStep[],
-  options: { wholeGroup?: boolean } = {},
+  options: { wholeGroup?: boolean; wait?: Wait } = {},
 ): Promise<void> {
   let gone = false;
   void exited.then(() => gone = true);
   for (const [ms, signal] of steps) {
     if (ms > 0) {
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const waited = new Promise<void>((resolve) => timer = setTimeout(resolve, ms));
-      (timer as { unref?: () => void }).unref?.();
+      const waited = options.wait
+        ? options.wait(ms, signal ?? "giving up")
+        : new Promise<void>((resolve) => timer = setTimeout(resolve, ms));
+      (timer as { unref?: () => void } | undefined)?.unref?.();
       await (options.wholeGroup ? waited : Promise.race([exited, waited]));
       clearTimeout(timer);
     }
@@ -12097,6 +12105,8 @@ interface StdioTransportOptions {
   maxLineBytes?: number;
   /** Each wait of the stop ladder (default SHUTDOWN_STEP_MS). */
   stopStepMs?: number;
+  /** How the stop ladder waits (tests). */
+  wait?: Wait;
 }
 
 /** A server spawned with piped stdio, in its own process group; stopped in order by close(). */
@@ -12196,7 +12206,9 @@ class StdioTransport implements ClientTransport {
     // the cancellation and its closed stdin, not the whole first step.
     const step = this.#options.stopStepMs ?? SHUTDOWN_STEP_MS;
     const first = this.#unresponsive ? Math.min(UNRESPONSIVE_STEP_MS, step) : step;
-    await stopLadder(child, this.#exited, [[first, "SIGTERM"], [step, "SIGKILL"], [step, undefined]]);
+    await stopLadder(child, this.#exited, [[first, "SIGTERM"], [step, "SIGKILL"], [step, undefined]], {
+      wait: this.#options.wait,
+    });
   }
 }
 
@@ -14318,6 +14330,8 @@ export interface ConnectTransportOptions {
    * process group, then SIGKILL (default 2000).
    */
   stopStepMs?: number;
+  /** Each wait the session makes on purpose: the probe's silence, the stop ladder's steps (tests). @internal */
+  wait?: Wait;
 }
 
 /** The session: its era, timeouts, retries, cancellation, and what the client declares and answers. */
@@ -14475,6 +14489,7 @@ export class McpClient {
         cwd: options.cwd,
         maxLineBytes: options.maxLineBytes,
         stopStepMs: options.stopStepMs,
+        wait: options.wait,
       });
     const transport = this.#transport;
     const peer = this.#peer = new JsonRpcPeer({
@@ -14585,7 +14600,8 @@ export class McpClient {
       try {
         const probe = this.request("server/discover", {}, { probe: version });
         const silence = pinned ? undefined : Math.min(PROBE_SILENCE_MS, this.#options.timeout ?? PROBE_SILENCE_MS);
-        const answered = silence === undefined ? await probe : await Promise.race([probe, sleepFor(silence)]);
+        const waited = silence === undefined ? undefined : (this.#options.wait ?? sleepFor)(silence, "probe silence");
+        const answered = waited === undefined ? await probe : await Promise.race([probe, waited.then(() => undefined)]);
         if (answered === undefined) {
           // Silent so far: initialize goes out, and the probe stays out beside it.
           const late: LateProbe = { answer: Promise.resolve(false) };
@@ -16742,6 +16758,7 @@ export function proxy(upstream: ServerSpec, options: ProxyOptions = {}, downstre
       cwd: options.cwd,
       maxLineBytes: options.maxLineBytes,
       stopStepMs: options.stopStepMs,
+      wait: options.wait,
     });
   const http = transport instanceof HttpTransport ? transport : undefined;
   // Telemetry, metrics and access lines, when asked for (7i): spans per request, the traceparent replaced upstream.
@@ -17868,6 +17885,8 @@ export interface CliIo {
   stderr: OutputSink;
   /** Tests shorten the stop ladder of the stdio servers a command starts (ConnectOptions.stopStepMs). @internal */
   stopStepMs?: number;
+  /** Tests see and end the waits a command makes (ConnectOptions.wait). @internal */
+  wait?: Wait;
 }
 
 // The process's own stdout and stderr, each made on first use: an untouched one costs nothing.
@@ -19473,6 +19492,7 @@ async function withClient(
     onWarning: command === "list" || verbose ? (message) => progress.note(`warning: ${message}`) : undefined,
     onMessage: recorder?.write,
     stopStepMs: cliIo.stopStepMs,
+    wait: cliIo.wait,
     timeout: positiveInteger("--timeout", values.timeout, DEFAULT_REQUEST_TIMEOUT_MS),
     maxTime: positiveInteger("--max-time", values["max-time"], DEFAULT_MAX_TIME_MS),
     retries: positiveInteger("--retries", values.retries, 0, { allowZero: true }),
@@ -21384,6 +21404,7 @@ function withStderr(cli: CliIo, json: boolean): CliIo {
       return stderr ??= json ? jsonLogSink(terminalSafe(cli.stderr, true)) : terminalSafe(cli.stderr);
     },
     stopStepMs: cli.stopStepMs,
+    wait: cli.wait,
   };
 }
 

@@ -1,8 +1,9 @@
-// Makes the npm package from mcp.ts, the one source: `deno task dist` (or `node build/dist.mjs [OUT]`) writes
-// dist/npm/ with the program as JavaScript (Node's own type stripper: the same text with its types blanked, so
-// line and column numbers match mcp.ts), its type declarations (tsc, from mcp.ts), package.json, README and
-// LICENSE. Node refuses to strip types under node_modules, and Node before 22.18 cannot run a .ts file at all:
-// the package ships JavaScript, and runs on Node 18+, Bun and Deno.
+// Makes the npm package from mcp.ts, the one source: `deno task dist` (`deno run -A build/dist.mjs [OUT]`, or
+// `node build/dist.mjs [OUT]` on Node >= 22.18) writes dist/npm/ with the program as JavaScript (node:module's own
+// type stripper, Deno's or Node's: the same text with its types blanked, so line and column numbers match mcp.ts),
+// its type declarations (tsc, from mcp.ts), package.json, README and LICENSE. Node refuses to strip types under
+// node_modules, and Node before 22.18 cannot run a .ts file at all: the package ships JavaScript, and runs on
+// Node 18+, Bun and Deno.
 import { execFileSync } from "node:child_process";
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -17,13 +18,25 @@ const source = readFileSync(join(root, "mcp.ts"), "utf8");
 const fileVersion = /export const VERSION = "([^"]+)"/.exec(source)?.[1];
 if (fileVersion !== deno.version) throw new Error(`mcp.ts says ${fileVersion}, deno.json ${deno.version}`);
 
+// The program, made as `mcp.ts pack` makes a bundle's: the same stripper (node:module's, Node's warning kept off
+// stderr) and javaScriptOf (the types blanked, the shebang naming node). A Node that cannot load mcp.ts (before
+// 22.18) or has no stripper (before 22.13; Bun) is told, in one line and before anything is written, what can.
+const mcp = await import("../mcp.ts").catch((error) => {
+  if (error?.code !== "ERR_UNKNOWN_FILE_EXTENSION") throw error;
+});
+const strip = await mcp?.typeStripper();
+if (!strip) {
+  const runtime = process.versions.bun ? `Bun ${process.versions.bun}` : `Node ${process.versions.node}`;
+  const line = `dist: ${runtime} cannot strip the types of mcp.ts (Deno and Node >= 22.18 can): ` +
+    "run `deno task dist` (or `npx -y deno run -A build/dist.mjs`) instead\n";
+  // Drained, then exit: nothing else runs (no output folder emptied).
+  await new Promise((done) => process.stderr.write(line, done));
+  process.exit(1);
+}
+const { javaScriptOf } = mcp;
+
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
-
-// The program, made as `mcp.ts pack` makes a bundle's: the same stripper (Node's, its warning kept off stderr) and
-// javaScriptOf (the types blanked, the shebang naming node).
-const { javaScriptOf, typeStripper } = await import("../mcp.ts");
-const strip = await typeStripper();
 writeFileSync(join(out, "mcp.js"), javaScriptOf(source, strip));
 // The command: Node's compile cache first (Node >= 22.1; V8's code for mcp.js kept between starts, ~10 ms of
 // each start of a 0.8 MB file), then mcp.js's main. Importing mcp.js runs nothing: it is not the entry script.

@@ -5,7 +5,7 @@
 //   node --test build/package_test.mjs
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, delimiter, dirname, join, resolve } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -74,9 +74,30 @@ describe("the npm package", () => {
     assert.match(types, /@internal\s+\*\/\s+export declare function parseJsonText/, "@internal marked as such");
   });
 
+  test("deno task dist's build (Deno's type stripper) is byte for byte the one Node made", (t) => {
+    if (run("deno", ["--version"]).status !== 0) return t.skip("no deno on PATH");
+    const out = join(work, "npm-deno");
+    ok(run("deno", ["run", "-A", join(ROOT, "build", "dist.mjs"), out]), "deno run build/dist.mjs");
+    assert.deepEqual(readdirSync(out).sort(), readdirSync(join(work, "npm")).sort());
+    for (const name of readdirSync(out)) {
+      assert.ok(readFileSync(join(out, name)).equals(readFileSync(join(work, "npm", name))), name);
+    }
+  });
+
   for (const node of NODES) {
     const version = execFileSync(node, ["--version"], { encoding: "utf8" }).trim();
     const major = Number(version.slice(1).split(".")[0]);
+    const loadsTypeScript = major > 22 || (major === 22 && Number(version.split(".")[1]) >= 18);
+    if (!loadsTypeScript) {
+      test(`build/dist.mjs on Node ${version} says in one line to build with Deno, and writes nothing`, () => {
+        const out = join(work, `npm-${version}`);
+        const result = run(node, [join(ROOT, "build", "dist.mjs"), out], { node });
+        assert.equal(result.status, 1, result.stderr);
+        assert.equal(result.stdout, "");
+        assert.match(result.stderr, /^dist: Node \S+ cannot strip the types of mcp\.ts .*`deno task dist`[^\n]*\n$/);
+        assert.equal(existsSync(out), false);
+      });
+    }
     test(`installed into a fresh prefix, mcp runs on Node ${version}`, () => {
       const prefix = join(work, `prefix-${version}`);
       ok(run("npm", ["install", "-g", "--prefix", prefix, tarball], { node }), "npm install -g");
@@ -87,7 +108,7 @@ describe("the npm package", () => {
       const server = `${bin} serve ${TOOLS}`;
       const wc = ok(run(bin, ["call", server, "wc", "text=a b c"], { node, cwd: ROOT }), "call wc");
       assert.equal(wc.trim(), "lines=1 words=3 bytes=5");
-      if (major > 22 || (major === 22 && Number(version.split(".")[1]) >= 18)) {
+      if (loadsTypeScript) {
         assert.equal(ok(run(bin, ["call", server, "add", "a=2", "b=3"], { node, cwd: ROOT }), "call add").trim(), "5");
       } else {
         // Node before 22.6 has no type stripper: a .ts plugin is skipped, saying why and what to do.

@@ -14,7 +14,8 @@
 //                       resources/read text is "r\u001b]52;c;SGVsbG8=\u0007"; no resource templates
 //   flood               tool "flood" (no arguments): sends notifications/message {level "info", data: 1000 characters
 //                       "#N xxx…"} as fast as stdout takes them (awaiting 'drain') for HOSTILE_FLOOD_MS (3000) ms,
-//                       then answers text "flooded N", N the number sent
+//                       or until it has sent HOSTILE_FLOOD_COUNT of them when that is set (a count holds on a busy
+//                       machine, where a time sends fewer), then answers text "flooded N", N the number sent
 //   long-line           tool "long": answers with ONE line, a valid JSON-RPC response whose text is HOSTILE_BYTES
 //                       (6291456) 'x', written in 64 KiB chunks awaiting 'drain'; then stays alive until stdin closes
 //                       or SIGTERM
@@ -140,8 +141,9 @@ const CONTENTS = { contents: [{ uri: "hostile://r", mimeType: "text/plain", text
 
 async function flood(id: Id) {
   const until = Date.now() + Number(process.env.HOSTILE_FLOOD_MS ?? 3000);
+  const most = Number(process.env.HOSTILE_FLOOD_COUNT ?? Infinity);
   let count = 0;
-  while (Date.now() < until) {
+  while (most < Infinity ? count < most : Date.now() < until) {
     const data = `#${count + 1} `.padEnd(1000, "x");
     await put(
       JSON.stringify({ jsonrpc: "2.0", method: "notifications/message", params: { level: "info", data } }) + "\n",
