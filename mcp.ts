@@ -13068,6 +13068,16 @@ async function readSecretValue(value: string | undefined, flag: string): Promise
 }
 const AUTH_FETCH_TIMEOUT_MS = 30_000;
 
+// RFC 7523 §2.1: the jwt-bearer grant's assertion is one JWT (three base64url parts; an unsigned one's last is empty).
+async function readAssertion(value: string | undefined): Promise<string> {
+  const assertion = await readSecretValue(value, "--assertion");
+  if (!/^[\w-]+\.[\w-]+\.[\w-]*$/.test(assertion)) {
+    const named = value?.startsWith("@") ? ` ${value}` : "";
+    throw new UsageError(`Cannot use --assertion${named}: it is not a JWT (three base64url parts joined by dots)`);
+  }
+  return assertion;
+}
+
 /** What the HTTP client transport asks of whoever holds the credentials. */
 interface AuthProvider {
   /**
@@ -13561,6 +13571,8 @@ class OAuthProvider implements AuthProvider {
 
   async #header(): Promise<string | undefined> {
     if (!this.#loaded) {
+      // A bad --assertion is refused before a kept token is used: a token that happens to last must not hide it.
+      if (this.#options.grant === "jwt-bearer") await readAssertion(this.#options.assertion);
       this.#loaded = true;
       if (!this.#options.fresh) this.#token = findToken(await readStore(this.#file, this.#warn), this.#server);
     }
@@ -13746,7 +13758,7 @@ class OAuthProvider implements AuthProvider {
   // provider, for this authorization server and this resource.
   async #assertion(server: AuthServer): Promise<string> {
     const options = this.#options;
-    if (options.grant === "jwt-bearer") return await readSecretValue(options.assertion, "--assertion");
+    if (options.grant === "jwt-bearer") return await readAssertion(options.assertion);
     const endpoint = options.idpTokenEndpoint!; // checkGrant: token-exchange has it, and the IdP's client id
     // SEP-990 §4, RFC 8693: audience the authorization server's issuer, resource the MCP server; the identity
     // provider's token endpoint asked as any token endpoint is (the ID token goes to its origin only).
@@ -15830,6 +15842,8 @@ const MAX_TOOL_NAME = 64;
 export interface GatewayUpstream {
   name: string;
   spec: ServerSpec;
+  /** Why it cannot be started at all (not a command, not a configured name): down for good, the others serve. */
+  unusable?: string;
 }
 
 /** Options of {@linkcode Gateway}. */
@@ -15878,6 +15892,7 @@ interface UpstreamState {
   watchers: Map<string, Set<() => void>>; // resources/updated by URI
   error: unknown; // what its last failure threw (its exit code: an AuthorizationError is 4)
   restarted: number;
+  unusable: string | undefined; // why it can never start: said once, never tried
 }
 
 /**
@@ -16008,9 +16023,10 @@ export class Gateway {
 
   constructor(upstreams: GatewayUpstream[], options: GatewayOptions = {}) {
     this.#options = options;
-    this.#upstreams = upstreams.map(({ name, spec }) => ({
+    this.#upstreams = upstreams.map(({ name, spec, unusable }) => ({
       name,
       spec,
+      unusable,
       client: undefined,
       down: "starting",
       retryAt: 0,
@@ -16059,6 +16075,13 @@ export class Gateway {
   async #connect(upstream: UpstreamState): Promise<void> {
     if (this.#closed) return;
     const log = this.#options.log ?? noop;
+    if (upstream.unusable !== undefined) {
+      upstream.down = upstream.unusable;
+      upstream.error = new UsageError(upstream.unusable);
+      upstream.retryAt = Infinity;
+      log(`upstream "${upstream.name}" cannot start: ${upstream.unusable}; the others serve without it`);
+      return;
+    }
     let client: McpClient;
     // The handshake era where the upstream has it: its list changes then come as notifications (a
     // 2026-07-28 session hears them only on subscriptions/listen, which this client does not keep open).
@@ -20310,8 +20333,16 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     const name = named ? word.slice(0, equals) : word;
     const target = named ? word.slice(equals + 1) : word;
     if (upstreams.some((upstream) => upstream.name === name)) throw new UsageError(`upstream "${name}" is named twice`);
-    upstreams.push({ name, spec: await resolveServer(target, { config, env: { ...env, ...extra } }) });
+    try {
+      upstreams.push({ name, spec: await resolveServer(target, { config, env: { ...env, ...extra } }) });
+    } catch (error) {
+      // One upstream that names nothing runnable is down for good, not the gateway's end (its calls are isError).
+      if (!(error instanceof UsageError)) throw error;
+      upstreams.push({ name, spec: { command: target, args: [] }, unusable: error.message });
+    }
   }
+  const usable = upstreams.find((upstream) => upstream.unusable === undefined);
+  if (!usable) throw new UsageError(upstreams[0].unusable!);
   const log = (line: string, fields?: Record<string, unknown>) => logLine(io.stderr, line, fields);
   // Without --http the metrics flags are still checked: --metrics-token alone is a mistake on every transport.
   const http = values.http === undefined ? void metricsOptions(values, env) : httpServeOptions(values, env);

@@ -7503,6 +7503,27 @@ describe("13. OAuth: logins without a person, and DPoP", () => {
   const mintText = async (url: string, claims: Message = {}) =>
     await (await fetch(url, { method: "POST", body: JSON.stringify(claims) })).text();
 
+  test("a bad --assertion is refused (exit 2) before a kept token is used: unreadable, not a JWT; its text never printed", async () => {
+    await withFakeMcp("", async (as, mcp, dir, env) => {
+      const file = join(dir, "token.jwt");
+      writeFileSync(file, await mintText(`${as.url}/_assertion`, { sub: "workload-1" }));
+      const grant = ["--grant", "jwt-bearer", "--client-id", "ci"];
+      const first = await runCli(["call", mcp, "whoami", ...grant, "--assertion", `@${file}`], { env });
+      assert.equal(first.stdout, "workload-1\n", first.stderr); // a token is kept now
+      const garbled = join(dir, "garbled.jwt");
+      writeFileSync(garbled, "s3cret-but-no-jwt\n");
+      const [missing, notJwt] = await Promise.all([
+        runCli(["call", mcp, "whoami", ...grant, "--assertion", `@${join(dir, "nope.jwt")}`], { env }),
+        runCli(["call", mcp, "whoami", ...grant, "--assertion", `@${garbled}`], { env }),
+      ]);
+      assert.deepEqual([missing.code, missing.stdout], [2, ""], missing.stderr);
+      assert.match(missing.stderr, /^mcp: Cannot read --assertion @\S+nope\.jwt: /);
+      assert.deepEqual([notJwt.code, notJwt.stdout], [2, ""], notJwt.stderr);
+      assert.match(notJwt.stderr, /^mcp: Cannot use --assertion @\S+garbled\.jwt: it is not a JWT/);
+      assert.doesNotMatch(notJwt.stderr, /s3cret/);
+    });
+  });
+
   test("--grant jwt-bearer --assertion @FILE: a token without a browser, the file read at each token request; a refused assertion is exit 4 with the server's reason, asked once", async () => {
     await withFakeMcp("", async (as, mcp, dir, env) => {
       const file = join(dir, "token.jwt");
@@ -8635,6 +8656,31 @@ describe("15a. Gateway", () => {
         gateway.kill();
       }
     });
+  });
+
+  test("an upstream that names nothing runnable is one stderr line while the others serve; all such: exit 2", async () => {
+    const gateway = new ServerProcess([`t=${SERVE}`, "bad=no-such-command-mcp-ts"], false, "gateway");
+    try {
+      await gateway.initialize();
+      const names = ((await gateway.request(2, "tools/list")).result.tools as Message[]).map((tool) => tool.name);
+      assert.ok(names.includes("t__add") && !names.some((name) => name.startsWith("bad__")), names.join());
+      assert.equal(
+        text((await gateway.request(3, "tools/call", { name: "t__add", arguments: { a: 1, b: 2 } })).result),
+        "3",
+      );
+      const said = gateway.stderr.split("\n").filter((line) => line.includes('"bad"'));
+      assert.equal(said.length, 1, gateway.stderr);
+      assert.match(
+        said[0],
+        /^mcp: upstream "bad" cannot start: "no-such-command-mcp-ts" is not a command on PATH .*the others serve without it$/,
+      );
+    } finally {
+      gateway.kill();
+      await gateway.exit;
+    }
+    const none = await runCli(["gateway", "bad=no-such-command-mcp-ts"]);
+    assert.equal(none.code, 2, none.stderr);
+    assert.match(none.stderr, /^mcp: "no-such-command-mcp-ts" is not a command on PATH/);
   });
 
   test("a slow upstream does not hold the others back; --http serves the same union", async () => {
