@@ -11738,7 +11738,7 @@ export const HOSTS: Record<string, Host> = {
 /** What `install` writes: a command line, or a URL with headers. */
 type InstallTarget =
   | { command: string; args: string[]; env?: Record<string, string> }
-  | { url: string; headers?: Record<string, string> };
+  | { url: string; headers?: Record<string, string>; launcher?: string[] }; // launcher: what runs `proxy` (stdio hosts)
 
 /** One host's entry for a server, in that host's own words. @internal */
 export function hostEntry(host: Host, target: InstallTarget): JsonObject {
@@ -11746,7 +11746,8 @@ export function hostEntry(host: Host, target: InstallTarget): JsonObject {
     if (host.stdioOnly) {
       // Claude Desktop's file runs commands only: our proxy bridges its stdio to the URL.
       const headers = Object.entries(target.headers ?? {}).flatMap(([name, value]) => ["-H", `${name}: ${value}`]);
-      return hostEntry(host, { command: "npx", args: ["-y", PACKAGE_NAME, "proxy", target.url, ...headers] });
+      const [command, ...args] = target.launcher ?? ["npx", "-y", PACKAGE_NAME];
+      return hostEntry(host, { command, args: [...args, "proxy", target.url, ...headers] });
     }
     const entry: JsonObject = host.typed ? { type: "http" } : {};
     entry[host.toml ? "url" : host.urlKey] = target.url;
@@ -20614,6 +20615,8 @@ Options:
   --attach             the entry that shares the daemon's session NAME: npx -y ${PACKAGE_NAME} attach NAME
                        (one server for every host window; see: mcp.ts help connect)
   --runtime node|deno|bun   with --self or --attach: npx (default), deno run -A jsr:${PACKAGE_NAME}, or bunx
+  --from-clone         with --self, --attach or claude-desktop's URL: the entry runs this file with the
+                       runtime running it now (a clone, before or instead of the published package)
   -e, --env KEY=VALUE  (repeatable) the server's environment (a command)
   -H, --header "K: V"  (repeatable) sent with every request (a URL)
   --scope project|user where the host has both (default: project when its file exists here)
@@ -20629,12 +20632,37 @@ const INSTALL_FLAGS = {
   header: { type: "string", short: "H", multiple: true },
   scope: { type: "string" },
   force: { type: "boolean" },
+  "from-clone": { type: "boolean" },
 } as const;
+
+/**
+ * Whether the npm registry (npm's own npm_config_registry, else npmjs.org) has `name`: false on its 404, undefined
+ * when it cannot tell (offline, slow, anything else). Asked only where an entry would fetch the package.
+ */
+async function onNpmRegistry(name: string, env: Record<string, string | undefined>): Promise<boolean | undefined> {
+  const registry = (env.npm_config_registry || env.NPM_CONFIG_REGISTRY || "https://registry.npmjs.org/")
+    .replace(/\/*$/, "/");
+  try {
+    const response = await fetchSameOrigin(new URL(name.replace("/", "%2f"), registry), {
+      headers: { accept: "application/vnd.npm.install-v1+json" },
+      signal: AbortSignal.timeout(NPM_CHECK_TIMEOUT_MS),
+    });
+    await response.body?.cancel();
+    return response.status === 404 ? false : response.ok ? true : undefined;
+  } catch {
+    return undefined;
+  }
+}
+const NPM_CHECK_TIMEOUT_MS = 3_000;
 
 /** `install <host> NAME -- <command…> | <URL>`: one server written into a host's config. */
 async function runInstall({ values, positionals }: Parsed<typeof INSTALL_FLAGS>, io: CliIo): Promise<number> {
   const [host, name, ...rest] = positionals;
   const { env, headers } = connectionFlags(values);
+  const fromClone = values["from-clone"] === true;
+  if (fromClone && values.runtime !== undefined) {
+    throw new UsageError("install takes --from-clone (this file, with the runtime running it) or --runtime, not both");
+  }
   let target: InstallTarget;
   if (values.self !== undefined || values.attach) {
     if (rest.length) throw new UsageError("install --self DIR or --attach takes no command or URL besides");
@@ -20652,13 +20680,19 @@ async function runInstall({ values, positionals }: Parsed<typeof INSTALL_FLAGS>,
       bun: ["bunx", PACKAGE_NAME],
     };
     if (!Object.hasOwn(launch, runtime)) throw new UsageError(`--runtime takes node, deno or bun, not "${runtime}"`);
-    const [command, ...args] = launch[runtime];
+    const [command, ...args] = fromClone ? await selfArgv([]) : launch[runtime];
     // --attach: every host window shares the daemon's session NAME (opened from the config name NAME if need be).
     target = { command, args: dir === undefined ? [...args, "attach", name] : [...args, "serve", dir], env };
   } else if (values.runtime !== undefined) {
     throw new UsageError("--runtime goes with --self DIR or --attach");
   } else if (rest.length === 1 && /^https?:\/\//i.test(rest[0])) {
     target = { url: checkUrl(rest[0], "the server URL"), headers };
+    if (fromClone) {
+      if (!HOSTS[host]?.stdioOnly) throw new UsageError(`--from-clone: ${host} takes the URL itself; no program runs`);
+      target.launcher = await selfArgv([]);
+    }
+  } else if (fromClone) {
+    throw new UsageError("--from-clone goes with --self DIR, --attach, or a URL for claude-desktop");
   } else if (rest.length === 0) {
     throw new UsageError(`install needs the server: -- <command…>, a URL, or --self DIR (see: mcp.ts help install)`);
   } else {
@@ -20670,6 +20704,14 @@ async function runInstall({ values, positionals }: Parsed<typeof INSTALL_FLAGS>,
   const written = await installServer(host, name, target, { scope: values.scope, force: values.force === true });
   const backup = written.backup ? `; the previous file is ${written.backup}` : "";
   io.stdout.write(`installed "${name}" in ${written.file} (${host}, ${written.scope} scope${backup})\n`);
+  // An entry that fetches our package when the host starts it: a package not published yet cannot start.
+  const fetched = "url" in target ? HOSTS[host]?.stdioOnly && !target.launcher : target.args.includes(PACKAGE_NAME);
+  if (fetched && !fromClone && await onNpmRegistry(PACKAGE_NAME, sys.env()) === false) {
+    io.stderr.write(
+      `mcp: ${PACKAGE_NAME} is not on the npm registry yet, so the entry cannot start there; ` +
+        `install again with --force --from-clone for one that runs this file (${(await selfArgv([])).join(" ")})\n`,
+    );
+  }
   return 0;
 }
 

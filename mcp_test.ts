@@ -100,6 +100,9 @@ import {
 // --- Helpers every section's tests use -----------------------------------------------------------
 
 const HERE = new URL(".", import.meta.url).pathname;
+// install asks the npm registry whether our package is there: no test reaches the real one (a closed port: "cannot
+// tell", said nothing of); the test of that line gives a registry of its own.
+process.env.npm_config_registry = "http://127.0.0.1:9/";
 /**
  * Each runtime's suite its own login callback port (see runCli), below Linux's ephemeral range (32768-60999): a port
  * in it can be a moment's local end of any test's outgoing connection (CI once found 33432 taken so).
@@ -6822,6 +6825,45 @@ describe("11c. Hosts: install and uninstall, each host's file written and read b
       });
     });
   }
+
+  test("install: an entry that fetches an unpublished package says so once; --from-clone runs this file instead", async () => {
+    const registry = createHttpServer((request, response) => {
+      response.writeHead(request.url === "/@mcp-ts%2fmcp" ? 404 : 500).end("{}");
+    });
+    await new Promise<void>((resolve) => registry.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(registry.address() as { port: number }).port}/`;
+    try {
+      await withTempDir("mcp-install-clone-", async (dir) => {
+        const env = { HOME: join(dir, "home"), npm_config_registry: url };
+        const tools = join(HERE, "testdata", "tools");
+        const [npx, clone, desktop, both] = await Promise.all([
+          runCli(["install", "cursor", "a", "--self", tools, "--scope", "user"], { cwd: dir, env }),
+          runCli(["install", "claude-code", "b", "--attach", "--from-clone", "--scope", "user"], { cwd: dir, env }),
+          runCli(["install", "claude-desktop", "c", "--from-clone", "https://example.test/mcp"], { cwd: dir, env }),
+          runCli(["install", "cursor", "d", "--self", tools, "--from-clone", "--runtime", "bun"], { cwd: dir, env }),
+        ]);
+        assert.equal(npx.code, 0, npx.stderr);
+        assert.match(
+          npx.stderr,
+          /^mcp: @mcp-ts\/mcp is not on the npm registry yet, so the entry cannot start there; install again with --force --from-clone for one that runs this file \(.+mcp\.m?[tj]s\)\n$/,
+        );
+        for (const run of [clone, desktop]) assert.deepEqual([run.code, run.stderr], [0, ""]);
+        assert.equal(both.code, 2);
+        const self = [RUNTIME[0].includes("deno") ? "run" : undefined, RUNTIME[0].includes("deno") ? "-A" : undefined]
+          .filter(Boolean);
+        const claude = JSON.parse(readFileSync(join(dir, "home", ".claude.json"), "utf8")).mcpServers.b;
+        assert.ok(claude.args.some((arg: string) => /\/mcp\.m?[tj]s$/.test(arg)), JSON.stringify(claude));
+        assert.deepEqual(claude.args.slice(-2), ["attach", "b"]);
+        assert.ok(self.every((flag) => claude.args.includes(flag)), JSON.stringify(claude));
+        const desktopFile = join(dir, "home", ".config", "Claude", "claude_desktop_config.json");
+        const entry = JSON.parse(readFileSync(desktopFile, "utf8")).mcpServers.c;
+        assert.deepEqual(entry.args.slice(-2), ["proxy", "https://example.test/mcp"]);
+        assert.ok(entry.args.some((arg: string) => /\/mcp\.m?[tj]s$/.test(arg)), JSON.stringify(entry));
+      });
+    } finally {
+      registry.close();
+    }
+  });
 
   test("install keeps every other key, comment and the indentation; --force replaces; a broken file is left whole", async () => {
     await withTempDir("mcp-install-", async (dir) => {
