@@ -20772,7 +20772,19 @@ async function runPack({ values, positionals }: Parsed<typeof PACK_FLAGS>, io: C
     const [first] = loaded.errors;
     throw new UsageError(`Cannot pack ${dir}: ${first.file}: ${first.message}`);
   }
-  const typescript = folder.some((file) => /\.m?ts$/.test(file.name) && !file.name.includes("/"));
+  const typescript = folder.filter((file) => /\.m?ts$/.test(file.name) && !file.name.includes("/")).map((file) =>
+    file.name
+  );
+  if (typescript.length) {
+    // The bundle's Node floor rises from 18 for these alone: the one who packs it may rather write them as .js.
+    logLine(
+      io.stderr,
+      `pack: ${typescript.join(", ")} ${typescript.length === 1 ? "is" : "are"} TypeScript: the bundle needs ` +
+        "Node >= 22.18 (type stripping); written as .js, it runs on Node >= 18",
+      undefined,
+      "warn",
+    );
+  }
   const manifest = {
     manifest_version: MCPB_MANIFEST_VERSION,
     name,
@@ -20793,7 +20805,7 @@ async function runPack({ values, positionals }: Parsed<typeof PACK_FLAGS>, io: C
       description: String(tool.listing.description ?? ""),
     })),
     // A TypeScript plugin needs Node's type stripping; JavaScript and executables run on Node 18.
-    compatibility: { runtimes: { node: typescript ? ">=22.18.0" : ">=18.0.0" } },
+    compatibility: { runtimes: { node: typescript.length ? ">=22.18.0" : ">=18.0.0" } },
   };
   const entries: ZipEntry[] = [
     { name: "manifest.json", data: encoder.encode(JSON.stringify(manifest, null, 2) + "\n"), mode: 0o644 },

@@ -7033,6 +7033,29 @@ describe("11d. Bundles: pack", () => {
     assert.deepEqual(entries[2].data, new Uint8Array([0, 255]));
   });
 
+  test("pack names the TypeScript plugins that raise the bundle's Node to >= 22.18; a folder without one says nothing", async () => {
+    if (process.versions.bun) return; // Bun cannot pack (the test above): no stripper that keeps the text as it is
+    await withTempDir("mcp-pack-ts-", async (dir) => {
+      const tools = join(dir, "tools");
+      mkdirSync(tools);
+      writeFileSync(join(tools, "plain.mjs"), 'export default { run: () => "plain" };\n');
+      const plain = await runCli(["pack", tools, "-o", join(dir, "plain.mcpb")], { cwd: dir });
+      assert.deepEqual([plain.code, plain.stderr], [0, ""]);
+      writeFileSync(join(tools, "add.ts"), "export default { run: ({ a }: { a: number }) => a + 1 };\n");
+      writeFileSync(join(tools, "sub.mts"), "export default { run: ({ a }: { a: number }) => a - 1 };\n");
+      const typed = await runCli(["pack", tools, "-o", join(dir, "typed.mcpb")], { cwd: dir });
+      assert.equal(typed.code, 0, typed.stderr);
+      assert.equal(
+        typed.stderr,
+        "mcp: pack: add.ts, sub.mts are TypeScript: the bundle needs Node >= 22.18 (type stripping); written as .js, " +
+          "it runs on Node >= 18\n",
+      );
+      const entries = await unzip(new Uint8Array(readFileSync(join(dir, "typed.mcpb"))));
+      const manifest = JSON.parse(new TextDecoder().decode(entries.find((e) => e.name === "manifest.json")!.data));
+      assert.deepEqual(manifest.compatibility, { runtimes: { node: ">=22.18.0" } });
+    });
+  });
+
   test("pack DIR -o NAME.mcpb: the manifest lists DIR's tools, the bundle serves them", async () => {
     await withTempDir("mcp-pack-", async (dir) => {
       const tools = join(dir, "tools");
