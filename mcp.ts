@@ -20640,8 +20640,8 @@ const INSTALL_FLAGS = {
  * when it cannot tell (offline, slow, anything else). Asked only where an entry would fetch the package.
  */
 async function onNpmRegistry(name: string, env: Record<string, string | undefined>): Promise<boolean | undefined> {
-  const registry = (env.npm_config_registry || env.NPM_CONFIG_REGISTRY || "https://registry.npmjs.org/")
-    .replace(/\/*$/, "/");
+  const named = env.npm_config_registry || env.NPM_CONFIG_REGISTRY || "https://registry.npmjs.org/";
+  const registry = named.endsWith("/") ? named : named + "/";
   try {
     const response = await fetchSameOrigin(new URL(name.replace("/", "%2f"), registry), {
       headers: { accept: "application/vnd.npm.install-v1+json" },
@@ -20707,9 +20707,12 @@ async function runInstall({ values, positionals }: Parsed<typeof INSTALL_FLAGS>,
   // An entry that fetches our package when the host starts it: a package not published yet cannot start.
   const fetched = "url" in target ? HOSTS[host]?.stdioOnly && !target.launcher : target.args.includes(PACKAGE_NAME);
   if (fetched && !fromClone && await onNpmRegistry(PACKAGE_NAME, sys.env()) === false) {
-    io.stderr.write(
-      `mcp: ${PACKAGE_NAME} is not on the npm registry yet, so the entry cannot start there; ` +
-        `install again with --force --from-clone for one that runs this file (${(await selfArgv([])).join(" ")})\n`,
+    logLine(
+      io.stderr,
+      `${PACKAGE_NAME} is not on the npm registry yet, so the entry cannot start there; ` +
+        `install again with --force --from-clone for one that runs this file (${(await selfArgv([])).join(" ")})`,
+      undefined,
+      "warn",
     );
   }
   return 0;
