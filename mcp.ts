@@ -1939,6 +1939,8 @@ export interface Catalog {
   prompts: Prompt[];
   /** Files that failed to load, so that a call to a tool of one of them can say why. */
   failed?: PluginError[];
+  /** The answer to a call of a name no tool has, where the catalog knows why (a gateway's down upstream). */
+  unknownTool?: (name: string) => JsonObject | undefined;
   /** Skills (SEP-2640): folders of instructions, served as skill:// resources. */
   skills?: Skill[];
 }
@@ -3056,7 +3058,11 @@ export class McpServer {
       throw new RpcError(ErrorCode.InvalidParams, "Invalid params: tools/call needs a name");
     }
     const tool = this.#core.toolsByName.get(name);
-    if (!tool) throw unknownName(this.#core, "tool", name);
+    if (!tool) {
+      const answer = this.#core.catalog.unknownTool?.(name);
+      if (answer) return answer;
+      throw unknownName(this.#core, "tool", name);
+    }
     const args = params.arguments ?? {};
     if (!isObject(args)) throw new RpcError(ErrorCode.InvalidParams, "Invalid params: arguments must be an object");
     // spec 2025-11-25 (SEP-1303): input validation errors are tool execution errors.
@@ -16324,7 +16330,19 @@ export class Gateway {
         }, `upstream ${upstream.name}`) as ResourceTemplate);
       }
     }
-    return { tools, prompts, resources, templates };
+    // A tool of an upstream that never came up is not listed, yet its prefix says whose it is: a call is its isError.
+    const unknownTool = (name: string) => {
+      const down = this.#upstreams.find((upstream) =>
+        !upstream.client && upstream.tools.length === 0 && name.startsWith(`${upstream.name}__`)
+      );
+      if (!down || transparent) return undefined;
+      try {
+        this.#upstreamOf(down);
+      } catch (error) {
+        return this.#failure(down, error, false);
+      }
+    };
+    return { tools, prompts, resources, templates, unknownTool };
   }
 
   /**
@@ -20402,6 +20420,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
       });
       if (handler.core.tasks.store) gateway.share(handler.core.tasks.store);
       gateway.onCatalog = (catalog) => handler.core.setCatalog(catalog);
+      handler.core.setCatalog(first); // with what options cannot carry: the answer for a down upstream's names
       const listener = await listenFor(handler, http.listen);
       audienceFromListener(http.handler.auth, listener, http.handler.path);
       const url = listenerUrl(listener, http.handler.path);
@@ -20412,6 +20431,7 @@ async function runGateway({ values, positionals }: Parsed<typeof GATEWAY_FLAGS>,
     } else {
       const handle = serve({ ...serverOptions, input: io.stdin, log });
       gateway.onCatalog = (catalog) => handle.server.setCatalog(catalog);
+      handle.server.setCatalog(first); // with what options cannot carry: the answer for a down upstream's names
       void stopping.then(() => handle.shutdown());
       await handle.done;
     }

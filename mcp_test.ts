@@ -8723,7 +8723,7 @@ describe("15a. Gateway", () => {
     });
   });
 
-  test("an upstream that names nothing runnable is one stderr line while the others serve; all such: exit 2", async () => {
+  test("an upstream that names nothing runnable is one stderr line and an isError per call while the others serve; all such: exit 2", async () => {
     const gateway = new ServerProcess([`t=${SERVE}`, "bad=no-such-command-mcp-ts"], false, "gateway");
     try {
       await gateway.initialize();
@@ -8732,6 +8732,12 @@ describe("15a. Gateway", () => {
       assert.equal(
         text((await gateway.request(3, "tools/call", { name: "t__add", arguments: { a: 1, b: 2 } })).result),
         "3",
+      );
+      const down = (await gateway.request(4, "tools/call", { name: "bad__echo", arguments: {} })).result;
+      assert.equal(down.isError, true, JSON.stringify(down));
+      assert.match(
+        text(down),
+        /^upstream "bad" is down \("no-such-command-mcp-ts" is not a command on PATH .*it is not started again$/,
       );
       const said = gateway.stderr.split("\n").filter((line) => line.includes('"bad"'));
       assert.equal(said.length, 1, gateway.stderr);
