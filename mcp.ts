@@ -20726,7 +20726,7 @@ async function runInstall({ values, positionals }: Parsed<typeof INSTALL_FLAGS>,
   io.stdout.write(`installed "${name}" in ${written.file} (${host}, ${written.scope} scope${backup})\n`);
   // An entry that fetches our package when the host starts it: a package not published yet cannot start.
   const fetched = "url" in target ? HOSTS[host]?.stdioOnly && !target.launcher : target.args.includes(PACKAGE_NAME);
-  if (fetched && !fromClone && await onNpmRegistry(PACKAGE_NAME, sys.env()) === false) {
+  if (fetched && await onNpmRegistry(PACKAGE_NAME, sys.env()) === false) {
     logLine(
       io.stderr,
       `${PACKAGE_NAME} is not on the npm registry yet, so the entry cannot start there; ` +
